@@ -1,0 +1,55 @@
+"""trio-actors: an actor runtime for trio.
+
+Layers, bottom up (each imports only from those below it):
+
+1. ``_errors``, ``_policy`` -- exceptions and the serving policy (values only);
+2. ``lifecycle`` -- the state table, dead letters, the stop sequence;
+3. ``mailbox`` -- asks in flight, the serving loop, stranded cleanup (the only
+   user of trio's scheduling primitives);
+4. ``actors`` -- ``Actor``, ``ActorRef``, ``ActorSystem``;
+5. ``contracts``, ``sweeps``, ``testing`` -- built on the public API.
+
+This module only re-exports the public API.
+"""
+
+from ._errors import ActorError as ActorError
+from ._errors import ActorStopped as ActorStopped
+from ._policy import DEFAULT_BATCH as DEFAULT_BATCH
+from ._policy import DEFAULT_CLEANUP_BATCH as DEFAULT_CLEANUP_BATCH
+from ._policy import DEFAULT_TIME_SLICE as DEFAULT_TIME_SLICE
+from ._policy import ServingPolicy as ServingPolicy
+from .actors import Actor as Actor
+from .actors import ActorRef as ActorRef
+from .actors import ActorSystem as ActorSystem
+from .actors import open_actor_system as open_actor_system
+from .lifecycle import DeadLetter as DeadLetter
+from .lifecycle import DeadLetters as DeadLetters
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "DEFAULT_CLEANUP_BATCH",
+    "DEFAULT_TIME_SLICE",
+    "Actor",
+    "ActorError",
+    "ActorRef",
+    "ActorStopped",
+    "ActorSystem",
+    "DeadLetter",
+    "DeadLetters",
+    "ServingPolicy",
+    "open_actor_system",
+]
+
+__version__ = "0.1.0"
+
+
+def _fix_module_names() -> None:
+    # Tracebacks and docs say trio_actors.Actor, not trio_actors.actors._actor.Actor.
+    for name in __all__:
+        obj = globals()[name]
+        if hasattr(obj, "__module__") and isinstance(obj, type | type(open_actor_system)):
+            obj.__module__ = __name__
+
+
+_fix_module_names()
+del _fix_module_names

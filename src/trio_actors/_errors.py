@@ -1,0 +1,39 @@
+"""The package's exceptions.
+
+Each error says whose fault it is, in the manner of trio's ``ClosedResourceError``
+(you closed it) and ``BrokenResourceError`` (something else broke it):
+
+* :class:`ActorError` -- base of every error this package raises on purpose, and
+  itself raised for misuse that has no better type (asking yourself, awaiting your
+  own stop from inside your handler).
+* :class:`ActorStopped` -- the actor you asked has stopped or is stopping; not your
+  mistake, but the ask cannot be answered.
+* :class:`LifecycleError` -- an illegal lifecycle transition: always a bug in the
+  runtime, never in user code; it names the actor, the state and the event.
+"""
+
+from __future__ import annotations
+
+
+class ActorError(Exception):
+    """Base class of the errors raised by trio-actors."""
+
+
+class ActorStopped(ActorError):
+    """An ask that cannot be answered because the actor stopped or was stopping.
+
+    Raised by :meth:`ActorRef.ask <trio_actors.ActorRef.ask>` for an actor that no
+    longer accepts messages, and delivered to every asker whose ask was still queued
+    (stranded) when the actor stopped.
+    """
+
+
+class LifecycleError(ActorError):
+    """An illegal lifecycle transition was attempted.
+
+    The message names the actor, its state and the event; the state is left
+    unchanged.
+    """
+
+
+__all__ = ["ActorError", "ActorStopped", "LifecycleError"]

@@ -1,0 +1,83 @@
+"""How mailboxes are served: the :class:`ServingPolicy` value object.
+
+A policy is three numbers; the serving loop (:mod:`trio_actors.mailbox`) reads them
+once per turn. They are validated on construction so that a bad value fails where it
+was written, naming the field and the value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+DEFAULT_BATCH = 64
+"""Messages of one mailbox handled per turn before the runtime yields."""
+
+DEFAULT_CLEANUP_BATCH = 32
+"""Stranded messages cleaned per step before the runtime yields (shielded)."""
+
+DEFAULT_TIME_SLICE = 0.016
+"""Seconds of trio-clock time after which a turn ends early."""
+
+
+def _positive_int(instance: Any, attribute: attrs.Attribute[int], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"ServingPolicy.{attribute.name} must be an int, "
+            f"got {value!r} of type {type(value).__name__}"
+        )
+    if value < 1:
+        raise ValueError(f"ServingPolicy.{attribute.name} must be >= 1, got {value!r}")
+
+
+def _time_slice(instance: Any, attribute: attrs.Attribute[float | None], value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            "ServingPolicy.time_slice must be a number of seconds or None, "
+            f"got {value!r} of type {type(value).__name__}"
+        )
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(
+            "ServingPolicy.time_slice must be a finite number of seconds > 0 "
+            f"(or None for no slice), got {value!r}"
+        )
+
+
+@attrs.frozen
+class ServingPolicy:
+    """How each mailbox is served.
+
+    Args:
+        batch: at most this many messages of one mailbox are handled in one turn;
+            then, if messages remain, the runtime yields to the trio scheduler before
+            serving that mailbox again.
+        cleanup_batch: when an actor stops, the messages left in its mailbox
+            (stranded) are failed back or dead-lettered this many at a time, with a
+            shielded yield between groups.
+        time_slice: a turn also ends once this many seconds of trio-clock time have
+            passed since it began (checked between messages), or ``None`` for no
+            time limit.
+
+    Raises:
+        TypeError: a field has the wrong type (the message names it).
+        ValueError: a field is out of range (the message names it and the value).
+    """
+
+    batch: int = attrs.field(default=DEFAULT_BATCH, validator=_positive_int)
+    cleanup_batch: int = attrs.field(default=DEFAULT_CLEANUP_BATCH, validator=_positive_int)
+    time_slice: float | None = attrs.field(default=DEFAULT_TIME_SLICE, validator=_time_slice)
+
+    def describe(self) -> str:
+        """A short human-readable form, e.g. ``batch=64 cleanup=32 slice=16ms``."""
+        if self.time_slice is None:
+            slice_text = "none"
+        else:
+            slice_text = f"{self.time_slice * 1000:g}ms"
+        return f"batch={self.batch} cleanup={self.cleanup_batch} slice={slice_text}"
+
+
+__all__ = ["DEFAULT_BATCH", "DEFAULT_CLEANUP_BATCH", "DEFAULT_TIME_SLICE", "ServingPolicy"]

@@ -1,0 +1,89 @@
+"""The :class:`Actor` base class that application actors subclass.
+
+An actor is a plain object with a ``receive`` method. The runtime guarantees that at
+most one of its handlers (``on_start``, ``receive``, ``on_stop``) runs at a time, so
+its state needs no locks. Users never call an actor's methods directly; they hold an
+:class:`~trio_actors.ActorRef` and send it messages.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ActorError
+
+if TYPE_CHECKING:
+    from ._cell import ActorCell
+    from ._ref import ActorRef
+    from ._system import ActorSystem
+
+
+class Actor:
+    """Base class for actors.
+
+    Subclasses define :meth:`receive` (plain or ``async def``) and may define
+    :meth:`on_start` and :meth:`on_stop` (each plain or ``async def``).
+
+    A plain handler runs inline in the runtime's serving loop: it is the fast path,
+    and it cannot be interrupted. An ``async def`` handler runs in a trio task of its
+    own while it awaits; it can be cancelled (by its asker, or by ``stop()``).
+    """
+
+    __slots__ = ("_trio_actors_cell", "__dict__")
+
+    _trio_actors_cell: ActorCell
+
+    def receive(self, message: Any) -> Any:
+        """Handle one message; the return value is the reply to an ``ask``.
+
+        May be ``async def``. An exception raised here reaches the asker of the
+        message (same type) and is a failure of the actor: it is logged and counted.
+        """
+        raise NotImplementedError  # pragma: no cover - spawn refuses such actors
+
+    def on_start(self) -> Any:
+        """Called once before the first message is handled (plain or ``async def``).
+
+        Messages told before or during ``on_start`` are kept and handled after it.
+        An exception here is a failure of the actor; the actor then stops.
+        """
+
+    def on_stop(self) -> Any:
+        """Called exactly once when a started actor stops (plain or ``async def``).
+
+        It runs after the stranded mailbox has been cleaned up. An exception here is
+        logged and recorded; the actor still ends stopped. If the whole system is
+        being cancelled, an ``async`` ``on_stop`` sees ``Cancelled`` at its first
+        checkpoint.
+        """
+
+    @property
+    def ref(self) -> ActorRef:
+        """This actor's own :class:`~trio_actors.ActorRef` (set before ``on_start``)."""
+        return self._cell().ref
+
+    @property
+    def system(self) -> ActorSystem:
+        """The :class:`~trio_actors.ActorSystem` this actor lives in."""
+        return self._cell().system
+
+    def stop(self) -> None:
+        """Ask for this actor's own stop once the current message returns.
+
+        Never blocks and never a checkpoint. Messages still queued are stranded
+        (asks fail with ``ActorStopped``, tells become dead letters), then
+        ``on_stop`` runs. Calling it again, or while already stopping, does nothing.
+        """
+        self._cell().begin_stop(drain=False, cancel_handler=False)
+
+    def _cell(self) -> ActorCell:
+        try:
+            return self._trio_actors_cell
+        except AttributeError:
+            raise ActorError(
+                f"{type(self).__name__} instance is not spawned yet: ref, system and "
+                "stop() are available from on_start onwards, not in __init__"
+            ) from None
+
+
+__all__ = ["Actor"]

@@ -1,0 +1,367 @@
+"""The actor cell: the runtime's record of one live actor.
+
+Users see an :class:`~trio_actors.Actor` (their object) and an
+:class:`~trio_actors.ActorRef` (the handle); the cell between them holds everything
+the runtime needs: the mailbox, the lifecycle state, whether the actor is scheduled,
+the task and cancel scope of a running ``async`` handler, and the counters behind
+statistics. It is deliberately a flat, slotted record: the tell fast path reads three
+of its attributes and nothing else.
+
+Invariants the serving loop relies on:
+
+* ``scheduled`` is true while the actor is in the run queue, being served inline, or
+  being served by a task of its own; a mailbox is never served by two at once.
+* while ``scheduled`` is true, ``mailbox`` is a deque (it is allocated on first use,
+  so an actor that never got a message costs no deque).
+* ``accepting`` is ``state in ACCEPTING_STATES``, kept by
+  :func:`~trio_actors.lifecycle._state.advance`.
+* once the actor stops accepting, nothing is appended to ``mailbox`` again; an
+  immediate stop moves what is queued to ``stranded`` in one step, which also ends
+  any turn in progress.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from threading import get_ident
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .._errors import ActorError, ActorStopped
+from ..lifecycle._state import ActorState, LifecycleEvent, advance
+from ..mailbox._envelope import NO_MESSAGE, Ask
+from ._kinds import HandlerKinds
+from ._ref import ActorRef
+
+if TYPE_CHECKING:
+    from ._actor import Actor
+    from ._system import ActorSystem
+
+logger = logging.getLogger("trio_actors")
+
+_STOPPING = ActorState.STOPPING
+_STOPPED = ActorState.STOPPED
+_DRAINING = ActorState.DRAINING
+
+
+def current_task_of(system: ActorSystem, operation: str) -> trio.lowlevel.Task:
+    """The calling task, checked to belong to ``system``'s trio run.
+
+    Raises:
+        RuntimeError: called outside a trio run.
+        ActorError: called from another trio run (for example another thread).
+    """
+    try:
+        task = trio.lowlevel.current_task()
+    except RuntimeError:
+        raise RuntimeError(
+            f"ActorRef.{operation}() must be awaited inside the trio run that opened "
+            "the actor system"
+        ) from None
+    if trio.lowlevel.current_trio_token() is not system.trio_token:
+        raise ActorError(
+            f"ActorRef.{operation}() called from another trio run (another thread?); "
+            "refs belong to the run that opened their system -- use "
+            "trio.from_thread.run() to reach it"
+        )
+    return task
+
+
+class ActorCell:
+    """The runtime's record of one actor. Never shown to users."""
+
+    __slots__ = (
+        "accepting",
+        "args",
+        "asks_queued",
+        "dead_lettered",
+        "dispatcher",
+        "factory",
+        "failed_back",
+        "failures",
+        "fast_tell",
+        "handled",
+        "handler_scope",
+        "head",
+        "inline_ready",
+        "instance",
+        "kinds",
+        "last_error",
+        "mailbox",
+        "name",
+        "needs_task",
+        "path",
+        "receive",
+        "ref",
+        "scheduled",
+        "serving_task",
+        "started",
+        "state",
+        "stop_owned",
+        "stranded",
+        "system",
+        "thread_id",
+        "withdrawn",
+        "_drained",
+        "_stopped",
+        "_task_done",
+    )
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        instance: Actor,
+        kinds: HandlerKinds,
+        name: str,
+        path: str,
+    ) -> None:
+        self.system = system
+        self.dispatcher = system._dispatcher
+        self.thread_id = system.thread_id
+        self.instance = instance
+        self.kinds = kinds
+        self.receive = instance.receive
+        self.name = name
+        self.path = path
+        self.ref = ActorRef(self)
+        self.factory: Any = None
+        self.args: tuple[Any, ...] = ()
+        self.state = ActorState.STARTING
+        self.accepting = True
+        self.started = False
+        # The mailbox is the head slot followed by the deque. The message that wakes
+        # an idle actor goes to the head slot; the deque is allocated on the first
+        # backlog and kept.
+        self.head: Any = NO_MESSAGE
+        self.mailbox: deque[Any] | None = None
+        self.stranded: deque[Any] | None = None
+        self.scheduled = False
+        # accepting and scheduled: the one flag the tell fast path reads.
+        self.fast_tell = False
+        self.asks_queued = 0  # Ask envelopes in the mailbox (withdrawn ones too)
+        # A task is needed to serve this actor while receive is async, or until an
+        # async on_start has run.
+        self.needs_task = kinds.receive_async or kinds.on_start_async
+        # Started, with a plain receive: the dispatcher can serve it inline.
+        self.inline_ready = False
+        self.serving_task: trio.lowlevel.Task | None = None
+        self.handler_scope: trio.CancelScope | None = None
+        self.stop_owned = False
+        self.handled = 0
+        self.withdrawn = 0
+        self.failed_back = 0
+        self.dead_lettered = 0
+        self.failures = 0
+        self.last_error: BaseException | None = None
+        self._drained: trio.Event | None = None
+        self._stopped: trio.Event | None = None
+        self._task_done: trio.Event | None = None
+
+    def describe(self) -> str:
+        return f"actor {self.path}"
+
+    # --- messages -----------------------------------------------------------------
+
+    def tell_slow(self, message: Any) -> None:
+        """``tell`` to an idle actor, a refusing one, or from another thread."""
+        if get_ident() != self.thread_id:
+            self._tell_from_thread(message)
+        elif self.accepting:
+            self.enqueue(message)
+        else:
+            self.dead_lettered += 1
+            self.system.dead_letters.record(self.ref, message, "stopped")
+
+    def enqueue(self, item: Any) -> None:
+        """Queue ``item`` (the actor accepts) and make sure the actor is scheduled."""
+        if not self.scheduled:
+            self.head = item  # idle: the mailbox is empty
+            self.dispatcher.schedule(self)
+        else:
+            mailbox = self.mailbox
+            if mailbox is None:
+                mailbox = self.mailbox = deque()
+                self.fast_tell = True
+            mailbox.append(item)
+
+    def has_queued(self) -> bool:
+        return self.head is not NO_MESSAGE or bool(self.mailbox)
+
+    def pop_next(self) -> Any:
+        """Take the oldest queued item (the caller checked :meth:`has_queued`)."""
+        item = self.head
+        if item is not NO_MESSAGE:
+            self.head = NO_MESSAGE
+            return item
+        return self.mailbox.popleft()  # type: ignore[union-attr]
+
+    def set_idle(self) -> None:
+        """The serving loop found the mailbox empty: the actor is idle again."""
+        self.scheduled = False
+        self.fast_tell = False
+        if not self.accepting:
+            self.went_idle_refusing()
+
+    def _tell_from_thread(self, message: Any) -> None:
+        try:
+            self.system.trio_token.run_sync_soon(self.ref.tell, message)
+        except trio.RunFinishedError:
+            raise ActorError(
+                f"tell to {self.path} from another thread after its trio run finished"
+            ) from None
+
+    async def ask(self, message: Any) -> Any:
+        task = current_task_of(self.system, "ask")
+        if task is self.serving_task:
+            raise ActorError(
+                f"{self.path} asked itself from its own handler, which would deadlock; "
+                "call the method directly or tell yourself instead"
+            )
+        if not self.accepting:
+            await trio.sleep(0)
+            raise ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
+        ask = Ask(self, message, task)
+        self.asks_queued += 1
+        self.enqueue(ask)
+        return await ask.wait()
+
+    def mark_started(self) -> None:
+        """``on_start`` finished (or there is none): serve messages from now on."""
+        self.started = True
+        self.needs_task = self.kinds.receive_async
+        self.inline_ready = not self.needs_task
+        if self.state is ActorState.STARTING:
+            advance(self, LifecycleEvent.STARTED)
+
+    def note_withdrawn(self) -> None:
+        self.withdrawn += 1
+
+    # --- stopping -----------------------------------------------------------------
+
+    async def stop(self, *, drain: bool) -> None:
+        task = current_task_of(self.system, "stop")
+        if task is self.serving_task:
+            raise ActorError(
+                f"{self.path} awaited its own ref's stop() from its own handler, which "
+                "would deadlock; call self.stop() instead"
+            )
+        if self.state is _STOPPED:
+            await trio.sleep(0)
+            return
+        self.begin_stop(drain=drain, cancel_handler=True)
+        if self._stopped is None:
+            self._stopped = trio.Event()
+        await self._stopped.wait()
+
+    def begin_stop(self, *, drain: bool, cancel_handler: bool) -> None:
+        """Start stopping; the rest of the stop runs in a system task. Idempotent.
+
+        ``drain``: keep serving what is queued, then stop. ``cancel_handler``: cancel
+        a running async handler (not when the actor stops itself from it).
+        """
+        state = self.state
+        if state is _STOPPING or state is _STOPPED:
+            return
+        self.fast_tell = False
+        if drain:
+            if state is not _DRAINING:
+                advance(self, LifecycleEvent.DRAIN)
+                self._own_stop()
+            return
+        advance(self, LifecycleEvent.STOP)
+        self.strand()
+        if cancel_handler and self.handler_scope is not None:
+            self.handler_scope.cancel()
+        if state is _DRAINING:
+            self.wake_drain_waiter()
+        else:
+            self._own_stop()
+
+    def strand(self) -> None:
+        """Move everything queued to ``stranded`` (which ends any turn in progress)."""
+        self.asks_queued = 0
+        head = self.head
+        mailbox = self.mailbox
+        if head is NO_MESSAGE and not mailbox:
+            return
+        if self.stranded is None:
+            self.stranded = deque()
+        if head is not NO_MESSAGE:
+            self.head = NO_MESSAGE
+            self.stranded.append(head)
+        if mailbox:
+            self.stranded.extend(mailbox)
+            mailbox.clear()
+
+    def _own_stop(self) -> None:
+        if not self.stop_owned:
+            self.stop_owned = True
+            self.system._start_stop_task(self)
+
+    def went_idle_refusing(self) -> None:
+        """Called by a serving loop when this non-accepting actor's mailbox ran dry."""
+        if self.state is _DRAINING:
+            self.wake_drain_waiter()
+
+    def wake_drain_waiter(self) -> None:
+        if self._drained is not None:
+            self._drained.set()
+            self._drained = None
+
+    async def wait_drained(self) -> None:
+        """Wait until a draining actor has handled its queue. A checkpoint."""
+        while self.state is _DRAINING and (self.scheduled or self.has_queued()):
+            self._drained = trio.Event()
+            await self._drained.wait()
+
+    async def wait_not_served(self) -> None:
+        """Wait until no task is serving this actor. A checkpoint if one is."""
+        while self.serving_task is not None:
+            if self._task_done is None:
+                self._task_done = trio.Event()
+            await self._task_done.wait()
+
+    def serving_task_done(self) -> None:
+        self.serving_task = None
+        if self._task_done is not None:
+            self._task_done.set()
+            self._task_done = None
+
+    async def wait_stopped(self) -> None:
+        if self.state is not _STOPPED:
+            if self._stopped is None:
+                self._stopped = trio.Event()
+            await self._stopped.wait()
+
+    def finished(self) -> None:
+        """The stop is complete: the actor is STOPPED and waiters are released."""
+        advance(self, LifecycleEvent.FINISHED)
+        self.system._forget(self)
+        if self._stopped is not None:
+            self._stopped.set()
+
+    # --- failures -----------------------------------------------------------------
+
+    def handler_failed(self, error: BaseException, message: Any) -> None:
+        """``receive`` raised: log and count it; the actor goes on (for now)."""
+        self.failures += 1
+        self.last_error = error
+        logger.error(
+            "%s failed handling %r", self.path, message, exc_info=(type(error), error, error.__traceback__)
+        )
+
+    def hook_failed(self, hook: str, error: BaseException) -> None:
+        """``on_start`` or ``on_stop`` raised: log and count it."""
+        self.failures += 1
+        self.last_error = error
+        logger.error(
+            "%s failed in %s", self.path, hook, exc_info=(type(error), error, error.__traceback__)
+        )
+
+    def __repr__(self) -> str:
+        return f"<ActorCell {self.path} {self.state.value}>"
+
+
+__all__ = ["ActorCell", "current_task_of"]

@@ -1,0 +1,107 @@
+"""The :class:`ActorRef`: the only handle users hold on an actor.
+
+A ref exposes no actor state: you can only send it messages and stop it. There is
+exactly one ref object per actor, and refs compare and hash by the actor they name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._cell import ActorCell
+
+
+class ActorRef:
+    """A handle on an actor: ``tell``, ``ask`` and ``stop``.
+
+    Refs are cheap, hashable and safe to share between actors and tasks of the same
+    trio run. From another thread, ``tell`` forwards the message safely to the
+    system's trio thread; ``ask`` and ``stop`` raise (use ``trio.from_thread.run``).
+    """
+
+    __slots__ = ("_cell", "__weakref__")
+
+    def __init__(self, cell: ActorCell) -> None:
+        self._cell = cell
+
+    @property
+    def name(self) -> str:
+        """The name given at spawn, or the unique one generated for it."""
+        return self._cell.name
+
+    @property
+    def path(self) -> str:
+        """Where the actor lives, e.g. ``system/counter``."""
+        return self._cell.path
+
+    def tell(self, message: Any) -> None:
+        """Send ``message`` without waiting for anything.
+
+        Synchronous, never blocks, never a checkpoint. Messages from one sender are
+        handled in the order they were told (FIFO per mailbox). To an actor that is
+        stopping or stopped the message becomes a
+        :class:`~trio_actors.DeadLetter` with reason ``"stopped"`` -- never an
+        exception.
+        """
+        cell = self._cell
+        if cell.fast_tell:
+            # The actor accepts messages and is already scheduled (in the run queue
+            # or being served): appending is all there is to do. Under the GIL the
+            # test and the append cannot be separated by another thread (no eval
+            # breaker between them), so this path is safe from any thread.
+            cell.mailbox.append(message)  # type: ignore[union-attr]
+        else:
+            cell.tell_slow(message)
+
+    async def ask(self, message: Any) -> Any:
+        """Send ``message`` and wait for the handler's return value.
+
+        A checkpoint, always. If the handler raises, the exception is raised here
+        (same type). Raises :class:`~trio_actors.ActorStopped` if the actor is
+        stopping or stopped, or stops before answering.
+
+        Cancellation: if the ask is still queued it is withdrawn and never handled;
+        if an ``async`` handler is working on it, that handler is cancelled and the
+        actor goes on with its next message; if a plain handler is running it
+        finishes and its reply is discarded. In every case this raises ``Cancelled``
+        at once.
+
+        An actor asking itself from its own handler gets
+        :class:`~trio_actors.ActorError` at once instead of a deadlock.
+        """
+        return await self._cell.ask(message)
+
+    async def stop(self, *, drain: bool = False) -> None:
+        """Stop the actor and wait until it has stopped.
+
+        A checkpoint, always. Stopping means: no new messages are accepted; a
+        running ``async`` handler is cancelled; the queued messages are stranded
+        (asks fail with ``ActorStopped``, tells become dead letters with reason
+        ``"stranded"``), ``cleanup_batch`` at a time; ``on_stop`` runs; then this
+        returns. With ``drain=True`` the queued messages are handled first instead.
+
+        Idempotent: concurrent calls all return once the actor has stopped.
+        Cancellation ends only the waiting; the stop itself still completes.
+        Awaiting your own ref's ``stop()`` from your own handler raises
+        :class:`~trio_actors.ActorError` (use :meth:`Actor.stop
+        <trio_actors.Actor.stop>`).
+        """
+        await self._cell.stop(drain=drain)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ActorRef):
+            return self._cell is other._cell
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return id(self._cell) >> 4
+
+    def __repr__(self) -> str:
+        return f"<ActorRef {self._cell.path}>"
+
+    def __str__(self) -> str:
+        return self._cell.path
+
+
+__all__ = ["ActorRef"]

@@ -1,0 +1,221 @@
+"""The actor system: where actors live, and the block that owns their lifetime.
+
+``open_actor_system()`` opens a nursery that owns everything the runtime runs: the
+dispatcher task, the short-lived tasks of actors whose handlers are ``async def``,
+and stop tasks. Leaving the block stops every actor still alive (T16), in reverse
+order of spawning, then cancels the nursery: no task is left behind.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from threading import get_ident
+from typing import Any
+
+import trio
+
+from .._errors import ActorError
+from .._policy import ServingPolicy
+from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
+from ..lifecycle._state import ActorState, LifecycleEvent, advance
+from ..lifecycle._stopping import finish_stop
+from ..mailbox._serving import Dispatcher
+from ..mailbox._stranded import CleanupCadence
+from ._actor import Actor
+from ._cell import ActorCell
+from ._kinds import handler_kinds
+from ._ref import ActorRef
+
+_NAME = re.compile(r"[^/\s]+")
+_ROOT = "system"
+
+
+class ActorSystem:
+    """A set of actors served together inside one trio nursery.
+
+    Create one with :func:`open_actor_system`; do not instantiate it directly.
+
+    Attributes:
+        dead_letters: the :class:`~trio_actors.DeadLetters` log.
+    """
+
+    def __init__(
+        self, nursery: trio.Nursery, serving: ServingPolicy, dead_letters: DeadLetters
+    ) -> None:
+        self._nursery = nursery
+        self._serving = serving
+        self._dispatcher = Dispatcher(serving, nursery)
+        self.dead_letters = dead_letters
+        self.trio_token = trio.lowlevel.current_trio_token()
+        self.thread_id = get_ident()
+        self._cells: dict[str, ActorCell] = {}
+        self._spawned = 0
+        self._closed = False
+
+    @property
+    def serving(self) -> ServingPolicy:
+        """The :class:`~trio_actors.ServingPolicy` every mailbox is served by."""
+        return self._serving
+
+    def spawn(
+        self,
+        actor_factory: type[Actor] | Callable[..., Actor],
+        *args: Any,
+        name: str | None = None,
+    ) -> ActorRef:
+        """Create an actor and return its ref. Synchronous; never a checkpoint.
+
+        Args:
+            actor_factory: an :class:`~trio_actors.Actor` subclass, or any callable
+                returning a new ``Actor`` instance.
+            *args: passed to ``actor_factory`` (trio's ``fn, *args`` convention).
+            name: unique among the system's live actors; generated if omitted.
+
+        ``on_start`` runs before the actor's first message; messages told
+        meanwhile are queued.
+
+        Raises:
+            TypeError: ``actor_factory`` is not callable or did not return a new
+                ``Actor``, or the actor class does not define ``receive``.
+            ValueError: ``name`` is empty, contains ``/`` or whitespace, or is
+                taken.
+            ActorError: the system has been closed.
+        """
+        if self._closed:
+            raise ActorError("cannot spawn: the actor system has been closed")
+        if not callable(actor_factory):
+            raise TypeError(
+                "spawn() needs an Actor subclass or a callable returning an Actor, "
+                f"got {actor_factory!r}"
+            )
+        if name is not None:
+            self._check_name(name)
+        instance = actor_factory(*args)
+        if not isinstance(instance, Actor):
+            raise TypeError(
+                f"spawn({_describe(actor_factory)}) produced {instance!r} of type "
+                f"{type(instance).__name__}, not an Actor; the factory must return an "
+                "instance of a trio_actors.Actor subclass"
+            )
+        if hasattr(instance, "_trio_actors_cell"):
+            raise TypeError(
+                f"spawn({_describe(actor_factory)}) returned an actor that is already "
+                "spawned; the factory must return a new instance each time"
+            )
+        kinds = handler_kinds(type(instance))
+        self._spawned += 1
+        if name is None:
+            name = f"{type(instance).__name__}-{self._spawned}"
+            while name in self._cells:  # pragma: no cover - a user took our pattern
+                self._spawned += 1
+                name = f"{type(instance).__name__}-{self._spawned}"
+        cell = ActorCell(self, instance, kinds, name, f"{_ROOT}/{name}")
+        cell.factory = actor_factory
+        cell.args = args
+        instance._trio_actors_cell = cell
+        self._cells[name] = cell
+        if kinds.has_on_start:
+            self._dispatcher.schedule(cell)
+        else:
+            cell.mark_started()
+        return cell.ref
+
+    def _check_name(self, name: object) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"actor name must be a str, got {name!r}")
+        if not _NAME.fullmatch(name):
+            raise ValueError(
+                f"actor name {name!r} is invalid: it must be non-empty and contain "
+                "no '/' or whitespace"
+            )
+        if name in self._cells:
+            raise ValueError(f"an actor named {name!r} is already alive in this system")
+
+    def _start_stop_task(self, cell: ActorCell) -> None:
+        self._nursery.start_soon(self._stop_task, cell, name=f"stop {cell.path}")
+
+    async def _stop_task(self, cell: ActorCell) -> None:
+        await finish_stop(cell, CleanupCadence(self._serving.cleanup_batch))
+
+    def _forget(self, cell: ActorCell) -> None:
+        if self._cells.get(cell.name) is cell:
+            del self._cells[cell.name]
+
+    @property
+    def live_actors(self) -> int:
+        """How many actors are alive (not yet stopped)."""
+        return len(self._cells)
+
+    async def _shutdown(self) -> None:
+        """Stop every live actor, newest first; returns when all have stopped.
+
+        Phase one refuses new messages everywhere at once (so no actor keeps feeding
+        one already cleaned), phase two cleans up and runs ``on_stop`` with one
+        shared cleanup cadence. Cancellation reaches only async ``on_stop`` hooks.
+        """
+        self._closed = True
+        plan: list[tuple[ActorCell, bool]] = []
+        for cell in reversed(self._cells.values()):
+            ours = not cell.stop_owned
+            cell.stop_owned = True  # so begin_stop starts no stop task of its own
+            cell.begin_stop(drain=False, cancel_handler=True)
+            plan.append((cell, ours))
+        cadence = CleanupCadence(self._serving.cleanup_batch)
+        cancelled: trio.Cancelled | None = None
+        for cell, ours in plan:
+            try:
+                if ours:
+                    await finish_stop(cell, cadence)
+                else:
+                    with trio.CancelScope(shield=True):
+                        await cell.wait_stopped()
+                await cadence.spend()
+            except trio.Cancelled as exc:
+                cancelled = exc
+        if cancelled is not None:
+            raise cancelled
+
+
+def _describe(factory: object) -> str:
+    return getattr(factory, "__qualname__", None) or repr(factory)
+
+
+@asynccontextmanager
+async def open_actor_system(
+    *,
+    serving: ServingPolicy | None = None,
+    dead_letters_kept: int = DEFAULT_RECENT_DEAD_LETTERS,
+) -> AsyncIterator[ActorSystem]:
+    """Open an actor system whose actors live as long as the ``async with`` block.
+
+    Args:
+        serving: how mailboxes are served; the default is ``ServingPolicy()``
+            (batch 64, cleanup batch 32, time slice 16 ms).
+        dead_letters_kept: how many recent dead letters ``dead_letters.recent``
+            keeps.
+
+    Leaving the block stops every actor still alive, newest first: queued asks fail
+    with :class:`~trio_actors.ActorStopped`, queued tells become dead letters,
+    running async handlers are cancelled, ``on_stop`` hooks run; then no task of the
+    system is left. This cleanup finishes even if the block is being cancelled.
+    Like a nursery, an exception leaving the block comes wrapped in an
+    ``ExceptionGroup``.
+    """
+    if serving is None:
+        serving = ServingPolicy()
+    elif not isinstance(serving, ServingPolicy):
+        raise TypeError(f"serving must be a ServingPolicy, got {serving!r}")
+    dead_letters = DeadLetters(dead_letters_kept)
+    async with trio.open_nursery() as nursery:
+        system = ActorSystem(nursery, serving, dead_letters)
+        await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
+        try:
+            yield system
+        finally:
+            await system._shutdown()
+            nursery.cancel_scope.cancel()
+
+
+__all__ = ["ActorSystem", "open_actor_system"]

@@ -1,0 +1,134 @@
+"""The ask envelope: a queued request whose asker is parked until it is answered.
+
+A ``tell`` is queued as the bare message; an ``ask`` is queued as an :class:`Ask`,
+which carries the asker's trio task so that the reply can be handed straight back
+with ``trio.lowlevel.reschedule`` -- the cheapest wake-up trio has (no channel, no
+event, no extra task).
+
+The asker sleeps in ``wait_task_rescheduled``; the abort function follows trio's
+contract exactly: it undoes only what was done before sleeping and returns
+``Abort.SUCCEEDED`` only when nothing will reschedule the asker afterwards.
+
+===========  ==================================================================
+state        what a cancellation of the asker does
+===========  ==================================================================
+QUEUED       *withdrawn*: the ask stays in the deque but is skipped when popped;
+             the actor never handles it.
+RUNNING      *abandoned*: an async handler's cancel scope is cancelled; a plain
+             handler runs on and its reply is discarded.
+DONE         nothing: the reply is already on its way (``Abort.FAILED``).
+===========  ==================================================================
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Any
+
+import outcome
+import trio
+
+if TYPE_CHECKING:
+    from ..actors._cell import ActorCell
+
+
+class _NoMessage:
+    """The empty head slot of a mailbox (``None`` is a valid message)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_MESSAGE"
+
+
+NO_MESSAGE: Any = _NoMessage()
+
+
+class AskState(enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"  # answered, failed back, or (RUNNING then) abandoned
+    WITHDRAWN = "withdrawn"
+    ABANDONED = "abandoned"
+
+
+_QUEUED = AskState.QUEUED
+_RUNNING = AskState.RUNNING
+_DONE = AskState.DONE
+_WITHDRAWN = AskState.WITHDRAWN
+_ABANDONED = AskState.ABANDONED
+
+
+class Ask:
+    """One ask in flight. Identity object; never shown to users."""
+
+    __slots__ = ("cell", "message", "scope", "state", "task")
+
+    def __init__(self, cell: ActorCell, message: Any, task: trio.lowlevel.Task) -> None:
+        self.cell = cell
+        self.message = message
+        self.task = task
+        self.state = _QUEUED
+        # The cancel scope of the async handler answering it, so that the asker's
+        # cancellation can cancel exactly that handler's work.
+        self.scope: trio.CancelScope | None = None
+
+    async def wait(self) -> Any:
+        """Park the asker until :meth:`reply` or :meth:`fail`. A checkpoint.
+
+        Cancellation: withdraws a queued ask, abandons a running one; either way the
+        asker gets ``Cancelled`` at once.
+        """
+        return await trio.lowlevel.wait_task_rescheduled(self._abort)
+
+    def _abort(self, raise_cancel: Any) -> trio.lowlevel.Abort:
+        state = self.state
+        if state is _QUEUED:
+            self.state = _WITHDRAWN
+            self.cell.note_withdrawn()
+            return trio.lowlevel.Abort.SUCCEEDED
+        if state is _RUNNING:
+            self.state = _ABANDONED
+            if self.scope is not None:
+                self.scope.cancel()
+            return trio.lowlevel.Abort.SUCCEEDED
+        return trio.lowlevel.Abort.FAILED
+
+    def start(self) -> bool:
+        """The actor reached this ask; return False if it was withdrawn."""
+        if self.state is _QUEUED:
+            self.state = _RUNNING
+            return True
+        return False
+
+    def reply(self, value: Any) -> None:
+        """Hand the handler's return value to the asker (dropped if abandoned)."""
+        if self.state is _RUNNING:
+            self.state = _DONE
+            trio.lowlevel.reschedule(self.task, outcome.Value(value))
+
+    def fail(self, error: BaseException) -> bool:
+        """Raise ``error`` in the asker, if it still waits; return whether it did.
+
+        Works for a running ask (the handler raised) and for a queued one (failed
+        back: stranded or refused); a withdrawn or abandoned ask is left alone.
+        """
+        if self.state is _RUNNING or self.state is _QUEUED:
+            self.state = _DONE
+            trio.lowlevel.reschedule(self.task, outcome.Error(error))
+            return True
+        return False
+
+    @property
+    def withdrawn(self) -> bool:
+        return self.state is _WITHDRAWN
+
+    @property
+    def abandoned(self) -> bool:
+        return self.state is _ABANDONED
+
+    def __repr__(self) -> str:
+        return f"<Ask {self.message!r} {self.state.value}>"
+
+
+__all__ = ["NO_MESSAGE", "Ask", "AskState"]

@@ -1,0 +1,398 @@
+"""The serving loop: how mailboxes get their turns.
+
+This module (with the ask envelope in ``_envelope.py``) is the one place that uses
+trio's scheduling primitives (``wait_task_rescheduled``, ``reschedule``,
+``checkpoint``); everything else in the package goes through it.
+
+Design
+======
+
+In trio a task switch costs ~8 µs while a trivial handler costs ~0.2 µs, so the
+runtime is judged by how few hops it adds (performance.md, background.md). Hence:
+
+* **One dispatcher task per system serves a run queue of actors that have work.**
+  ``tell`` appends to the mailbox and, if the actor was idle, appends the actor to the
+  run queue (waking the dispatcher if it was parked). Plain ``receive`` handlers are
+  called inline by the dispatcher: no task per actor, no hop per activation. Actor
+  ping-pong and fan-out (S3/S4) then cost a deque append and a method call per
+  message instead of a task switch.
+* **A task only while an async handler needs one.** An actor whose ``receive`` (or
+  ``on_start``) is ``async def`` is served by a short-lived task started when it gets
+  work and ending when its mailbox runs dry; an idle actor has no task (S5: memory
+  and spawn rate).
+* **Yield batches.** The dispatcher serves a *round*: actors from the run queue,
+  each for as many messages as it has, until ``batch`` messages have been handled in
+  the round or ``time_slice`` of trio-clock time has passed. An actor still holding
+  messages goes to the back of the run queue (per-turn budget: a mailbox that never
+  empties cannot starve the others), and the dispatcher yields to trio before the
+  next round -- so a mailbox is never served twice without a yield in between, and
+  timers, cancellations and other tasks get their turn at least every ``batch``
+  messages. It yields only when work remains: an empty run queue parks it instead.
+* **The clock is read every k messages, with k adapted to the handlers' cost.**
+  Reading the clock costs about as much as a trivial handler (~0.1 µs), so the round
+  reads it once at its start, after its first message, and then after k messages
+  where k = min(16, the messages that fit in the rest of the slice at the round's
+  mean cost so far). Cheap handlers: ~5 reads per 64 messages. 1 ms handlers
+  (T13): k shrinks so the round ends within one handler of the slice. The overshoot
+  is bounded by k handlers whose cost differs from the mean (heavy tails).
+* **Stranded cleanup** (``_stranded.py``) has its own cadence and shielded yields.
+
+Measured (pyperf, this 2-core machine; see docs/design and the issue notes): the
+alternatives and the numbers behind this choice are in ``docs/design.rst``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from inspect import iscoroutine
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .._errors import ActorStopped
+from .._policy import ServingPolicy
+from ..lifecycle._state import ActorState
+from ._envelope import NO_MESSAGE, Ask
+
+if TYPE_CHECKING:
+    from ..actors._cell import ActorCell
+
+_STARTING = ActorState.STARTING
+_DRAINING = ActorState.DRAINING
+
+_NO_SLICE = 1 << 62  # a countdown that never runs out
+_MAX_CHECK_EVERY = 16
+
+
+def _coroutine_returned(cell: ActorCell, result: Any) -> TypeError:
+    result.close()
+    return TypeError(
+        f"{type(cell.instance).__qualname__}.receive returned a coroutine; declare it "
+        "'async def' (or make sure inspect.iscoroutinefunction sees it as one)"
+    )
+
+
+class Dispatcher:
+    """Serves the mailboxes of one actor system.
+
+    Attributes:
+        policy: the :class:`~trio_actors.ServingPolicy` in force.
+    """
+
+    def __init__(self, policy: ServingPolicy, nursery: trio.Nursery) -> None:
+        self.policy = policy
+        self._nursery = nursery
+        self._run_queue: deque[ActorCell] = deque()
+        self._parked: trio.lowlevel.Task | None = None
+        self.rounds = 0  # rounds served; for tests and statistics
+
+    # --- scheduling ---------------------------------------------------------------
+
+    def schedule(self, cell: ActorCell) -> None:
+        """Give an idle actor that has work (or must start) a turn. Never blocks.
+
+        The caller has checked that ``cell`` is not scheduled.
+        """
+        cell.scheduled = True
+        cell.fast_tell = cell.accepting and cell.mailbox is not None
+        if cell.needs_task:
+            self._nursery.start_soon(self._serve_in_task, cell, name=cell.path)
+        else:
+            self._run_queue.append(cell)
+            if self._parked is not None:
+                self._wake()
+
+    def _wake(self) -> None:
+        parked = self._parked
+        self._parked = None
+        trio.lowlevel.reschedule(parked)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The dispatcher task: serve rounds while there is work, park otherwise."""
+        run_queue = self._run_queue
+        clock = trio.lowlevel.current_clock()
+        task_status.started()
+        while True:
+            if not run_queue:
+                self._parked = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._unpark)
+                continue
+            self._serve_round(run_queue, clock)
+            if run_queue:
+                await trio.lowlevel.checkpoint()
+
+    def _unpark(self, raise_cancel: Any) -> trio.lowlevel.Abort:
+        self._parked = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    # --- the round ----------------------------------------------------------------
+
+    def _serve_round(self, run_queue: deque[ActorCell], clock: trio.abc.Clock) -> None:
+        """Serve actors until ``batch`` messages or ``time_slice`` are used up.
+
+        Synchronous: plain handlers only. Never a checkpoint.
+
+        ``used`` counts the messages handled this round; when it reaches
+        ``next_check`` the round either ends (``next_check`` becomes 0: the batch or
+        the slice is used up) or sets the next check. Between checks the only
+        per-message work is the pop, the call and two counters, and the only
+        per-activation work is a few attribute reads: this loop is the hot path of
+        S1, S3 and S4.
+        """
+        self.rounds += 1
+        policy = self.policy
+        batch = policy.batch
+        time_slice = policy.time_slice
+        if time_slice is None:
+            next_check = batch
+            round_start = deadline = 0.0
+        else:
+            round_start = clock.current_time()
+            deadline = round_start + time_slice
+            next_check = 1  # a first look at the handlers' cost after one message
+        used = 0
+        while run_queue:
+            cell = run_queue.popleft()
+            if not cell.inline_ready and not self._prepare_inline(cell):
+                continue
+            receive = cell.receive
+            item = cell.head
+            if item is not NO_MESSAGE:
+                # The message that woke the actor waits in the head slot rather than
+                # in the deque: an actor that gets one message per activation (S3,
+                # S4) never touches its deque at all.
+                cell.head = NO_MESSAGE
+                if cell.asks_queued and type(item) is Ask:
+                    cell.asks_queued -= 1
+                    self._answer_inline(cell, receive, item)
+                else:
+                    try:
+                        result = receive(item)
+                    except Exception as error:
+                        cell.handler_failed(error, item)
+                    else:
+                        if result is not None and iscoroutine(result):
+                            cell.handler_failed(_coroutine_returned(cell, result), item)
+                cell.handled += 1
+                used += 1
+                if used == next_check:
+                    next_check = self._next_check(used, clock, round_start, deadline)
+            mailbox = cell.mailbox
+            if next_check and mailbox:
+                while True:
+                    limit = next_check - used
+                    n = 0
+                    if cell.asks_queued:
+                        n = self._serve_mixed(cell, receive, limit)
+                    else:
+                        # No ask is queued, and none can be queued while this round
+                        # runs (plain handlers cannot await): every item is a tell.
+                        while mailbox:
+                            item = mailbox.popleft()
+                            n += 1
+                            try:
+                                result = receive(item)
+                            except Exception as error:
+                                cell.handler_failed(error, item)
+                            else:
+                                if result is not None and iscoroutine(result):
+                                    error = _coroutine_returned(cell, result)
+                                    cell.handler_failed(error, item)
+                            if n == limit:
+                                break
+                    cell.handled += n
+                    used += n
+                    if used < next_check:
+                        break  # the mailbox ran dry before the next check was due
+                    next_check = self._next_check(used, clock, round_start, deadline)
+                    if not (next_check and mailbox):
+                        break
+            if not next_check and mailbox:
+                run_queue.append(cell)  # still has work: back of the queue
+                return
+            # The mailbox ran dry: the actor goes idle.
+            cell.scheduled = cell.fast_tell = False
+            if not cell.accepting:
+                cell.went_idle_refusing()
+            if not next_check:
+                return
+
+    def _next_check(
+        self, used: int, clock: trio.abc.Clock, round_start: float, deadline: float
+    ) -> int:
+        """When to look again, as a count of messages this round; 0 ends the round."""
+        batch = self.policy.batch
+        if used >= batch:
+            return 0
+        now = clock.current_time()
+        if now >= deadline:
+            return 0
+        # The messages that fit in the rest of the slice at this round's mean cost so
+        # far, at most 16 between clock reads, at least 1.
+        fit = (deadline - now) * used / ((now - round_start) or 1e-12)
+        step = _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
+        return min(batch, used + step)
+
+    def _serve_mixed(self, cell: ActorCell, receive: Any, limit: int) -> int:
+        """Serve up to ``limit`` items of a mailbox that holds asks; return how many."""
+        mailbox: deque[Any] = cell.mailbox  # type: ignore[assignment]
+        n = 0
+        while mailbox:
+            item = mailbox.popleft()
+            n += 1
+            if type(item) is Ask:
+                cell.asks_queued -= 1
+                self._answer_inline(cell, receive, item)
+            else:
+                try:
+                    result = receive(item)
+                except Exception as error:
+                    cell.handler_failed(error, item)
+                else:
+                    if result is not None and iscoroutine(result):
+                        cell.handler_failed(_coroutine_returned(cell, result), item)
+            if n == limit:
+                break
+        return n
+
+    def _prepare_inline(self, cell: ActorCell) -> bool:
+        """Slow path of an activation: an async actor, or one not yet started."""
+        if cell.needs_task:
+            self._nursery.start_soon(self._serve_in_task, cell, name=cell.path)
+            return False
+        return self._start_inline(cell)
+
+    def _answer_inline(self, cell: ActorCell, receive: Any, ask: Ask) -> None:
+        if not ask.start():
+            cell.handled -= 1  # withdrawn: counted when it was cancelled
+            return
+        try:
+            result = receive(ask.message)
+        except Exception as error:
+            ask.fail(error)
+            cell.handler_failed(error, ask.message)
+        except BaseException as error:
+            # KeyboardInterrupt and friends end the system; the asker must not hang.
+            ask.fail(ActorStopped(f"{cell.path} stopped while answering: {error!r}"))
+            raise
+        else:
+            if result is not None and iscoroutine(result):
+                error = _coroutine_returned(cell, result)
+                ask.fail(error)
+                cell.handler_failed(error, ask.message)
+            else:
+                ask.reply(result)
+
+    def _start_inline(self, cell: ActorCell) -> bool:
+        """Run a plain ``on_start``; return whether the actor may now be served."""
+        if cell.state is not _STARTING and cell.state is not _DRAINING:
+            cell.set_idle()  # stopped before it started: nothing to serve
+            return False
+        try:
+            cell.instance.on_start()
+        except Exception as error:
+            cell.hook_failed("on_start", error)
+            cell.begin_stop(drain=False, cancel_handler=False)
+            cell.set_idle()
+            return False
+        cell.mark_started()
+        return True
+
+    # --- actors served by a task of their own ---------------------------------------
+
+    async def _serve_in_task(self, cell: ActorCell) -> None:
+        """Serve an actor with async handlers until its mailbox runs dry."""
+        cell.serving_task = trio.lowlevel.current_task()
+        handed_back = False
+        try:
+            if not cell.started and not await self._start_in_task(cell):
+                return
+            if not cell.kinds.receive_async:
+                # Only on_start was async: plain receive goes back to the dispatcher.
+                if cell.has_queued():
+                    handed_back = True
+                    self._run_queue.append(cell)
+                    if self._parked is not None:
+                        self._wake()
+                return
+            await self._serve_async_turns(cell)
+        finally:
+            cell.serving_task_done()
+            if not handed_back:
+                cell.set_idle()
+
+    async def _start_in_task(self, cell: ActorCell) -> bool:
+        if cell.state is not _STARTING and cell.state is not _DRAINING:
+            return False
+        on_start = cell.instance.on_start
+        with trio.CancelScope() as scope:
+            cell.handler_scope = scope
+            try:
+                if cell.kinds.on_start_async:
+                    await on_start()
+                else:
+                    on_start()
+            except Exception as error:
+                cell.hook_failed("on_start", error)
+                cell.begin_stop(drain=False, cancel_handler=False)
+                return False
+            finally:
+                cell.handler_scope = None
+        if scope.cancelled_caught:
+            return False  # stopped while starting
+        cell.mark_started()
+        return True
+
+    async def _serve_async_turns(self, cell: ActorCell) -> None:
+        policy = self.policy
+        clock = trio.lowlevel.current_clock()
+        while cell.has_queued():
+            turn_start = clock.current_time()
+            n = 0
+            while n < policy.batch and cell.has_queued():
+                n += 1
+                await self._handle_async(cell, cell.pop_next())
+                if (
+                    policy.time_slice is not None
+                    and clock.current_time() - turn_start >= policy.time_slice
+                ):
+                    break
+            if cell.has_queued():
+                await trio.lowlevel.checkpoint()
+
+    async def _handle_async(self, cell: ActorCell, item: Any) -> None:
+        """Run one async handler under its own cancel scope."""
+        if type(item) is Ask:
+            ask: Ask | None = item
+            cell.asks_queued -= 1
+            if not item.start():
+                return  # withdrawn
+            message = item.message
+        else:
+            ask = None
+            message = item
+        failed = False
+        result: Any = None
+        with trio.CancelScope() as scope:
+            cell.handler_scope = scope
+            if ask is not None:
+                ask.scope = scope
+            try:
+                result = await cell.receive(message)
+            except Exception as error:
+                failed = True
+                if ask is not None:
+                    ask.fail(error)
+                cell.handler_failed(error, message)
+            finally:
+                cell.handler_scope = None
+        cell.handled += 1
+        if scope.cancelled_caught:
+            # Cancelled by its asker (abandoned: nothing to send) or by stop().
+            if ask is not None and not ask.abandoned:
+                ask.fail(ActorStopped(f"{cell.path} stopped while answering"))
+        elif ask is not None and not failed:
+            ask.reply(result)
+
+
+__all__ = ["Dispatcher"]

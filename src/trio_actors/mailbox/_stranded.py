@@ -1,0 +1,77 @@
+"""Stranded cleanup: what happens to the messages left in a stopped actor's mailbox.
+
+Each stranded ask fails in its asker with :class:`~trio_actors.ActorStopped`; each
+stranded tell becomes one :class:`~trio_actors.DeadLetter` with reason
+``"stranded"``; an ask its asker already withdrew is simply dropped (it was counted
+as withdrawn when it was cancelled). Nothing is lost silently.
+
+The cleanup has its own cadence, :attr:`ServingPolicy.cleanup_batch
+<trio_actors.ServingPolicy.cleanup_batch>` (32 by default), separate from the serving
+batch: tuning the serving batch for throughput must never make abnormal cleanup less
+responsive. Between groups the cleaner yields to the scheduler inside a *shielded*
+cancel scope, so the cleanup always finishes -- even when the whole system is being
+cancelled -- while other tasks still get their turn. One :class:`CleanupCadence` can
+span many actors (the system's exit stops them all with one shared cadence, counting
+each actor stopped as one unit of work).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .._errors import ActorStopped
+from ._envelope import Ask
+
+if TYPE_CHECKING:
+    from ..actors._cell import ActorCell
+
+
+class CleanupCadence:
+    """Counts units of cleanup work and yields (shielded) every ``batch`` units."""
+
+    __slots__ = ("batch", "used")
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self.used = 0
+
+    async def spend(self, units: int = 1) -> None:
+        """Count ``units`` of work; yield (shielded) once a group is complete.
+
+        A checkpoint only when a group completes; cancellation cannot interrupt it.
+        """
+        self.used += units
+        if self.used >= self.batch:
+            self.used = 0
+            with trio.CancelScope(shield=True):
+                await trio.sleep(0)
+
+
+async def clean_stranded(cell: ActorCell, stranded: deque[Any], cadence: CleanupCadence) -> None:
+    """Fail back or dead-letter every message in ``stranded``, a group at a time.
+
+    Not a checkpoint by itself, but yields (shielded) between groups of
+    ``cadence.batch``; cancellation does not interrupt it.
+    """
+    dead_letters = cell.system.dead_letters
+    ref = cell.ref
+    popleft = stranded.popleft
+    while stranded:
+        group = min(cadence.batch - cadence.used, len(stranded))
+        tells: list[Any] = []
+        for _ in range(group):
+            item = popleft()
+            if type(item) is Ask:
+                if item.fail(ActorStopped(f"{cell.path} stopped before answering")):
+                    cell.failed_back += 1
+            else:
+                tells.append(item)
+        if tells:
+            cell.dead_lettered += dead_letters.record_many(ref, tells, "stranded")
+        await cadence.spend(group)
+
+
+__all__ = ["CleanupCadence", "clean_stranded"]
