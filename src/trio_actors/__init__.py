@@ -26,14 +26,14 @@ from .lifecycle import DeadLetter as DeadLetter
 from .lifecycle import DeadLetters as DeadLetters
 
 __all__ = [
-    "DEFAULT_BATCH",
-    "DEFAULT_CLEANUP_BATCH",
-    "DEFAULT_TIME_SLICE",
     "Actor",
     "ActorError",
     "ActorRef",
     "ActorStopped",
     "ActorSystem",
+    "DEFAULT_BATCH",
+    "DEFAULT_CLEANUP_BATCH",
+    "DEFAULT_TIME_SLICE",
     "DeadLetter",
     "DeadLetters",
     "ServingPolicy",

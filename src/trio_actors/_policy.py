@@ -69,15 +69,20 @@ class ServingPolicy:
 
     batch: int = attrs.field(default=DEFAULT_BATCH, validator=_positive_int)
     cleanup_batch: int = attrs.field(default=DEFAULT_CLEANUP_BATCH, validator=_positive_int)
-    time_slice: float | None = attrs.field(default=DEFAULT_TIME_SLICE, validator=_time_slice)
+    time_slice: float | None = attrs.field(
+        default=DEFAULT_TIME_SLICE,
+        validator=_time_slice,  # type: ignore[arg-type]  # attrs' stub misreads Optional
+    )
 
     def describe(self) -> str:
         """A short human-readable form, e.g. ``batch=64 cleanup=32 slice=16ms``."""
-        if self.time_slice is None:
-            slice_text = "none"
-        else:
-            slice_text = f"{self.time_slice * 1000:g}ms"
+        slice_text = "none" if self.time_slice is None else f"{self.time_slice * 1000:g}ms"
         return f"batch={self.batch} cleanup={self.cleanup_batch} slice={slice_text}"
 
 
-__all__ = ["DEFAULT_BATCH", "DEFAULT_CLEANUP_BATCH", "DEFAULT_TIME_SLICE", "ServingPolicy"]
+__all__ = [
+    "DEFAULT_BATCH",
+    "DEFAULT_CLEANUP_BATCH",
+    "DEFAULT_TIME_SLICE",
+    "ServingPolicy",
+]

@@ -29,7 +29,7 @@ class Actor:
     own while it awaits; it can be cancelled (by its asker, or by ``stop()``).
     """
 
-    __slots__ = ("_trio_actors_cell", "__dict__")
+    __slots__ = ("__dict__", "_trio_actors_cell")
 
     _trio_actors_cell: ActorCell
 

@@ -28,6 +28,7 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 import trio
+import trio.lowlevel
 
 from .._errors import ActorError, ActorStopped
 from ..lifecycle._state import ActorState, LifecycleEvent, advance
@@ -73,6 +74,9 @@ class ActorCell:
     """The runtime's record of one actor. Never shown to users."""
 
     __slots__ = (
+        "_drained",
+        "_stopped",
+        "_task_done",
         "accepting",
         "args",
         "asks_queued",
@@ -104,9 +108,6 @@ class ActorCell:
         "system",
         "thread_id",
         "withdrawn",
-        "_drained",
-        "_stopped",
-        "_task_done",
     )
 
     def __init__(
@@ -220,7 +221,11 @@ class ActorCell:
                 "call the method directly or tell yourself instead"
             )
         if not self.accepting:
-            await trio.sleep(0)
+            try:
+                await trio.lowlevel.checkpoint()
+            except trio.Cancelled:
+                self.withdrawn += 1  # cancelled before it could even be refused
+                raise
             raise ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
         ask = Ask(self, message, task)
         self.asks_queued += 1
@@ -248,7 +253,7 @@ class ActorCell:
                 "would deadlock; call self.stop() instead"
             )
         if self.state is _STOPPED:
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
             return
         self.begin_stop(drain=drain, cancel_handler=True)
         if self._stopped is None:
@@ -349,7 +354,10 @@ class ActorCell:
         self.failures += 1
         self.last_error = error
         logger.error(
-            "%s failed handling %r", self.path, message, exc_info=(type(error), error, error.__traceback__)
+            "%s failed handling %r",
+            self.path,
+            message,
+            exc_info=(type(error), error, error.__traceback__),
         )
 
     def hook_failed(self, hook: str, error: BaseException) -> None:
@@ -357,7 +365,10 @@ class ActorCell:
         self.failures += 1
         self.last_error = error
         logger.error(
-            "%s failed in %s", self.path, hook, exc_info=(type(error), error, error.__traceback__)
+            "%s failed in %s",
+            self.path,
+            hook,
+            exc_info=(type(error), error, error.__traceback__),
         )
 
     def __repr__(self) -> str:

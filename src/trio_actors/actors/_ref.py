@@ -20,7 +20,7 @@ class ActorRef:
     system's trio thread; ``ask`` and ``stop`` raise (use ``trio.from_thread.run``).
     """
 
-    __slots__ = ("_cell", "__weakref__")
+    __slots__ = ("__weakref__", "_cell")
 
     def __init__(self, cell: ActorCell) -> None:
         self._cell = cell

@@ -19,7 +19,6 @@ import trio
 from .._errors import ActorError
 from .._policy import ServingPolicy
 from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
-from ..lifecycle._state import ActorState, LifecycleEvent, advance
 from ..lifecycle._stopping import finish_stop
 from ..mailbox._serving import Dispatcher
 from ..mailbox._stranded import CleanupCadence

@@ -43,7 +43,7 @@ class DeadLetter:
 
     recipient: ActorRef
     message: Any
-    reason: DeadLetterReason
+    reason: Literal["stopped", "stranded", "overflow"]
 
 
 class _RecentView(Sequence[DeadLetter]):
@@ -79,6 +79,8 @@ class DeadLetters:
 
     Attributes:
         count: how many dead letters there have been since the system opened.
+        by_reason: the same count split by reason (``"stopped"``, ``"stranded"``,
+            ``"overflow"``).
     """
 
     __slots__ = ("_recent", "by_reason", "count")

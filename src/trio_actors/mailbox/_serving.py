@@ -104,6 +104,7 @@ class Dispatcher:
 
     def _wake(self) -> None:
         parked = self._parked
+        assert parked is not None
         self._parked = None
         trio.lowlevel.reschedule(parked)
 
@@ -196,8 +197,8 @@ class Dispatcher:
                                 cell.handler_failed(error, item)
                             else:
                                 if result is not None and iscoroutine(result):
-                                    error = _coroutine_returned(cell, result)
-                                    cell.handler_failed(error, item)
+                                    misuse = _coroutine_returned(cell, result)
+                                    cell.handler_failed(misuse, item)
                             if n == limit:
                                 break
                     cell.handled += n
@@ -277,9 +278,9 @@ class Dispatcher:
             raise
         else:
             if result is not None and iscoroutine(result):
-                error = _coroutine_returned(cell, result)
-                ask.fail(error)
-                cell.handler_failed(error, ask.message)
+                misuse = _coroutine_returned(cell, result)
+                ask.fail(misuse)
+                cell.handler_failed(misuse, ask.message)
             else:
                 ask.reply(result)
 

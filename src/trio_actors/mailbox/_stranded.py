@@ -21,6 +21,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import trio
+import trio.lowlevel
 
 from .._errors import ActorStopped
 from ._envelope import Ask
@@ -47,7 +48,7 @@ class CleanupCadence:
         if self.used >= self.batch:
             self.used = 0
             with trio.CancelScope(shield=True):
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
 
 
 async def clean_stranded(cell: ActorCell, stranded: deque[Any], cadence: CleanupCadence) -> None:

@@ -1,0 +1,28 @@
+"""The contract suite: lifecycle and ask-cancellation contracts as library code.
+
+Each contract takes a :class:`~trio_actors.ServingPolicy`, runs its own
+``trio.run`` under a ``MockClock`` and reports pass or fail with a reason. They are
+run by pytest (default policy), by ``trio-actors contracts`` (any policy) and by the
+sweep tool (every candidate policy).
+
+>>> from trio_actors.contracts import run_contracts
+>>> all(result.passed for result in run_contracts())  # doctest: +SKIP
+True
+"""
+
+from . import _cancellation, _messaging, _nothing_lost, _scheduling, _stopping
+from ._registry import REGISTRY as REGISTRY
+from ._registry import Contract as Contract
+from ._registry import ContractResult as ContractResult
+from ._registry import ContractViolation as ContractViolation
+from ._registry import run_contracts as run_contracts
+
+del _cancellation, _messaging, _nothing_lost, _scheduling, _stopping
+
+__all__ = [
+    "REGISTRY",
+    "Contract",
+    "ContractResult",
+    "ContractViolation",
+    "run_contracts",
+]

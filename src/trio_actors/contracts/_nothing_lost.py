@@ -1,0 +1,270 @@
+"""Contract T21, nothing lost: random programs over several actors, one invariant.
+
+A *program* is drawn up front (so each example is one deterministic ``trio.run``
+under a ``MockClock``) and then run: actors of both handler kinds, with virtual
+handler costs and failing messages, receive tells and asks (with and without
+deadlines) while asks are cancelled and actors are stopped and drain-stopped; then
+the system block is left. The invariant checked at the end:
+
+* every tell was either handled (its handler ran) or is exactly one dead letter;
+* every ask ended in its asker exactly once, as one of: a reply or the handler's
+  exception (handled), ``Cancelled`` (withdrawn, or abandoned while handled), or
+  ``ActorStopped`` (failed back); a withdrawn ask never ran, an answered one did,
+  and no ask became a dead letter;
+* no handler ran twice for one message, and no task is left behind.
+
+The pytest suite draws programs with hypothesis (2,000 examples in CI); the
+registered contract runs a fixed set of seeded programs so that it is quick and the
+same every time it runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections import Counter
+from typing import Any
+
+import attrs
+import trio
+import trio.lowlevel
+import trio.testing
+
+from .._errors import ActorStopped
+from .._policy import ServingPolicy
+from ..actors._actor import Actor
+from ._harness import count_tasks, require, run_virtual, system_for
+from ._registry import contract
+
+
+@attrs.frozen
+class ActorSpec:
+    """One actor of a program: handler kind, cost per message (virtual seconds)."""
+
+    is_async: bool
+    cost: float
+
+
+@attrs.frozen
+class Op:
+    """One step of a program.
+
+    ``kind`` is one of ``tell``, ``ask``, ``ask_deadline``, ``cancel_ask``,
+    ``stop``, ``drain_stop``, ``sleep``, ``checkpoint``; ``actor`` indexes the
+    program's actors; ``fail`` makes the handler raise; ``value`` is a deadline or
+    a sleep in virtual seconds, or (for ``cancel_ask``) which earlier ask to cancel.
+    """
+
+    kind: str
+    actor: int = 0
+    fail: bool = False
+    value: float = 0.0
+
+
+@attrs.frozen
+class Program:
+    actors: tuple[ActorSpec, ...]
+    ops: tuple[Op, ...]
+
+
+OP_KINDS = (
+    "tell",
+    "ask",
+    "ask_deadline",
+    "cancel_ask",
+    "stop",
+    "drain_stop",
+    "sleep",
+    "checkpoint",
+)
+_WEIGHTS = (30, 15, 8, 8, 2, 2, 8, 8)
+
+
+def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60) -> Program:
+    """Draw a program from ``rng`` (the seeded counterpart of the hypothesis strategy)."""
+    actors = tuple(
+        ActorSpec(is_async=rng.random() < 0.5, cost=rng.choice((0.0, 0.0001, 0.002)))
+        for _ in range(rng.randint(1, max_actors))
+    )
+    ops = []
+    for _ in range(rng.randint(1, max_ops)):
+        kind = rng.choices(OP_KINDS, _WEIGHTS)[0]
+        value = 0.0
+        if kind == "ask_deadline":
+            value = rng.choice((0.0, 0.0005, 0.003, 0.05))
+        elif kind == "sleep":
+            value = rng.choice((0.0001, 0.001, 0.01))
+        elif kind == "cancel_ask":
+            value = float(rng.randint(0, 20))
+        ops.append(Op(kind, rng.randrange(len(actors)), rng.random() < 0.1, value))
+    return Program(actors, tuple(ops))
+
+
+class _Failure(Exception):
+    pass
+
+
+class _Probe(Actor):
+    """Records every message its handler is invoked for; costs virtual time."""
+
+    def __init__(self, clock: trio.testing.MockClock, cost: float, invoked: Counter[int]) -> None:
+        self.clock = clock
+        self.cost = cost
+        self.invoked = invoked
+
+    def receive(self, message: tuple[int, bool]) -> Any:
+        ident, fail = message
+        self.invoked[ident] += 1
+        if self.cost:
+            self.clock.jump(self.cost)
+        if fail:
+            raise _Failure(ident)
+        return ident
+
+
+class _AsyncProbe(_Probe):
+    async def receive(self, message: tuple[int, bool]) -> Any:
+        ident, fail = message
+        self.invoked[ident] += 1
+        if self.cost:
+            await trio.sleep(self.cost)
+        if fail:
+            raise _Failure(ident)
+        return ident
+
+
+def run_program(program: Program, policy: ServingPolicy) -> None:
+    """Run ``program`` and check the nothing-lost invariant; see the module docstring.
+
+    Raises:
+        ContractViolation: the invariant does not hold (the reason says how).
+    """
+    invoked: Counter[int] = Counter()
+    tells: dict[int, int] = {}  # message id -> actor index
+    asks: dict[int, int] = {}
+    outcome: dict[int, list[str]] = {}
+    dead: list[Any] = []
+    withdrawn_by_runtime: list[int] = []
+
+    async def asker(
+        ref: Any,
+        ident: int,
+        fail: bool,
+        deadline: float | None,
+        scope: trio.CancelScope,
+    ) -> None:
+        with scope:
+            if deadline is not None:
+                scope.deadline = trio.current_time() + deadline
+            try:
+                await ref.ask((ident, fail))
+            except _Failure:
+                outcome[ident].append("handled")
+                return
+            except ActorStopped:
+                outcome[ident].append("failed back")
+                return
+            except trio.Cancelled:
+                outcome[ident].append("cancelled")
+                raise
+            outcome[ident].append("handled")
+
+    async def main(clock: trio.testing.MockClock) -> None:
+        before = count_tasks()
+        ident = 0
+        scopes: list[trio.CancelScope] = []
+        async with trio.open_nursery() as outside, system_for(policy) as system:
+            refs = [
+                system.spawn(
+                    _AsyncProbe if spec.is_async else _Probe,
+                    clock,
+                    spec.cost,
+                    invoked,
+                )
+                for spec in program.actors
+            ]
+            for op in program.ops:
+                ref = refs[op.actor]
+                if op.kind == "tell":
+                    ident += 1
+                    tells[ident] = op.actor
+                    ref.tell((ident, op.fail))
+                elif op.kind in ("ask", "ask_deadline"):
+                    ident += 1
+                    asks[ident] = op.actor
+                    outcome[ident] = []
+                    scope = trio.CancelScope()
+                    scopes.append(scope)
+                    deadline = op.value if op.kind == "ask_deadline" else None
+                    outside.start_soon(asker, ref, ident, op.fail, deadline, scope)
+                elif op.kind == "cancel_ask":
+                    if scopes:
+                        scopes[int(op.value) % len(scopes)].cancel()
+                elif op.kind == "stop":
+                    outside.start_soon(ref.stop)
+                elif op.kind == "drain_stop":
+                    outside.start_soon(functools.partial(ref.stop, drain=True))
+                elif op.kind == "sleep":
+                    await trio.sleep(op.value)
+                else:
+                    await trio.lowlevel.checkpoint()
+            dead.append(system.dead_letters)
+            cells = [r._cell for r in refs]
+        withdrawn_by_runtime.append(sum(c.withdrawn for c in cells))
+        left = count_tasks() - before
+        require(left == 0, f"{left} tasks left behind")
+
+    run_virtual(main)
+
+    letters = [d.message[0] for d in dead[0].recent]
+    require(
+        dead[0].count == len(letters),
+        "more dead letters than the log kept (test too big)",
+    )
+    lettered = Counter(letters)
+    for ident in tells:
+        fates = invoked[ident] + lettered[ident]
+        require(
+            fates == 1,
+            f"tell {ident}: handled {invoked[ident]} times and dead-lettered "
+            f"{lettered[ident]} times (must be exactly one in all)",
+        )
+    cancelled_never_ran = 0
+    for ident in asks:
+        ends = outcome[ident]
+        require(len(ends) == 1, f"ask {ident} ended {len(ends)} times: {ends}")
+        require(lettered[ident] == 0, f"ask {ident} became a dead letter")
+        require(invoked[ident] <= 1, f"ask {ident} was handled {invoked[ident]} times")
+        end = ends[0]
+        if end == "handled":
+            require(invoked[ident] == 1, f"ask {ident} was answered but never handled")
+        elif end == "cancelled" and invoked[ident] == 0:
+            cancelled_never_ran += 1
+    require(
+        withdrawn_by_runtime[0] == cancelled_never_ran,
+        f"the runtime counted {withdrawn_by_runtime[0]} withdrawn asks; "
+        f"{cancelled_never_ran} cancelled asks never ran",
+    )
+
+
+SEEDED_PROGRAMS = 150
+"""How many seeded programs the registered contract runs."""
+
+
+@contract(
+    "T21",
+    "nothing lost",
+    "any interleaving of tell, ask, cancel, stop, drain-stop and handler failure "
+    "across several actors ends with every message exactly one of handled / "
+    "withdrawn / failed back / dead letter, and no task left behind",
+)
+def nothing_lost(policy: ServingPolicy) -> None:
+    for seed in range(SEEDED_PROGRAMS):
+        program = random_program(random.Random(seed))
+        try:
+            run_program(program, policy)
+        except AssertionError as violation:
+            require(False, f"seed {seed}: {violation}")
+
+
+__all__ = ["OP_KINDS", "ActorSpec", "Op", "Program", "random_program", "run_program"]

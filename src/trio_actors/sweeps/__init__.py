@@ -1,0 +1,1 @@
+"""The ``trio-actors`` command line: ``contracts`` now, the batch-size sweep later."""

@@ -1,0 +1,381 @@
+"""The public API's behaviour (api.md) beyond the contracts, and every misuse."""
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+import trio
+import trio.lowlevel
+import trio.testing
+
+import trio_actors as ta
+
+
+class Counter(ta.Actor):
+    def __init__(self, start: int = 0) -> None:
+        self.count = start
+
+    def receive(self, message: Any) -> Any:
+        match message:
+            case ("add", n):
+                self.count += n
+            case "get":
+                return self.count
+
+
+class Echo(ta.Actor):
+    def receive(self, message: Any) -> Any:
+        return message
+
+
+async def test_the_first_program_from_the_spec_works() -> None:
+    async with ta.open_actor_system() as system:
+        counter = system.spawn(Counter, 10, name="counter")
+        counter.tell(("add", 1))
+        assert await counter.ask("get") == 11
+        await counter.stop()
+
+
+async def test_refs_compare_and_hash_by_actor_and_print_a_path() -> None:
+    async with ta.open_actor_system() as system:
+        a = system.spawn(Echo, name="a")
+        b = system.spawn(Echo)
+
+        class Me(ta.Actor):
+            def receive(self, message: Any) -> Any:
+                return self.ref
+
+        me = system.spawn(Me, name="me")
+        assert await me.ask("who") == me
+        assert hash(await me.ask("who")) == hash(me)
+        assert a != b
+        assert a.name == "a"
+        assert b.name.startswith("Echo-")
+        assert str(a) == "system/a"
+        assert repr(a) == "<ActorRef system/a>"
+        assert len({a, b, me, await me.ask("x")}) == 3
+
+
+async def test_generated_names_are_unique() -> None:
+    async with ta.open_actor_system() as system:
+        names = {system.spawn(Echo).name for _ in range(100)}
+        assert len(names) == 100
+
+
+async def test_a_name_can_be_reused_once_its_actor_has_stopped() -> None:
+    async with ta.open_actor_system() as system:
+        first = system.spawn(Echo, name="worker")
+        await first.stop()
+        second = system.spawn(Echo, name="worker")
+        assert second != first
+        assert await second.ask(1) == 1
+
+
+async def test_spawn_accepts_a_factory_callable_and_passes_positional_args() -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(lambda start: Counter(start * 2), 21)
+        assert await ref.ask("get") == 42
+
+
+async def test_actor_ref_and_system_are_available_in_on_start() -> None:
+    seen: list[Any] = []
+
+    class Hooks(ta.Actor):
+        def on_start(self) -> None:
+            seen.append((self.ref.name, self.system))
+
+        def receive(self, message: Any) -> Any:
+            return message
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Hooks, name="hooks")
+        await ref.ask("x")
+        assert seen == [("hooks", system)]
+
+
+async def test_actor_stop_from_a_plain_handler_stops_after_the_current_message() -> None:
+    handled: list[Any] = []
+
+    class StopsOnX(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            handled.append(message)
+            if message == "x":
+                self.stop()
+                self.stop()  # idempotent
+                return "stopping"
+            return message
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(StopsOnX)
+        ref.tell(1)
+        ref.tell("x")
+        ref.tell(2)
+        with pytest.raises(ta.ActorStopped):
+            await ref.ask(3)
+        await ref.stop()
+        assert handled == [1, "x"]
+        assert [d.message for d in system.dead_letters.recent] == [2]
+        assert system.dead_letters.recent[0].reason == "stranded"
+
+
+async def test_actor_stop_from_an_async_handler_lets_that_handler_finish() -> None:
+    events: list[str] = []
+
+    class StopsItself(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            self.stop()
+            await trio.lowlevel.checkpoint()
+            events.append("handler finished")
+            return "done"
+
+        async def on_stop(self) -> None:
+            events.append("on_stop")
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(StopsItself)
+        assert await ref.ask("go") == "done"
+        await ref.stop()
+        assert events == ["handler finished", "on_stop"]
+
+
+async def test_a_handler_exception_reaches_the_asker_and_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Fails(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            raise KeyError(message)
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Fails, name="fails")
+        with pytest.raises(KeyError):
+            await ref.ask("k")
+        ref.tell("t")
+        await trio.testing.wait_all_tasks_blocked()
+    failures = [r for r in caplog.records if r.name == "trio_actors"]
+    assert len(failures) == 2
+    assert all("system/fails" in r.getMessage() and r.exc_info for r in failures)
+
+
+async def test_an_on_start_failure_is_logged_and_stops_the_actor(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class BadStart(ta.Actor):
+        def on_start(self) -> None:
+            raise RuntimeError("no start")
+
+        def receive(self, message: Any) -> Any:
+            return message
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(BadStart)
+        ref.tell("queued")
+        with pytest.raises(ta.ActorStopped):
+            await ref.ask("x")
+        assert "failed in on_start" in caplog.text
+
+
+async def test_an_on_stop_failure_is_logged_and_the_actor_still_ends_stopped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class BadStop(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            return message
+
+        def on_stop(self) -> None:
+            raise RuntimeError("no stop")
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(BadStop)
+        await ref.stop()
+        assert "failed in on_stop" in caplog.text
+        assert system.live_actors == 0
+        with pytest.raises(ta.ActorStopped):
+            await ref.ask("x")
+
+
+async def test_a_plain_receive_that_returns_a_coroutine_is_a_clear_error() -> None:
+    class Confused(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            async def later() -> None:
+                pass
+
+            return later()
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Confused)
+        with pytest.raises(TypeError, match="returned a coroutine; declare it 'async def'"):
+            await ref.ask("x")
+
+
+async def test_dead_letters_keep_count_and_the_recent_ones_newest_last() -> None:
+    async with ta.open_actor_system(dead_letters_kept=5) as system:
+        ref = system.spawn(Echo)
+        await ref.stop()
+        for i in range(8):
+            ref.tell(i)
+        letters = system.dead_letters
+        assert letters.count == 8
+        assert [d.message for d in letters.recent] == [3, 4, 5, 6, 7]
+        assert letters.recent[-1] == ta.DeadLetter(ref, 7, "stopped")
+        assert letters.by_reason == {"stopped": 8, "stranded": 0, "overflow": 0}
+
+
+async def test_dead_letters_keep_at_least_ten_thousand_by_default() -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Echo)
+        await ref.stop()
+        for i in range(12_000):
+            ref.tell(i)
+        assert len(system.dead_letters.recent) == 10_000
+        assert system.dead_letters.recent[0].message == 2_000
+
+
+async def test_tell_from_another_thread_is_forwarded_safely() -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Counter)
+        await trio.to_thread.run_sync(lambda: [ref.tell(("add", 1)) for _ in range(50)])
+        await trio.testing.wait_all_tasks_blocked()
+        assert await ref.ask("get") == 50
+
+
+# --- misuse ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"batch": 0}, ValueError, "ServingPolicy.batch must be >= 1, got 0"),
+        ({"batch": 1.5}, TypeError, "ServingPolicy.batch must be an int, got 1.5"),
+        ({"batch": True}, TypeError, "ServingPolicy.batch must be an int"),
+        ({"cleanup_batch": -1}, ValueError, "ServingPolicy.cleanup_batch must be >= 1"),
+        ({"time_slice": 0}, ValueError, "ServingPolicy.time_slice must be a finite"),
+        ({"time_slice": float("inf")}, ValueError, "ServingPolicy.time_slice"),
+        (
+            {"time_slice": "16ms"},
+            TypeError,
+            "ServingPolicy.time_slice must be a number",
+        ),
+    ],
+)
+def test_bad_policy_values_name_the_field_and_value(
+    kwargs: dict[str, Any], error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error, match=words.replace(".", r"\.")):
+        ta.ServingPolicy(**kwargs)
+
+
+async def test_spawning_something_that_is_not_an_actor_is_a_type_error() -> None:
+    class NoReceive(ta.Actor):
+        pass
+
+    async with ta.open_actor_system() as system:
+        with pytest.raises(TypeError, match="needs an Actor subclass or a callable"):
+            system.spawn(42)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="produced 'nope' of type str, not an Actor"):
+            system.spawn(lambda: "nope")  # type: ignore[arg-type,return-value]
+        with pytest.raises(TypeError, match="does not define receive"):
+            system.spawn(NoReceive)
+        shared = Echo()
+        system.spawn(lambda: shared)
+        with pytest.raises(TypeError, match="already spawned"):
+            system.spawn(lambda: shared)
+
+
+async def test_bad_names_are_refused_where_spawn_is_called() -> None:
+    async with ta.open_actor_system() as system:
+        system.spawn(Echo, name="taken")
+        with pytest.raises(ValueError, match="'taken' is already alive"):
+            system.spawn(Echo, name="taken")
+        for bad in ("", "a/b", "a b"):
+            with pytest.raises(ValueError, match="is invalid"):
+                system.spawn(Echo, name=bad)
+        with pytest.raises(TypeError, match="actor name must be a str"):
+            system.spawn(Echo, name=3)  # type: ignore[arg-type]
+
+
+async def test_spawning_after_the_system_closed_is_an_actor_error() -> None:
+    async with ta.open_actor_system() as system:
+        pass
+    with pytest.raises(ta.ActorError, match="has been closed"):
+        system.spawn(Echo)
+
+
+async def test_a_non_policy_serving_argument_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="serving must be a ServingPolicy"):
+        async with ta.open_actor_system(serving={"batch": 64}):  # type: ignore[arg-type]
+            pass
+
+
+async def test_using_ref_or_system_before_spawn_is_a_clear_error() -> None:
+    class TooEarly(ta.Actor):
+        def __init__(self) -> None:
+            self.me = self.ref
+
+        def receive(self, message: Any) -> Any:
+            return message
+
+    async with ta.open_actor_system() as system:
+        with pytest.raises(ta.ActorError, match="not spawned yet"):
+            system.spawn(TooEarly)
+
+
+def test_ask_and_stop_outside_a_trio_run_say_so() -> None:
+    refs: list[ta.ActorRef] = []
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            refs.append(system.spawn(Echo))
+
+    trio.run(main)
+    for coroutine in (refs[0].ask("x"), refs[0].stop()):
+        with pytest.raises(RuntimeError, match="inside the trio run that opened"):
+            coroutine.send(None)
+
+
+def test_a_ref_from_another_trio_run_is_refused() -> None:
+    refs: list[ta.ActorRef] = []
+    errors: list[BaseException] = []
+
+    async def other_run() -> None:
+        for call in (refs[0].ask, refs[0].stop):
+            try:
+                await call("x") if call == refs[0].ask else await call()  # type: ignore[operator]
+            except ta.ActorError as error:
+                errors.append(error)
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            refs.append(system.spawn(Echo))
+            await trio.to_thread.run_sync(lambda: trio.run(other_run))
+
+    trio.run(main)
+    assert len(errors) == 2
+    assert all("another trio run" in str(e) for e in errors)
+
+
+def test_the_failure_logger_is_the_package_logger() -> None:
+    assert logging.getLogger("trio_actors").name == "trio_actors"
+
+
+def test_tell_from_a_thread_after_the_run_finished_raises() -> None:
+    refs: list[ta.ActorRef] = []
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            refs.append(system.spawn(Echo))
+
+    trio.run(main)
+    caught: list[BaseException] = []
+
+    def from_thread() -> None:
+        try:
+            refs[0].tell("late")
+        except ta.ActorError as error:
+            caught.append(error)
+
+    thread = threading.Thread(target=from_thread)
+    thread.start()
+    thread.join()
+    assert caught
+    assert "after its trio run finished" in str(caught[0])

@@ -1,0 +1,30 @@
+import logging
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=2_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+settings.register_profile(
+    "dev", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "soak",
+    max_examples=50_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _quiet_failure_log() -> None:
+    # Contracts and tests make handlers fail on purpose; the runtime logs every
+    # failure at ERROR. Keep the records (caplog still sees them) off the terminal.
+    logging.getLogger("trio_actors").setLevel(logging.ERROR)

@@ -1,0 +1,69 @@
+"""The lifecycle table: every legal transition, and every illegal pair refused."""
+
+import itertools
+
+import pytest
+
+from trio_actors._errors import LifecycleError
+from trio_actors.lifecycle._state import (
+    ACCEPTING_STATES,
+    TRANSITIONS,
+    ActorState,
+    LifecycleEvent,
+    advance,
+)
+
+
+class Subject:
+    def __init__(self, state: ActorState) -> None:
+        self.state = state
+        self.accepting = state in ACCEPTING_STATES
+
+    def describe(self) -> str:
+        return "actor system/probe"
+
+
+@pytest.mark.parametrize(("state", "event"), list(TRANSITIONS), ids=str)
+def test_a_legal_transition_moves_to_the_table_state(
+    state: ActorState, event: LifecycleEvent
+) -> None:
+    subject = Subject(state)
+    assert advance(subject, event) is TRANSITIONS[state, event]
+    assert subject.state is TRANSITIONS[state, event]
+    assert subject.accepting == (subject.state in ACCEPTING_STATES)
+
+
+ILLEGAL = [
+    pair for pair in itertools.product(ActorState, LifecycleEvent) if pair not in TRANSITIONS
+]
+
+
+@pytest.mark.parametrize(("state", "event"), ILLEGAL, ids=str)
+def test_an_illegal_transition_names_actor_state_and_event_and_changes_nothing(
+    state: ActorState, event: LifecycleEvent
+) -> None:
+    subject = Subject(state)
+    with pytest.raises(LifecycleError) as caught:
+        advance(subject, event)
+    message = str(caught.value)
+    assert "system/probe" in message
+    assert state.name in message
+    assert event.name in message
+    assert subject.state is state
+
+
+def test_stopped_is_final_and_every_state_reaches_it() -> None:
+    assert not [e for (s, e) in TRANSITIONS if s is ActorState.STOPPED]
+    reachable = {ActorState.STOPPED}
+    changed = True
+    while changed:
+        changed = False
+        for (state, _), target in TRANSITIONS.items():
+            if target in reachable and state not in reachable:
+                reachable.add(state)
+                changed = True
+    assert reachable == set(ActorState)
+
+
+def test_only_starting_and_running_accept_messages() -> None:
+    assert {ActorState.STARTING, ActorState.RUNNING} == ACCEPTING_STATES

@@ -1,0 +1,224 @@
+"""Each contract catches a deliberately broken runtime (a mutant).
+
+A mutant is a monkeypatch that removes one promise from the runtime: the withdrawal
+of a cancelled ask, the yield between rounds, the cleanup cadence, a dead letter...
+For every contract at least one mutant must make it fail, or the contract proves
+nothing. Each mutant is also shown to leave some other contract passing, so that it
+breaks one promise rather than the whole runtime.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.lowlevel
+
+from trio_actors import ActorStopped, ServingPolicy
+from trio_actors.actors import _cell, _system
+from trio_actors.contracts import REGISTRY
+from trio_actors.lifecycle import _stopping
+from trio_actors.mailbox import _envelope, _serving, _stranded
+
+Mutant = Callable[[pytest.MonkeyPatch], None]
+
+
+def reply_loses_the_value(mp: pytest.MonkeyPatch) -> None:
+    original = _envelope.Ask.reply
+    mp.setattr(_envelope.Ask, "reply", lambda self, value: original(self, None))
+
+
+def async_handlers_overlap(mp: pytest.MonkeyPatch) -> None:
+    async def serve_concurrently(self: Any, cell: Any) -> None:
+        async with trio.open_nursery() as nursery:
+            while cell.has_queued():
+                nursery.start_soon(self._handle_async, cell, cell.pop_next())
+
+    mp.setattr(_serving.Dispatcher, "_serve_async_turns", serve_concurrently)
+
+
+def on_start_is_skipped(mp: pytest.MonkeyPatch) -> None:
+    original = _system.handler_kinds
+
+    def kinds(cls: type) -> Any:
+        return attrs.evolve(original(cls), has_on_start=False, on_start_async=False)
+
+    mp.setattr(_system, "handler_kinds", kinds)
+
+
+def refused_ask_skips_the_checkpoint(mp: pytest.MonkeyPatch) -> None:
+    original = _cell.ActorCell.ask
+
+    async def ask(self: Any, message: Any) -> Any:
+        if not self.accepting:
+            raise ActorStopped("refused without a checkpoint")
+        return await original(self, message)
+
+    mp.setattr(_cell.ActorCell, "ask", ask)
+
+
+def tell_to_stopped_vanishes(mp: pytest.MonkeyPatch) -> None:
+    original = _cell.ActorCell.tell_slow
+
+    def tell_slow(self: Any, message: Any) -> None:
+        if self.accepting:
+            original(self, message)
+
+    mp.setattr(_cell.ActorCell, "tell_slow", tell_slow)
+
+
+def cancelled_ask_is_not_withdrawn(mp: pytest.MonkeyPatch) -> None:
+    original = _envelope.Ask.start
+
+    def start(self: Any) -> bool:
+        if self.state is _envelope.AskState.WITHDRAWN:
+            self.state = _envelope.AskState.ABANDONED  # handled anyway, reply dropped
+            return True
+        return bool(original(self))
+
+    mp.setattr(_envelope.Ask, "start", start)
+
+
+def async_handler_not_cancelled_with_its_asker(mp: pytest.MonkeyPatch) -> None:
+    original = _envelope.Ask._abort
+
+    def abort(self: Any, raise_cancel: Any) -> Any:
+        if self.state is _envelope.AskState.RUNNING:
+            self.state = _envelope.AskState.ABANDONED
+            return trio.lowlevel.Abort.SUCCEEDED  # but the handler runs on
+        return original(self, raise_cancel)
+
+    mp.setattr(_envelope.Ask, "_abort", abort)
+
+
+def running_ask_ignores_cancellation(mp: pytest.MonkeyPatch) -> None:
+    original = _envelope.Ask._abort
+
+    def abort(self: Any, raise_cancel: Any) -> Any:
+        if self.state is _envelope.AskState.RUNNING:
+            return trio.lowlevel.Abort.FAILED  # the asker waits for the reply
+        return original(self, raise_cancel)
+
+    mp.setattr(_envelope.Ask, "_abort", abort)
+
+
+def stranded_tells_vanish(mp: pytest.MonkeyPatch) -> None:
+    async def clean(cell: Any, stranded: Any, cadence: Any) -> None:
+        while stranded:
+            item = stranded.popleft()
+            if type(item) is _envelope.Ask:
+                item.fail(ActorStopped("stranded"))
+
+    mp.setattr(_stopping, "clean_stranded", clean)
+
+
+def no_yield_between_rounds(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_serving.Dispatcher, "_next_check", lambda self, used, *a: used + 16)
+
+
+def no_time_slice(mp: pytest.MonkeyPatch) -> None:
+    def next_check(self: Any, used: int, *args: Any) -> int:
+        return 0 if used >= self.policy.batch else self.policy.batch
+
+    mp.setattr(_serving.Dispatcher, "_next_check", next_check)
+
+
+def cleanup_without_cadence(mp: pytest.MonkeyPatch) -> None:
+    async def spend(self: Any, units: int = 1) -> None:
+        self.used = 0  # never yields
+
+    mp.setattr(_stranded.CleanupCadence, "spend", spend)
+
+
+def drain_is_ignored(mp: pytest.MonkeyPatch) -> None:
+    original = _cell.ActorCell.begin_stop
+
+    def begin_stop(self: Any, *, drain: bool, cancel_handler: bool) -> None:
+        original(self, drain=False, cancel_handler=cancel_handler)
+
+    mp.setattr(_cell.ActorCell, "begin_stop", begin_stop)
+
+
+def stop_returns_before_the_actor_stopped(mp: pytest.MonkeyPatch) -> None:
+    async def stop(self: Any, *, drain: bool) -> None:
+        self.begin_stop(drain=drain, cancel_handler=True)
+        await trio.lowlevel.checkpoint()
+
+    mp.setattr(_cell.ActorCell, "stop", stop)
+
+
+def system_exit_stops_nothing(mp: pytest.MonkeyPatch) -> None:
+    async def shutdown(self: Any) -> None:
+        self._closed = True
+
+    mp.setattr(_system.ActorSystem, "_shutdown", shutdown)
+
+
+def self_ask_is_not_detected(mp: pytest.MonkeyPatch) -> None:
+    original = _cell.ActorCell.ask
+
+    async def ask(self: Any, message: Any) -> Any:
+        saved, self.serving_task = self.serving_task, None
+        try:
+            coroutine = original(self, message)
+            return await coroutine
+        finally:
+            self.serving_task = saved
+
+    mp.setattr(_cell.ActorCell, "ask", ask)
+    mp.setattr(_cell.ActorCell, "stop", _stop_without_self_check)
+
+
+async def _stop_without_self_check(self: Any, *, drain: bool) -> None:
+    self.begin_stop(drain=drain, cancel_handler=True)
+    await self.wait_stopped()
+
+
+MUTANTS: dict[str, list[Mutant]] = {
+    "T1": [reply_loses_the_value],
+    "T2": [async_handlers_overlap],
+    "T3": [on_start_is_skipped],
+    "T4": [refused_ask_skips_the_checkpoint],
+    "T5": [tell_to_stopped_vanishes],
+    "T6": [cancelled_ask_is_not_withdrawn],
+    "T7": [async_handler_not_cancelled_with_its_asker],
+    "T8": [running_ask_ignores_cancellation],
+    "T9": [stranded_tells_vanish],
+    "T10": [no_yield_between_rounds],
+    "T11": [cleanup_without_cadence],
+    "T12": [no_yield_between_rounds],
+    "T13": [no_time_slice],
+    "T14": [drain_is_ignored],
+    "T15": [stop_returns_before_the_actor_stopped],
+    "T16": [system_exit_stops_nothing],
+    "T20": [self_ask_is_not_detected],
+    "T21": [stranded_tells_vanish, cancelled_ask_is_not_withdrawn],
+}
+
+CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]
+
+
+def test_every_contract_has_a_mutant() -> None:
+    assert set(MUTANTS) == set(REGISTRY)
+
+
+@pytest.mark.parametrize(
+    ("contract_id", "mutant"), CASES, ids=[f"{c}-{m.__name__}" for c, m in CASES]
+)
+def test_contract_catches_mutant(
+    contract_id: str, mutant: Mutant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert REGISTRY[contract_id].run(ServingPolicy()).passed  # holds before
+    mutant(monkeypatch)
+    result = REGISTRY[contract_id].run(ServingPolicy())
+    assert not result.passed, f"{contract_id} did not notice {mutant.__name__}"
+    assert result.reason
+
+
+@pytest.mark.parametrize("mutant", sorted({m for _, m in CASES}, key=lambda m: m.__name__))
+def test_mutant_breaks_one_promise_not_everything(
+    mutant: Mutant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mutant(monkeypatch)
+    assert REGISTRY["T1"].run(ServingPolicy()).passed or REGISTRY["T5"].run(ServingPolicy()).passed
