@@ -1,0 +1,178 @@
+"""Run the benchmark shapes with pyperf.
+
+Usage::
+
+    python -m benchmarks.run [pyperf options] [--shapes S1,S2,...] [--scale F]
+
+Run it from the repository root (pyperf re-runs this module, with the same
+arguments, in fresh worker processes). ``--shapes`` picks shape groups (default
+``S1,S2,S3,S4,S5``); each group registers its runtime benchmark followed by its
+floors, so that a shape and its floor are measured one right after the other in the
+same run. ``ALT-S1`` ... ``ALT-S5`` measure the task-per-actor prototype of
+:mod:`benchmarks.alternatives` (with the floors they are compared against); they
+are not run by default. A floor shared by two selected groups is registered once.
+
+``--scale F`` multiplies every size (messages, actors; not S4's 20 rounds), e.g.
+``--scale 0.001`` for a CI smoke run. Each benchmark is registered with
+``inner_loops`` equal to the messages of one repetition (the actors, for S5), so
+every value is seconds per message (per actor). ``benchmarks.compare`` turns a
+result file into ratios against the floors.
+
+Examples::
+
+    python -m benchmarks.run --fast --scale 0.01 -o /tmp/bench_fast.json
+    python -m benchmarks.run -p 5 -o benchmarks/results/core-YYYYMMDD.json
+    python -m benchmarks.run -p 5 --shapes ALT-S1,ALT-S3,ALT-S4 -o alt.json
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import attrs
+import pyperf  # type: ignore[import-untyped]
+
+from . import alternatives, shapes
+from .shapes import TimeFunc
+
+
+@attrs.frozen
+class Bench:
+    """One pyperf benchmark: ``func(loops, size)`` over ``inner_loops`` units."""
+
+    name: str
+    func: TimeFunc
+    size: int
+    rounds: int = 1  # repetitions of ``size`` units inside one loop (S4)
+    unit: str = "message"
+
+
+def _s1_floors() -> list[Bench]:
+    return [
+        Bench("F1", shapes.f1_floor, shapes.S1_TELLS),
+        Bench("F0", shapes.f0_bare, shapes.S1_TELLS),
+    ]
+
+
+def _s2_floor() -> Bench:
+    return Bench("S2-floor", shapes.s2_floor, shapes.S2_ASKS, unit="round trip")
+
+
+def _s3_floor() -> Bench:
+    return Bench("S3-floor", shapes.s3_floor, shapes.S3_MESSAGES)
+
+
+def _s4_floor() -> Bench:
+    return Bench("S4-floor", shapes.s4_floor, shapes.S4_ACTORS, shapes.S4_ROUNDS)
+
+
+GROUPS: dict[str, list[Bench]] = {
+    "S1": [Bench("S1", shapes.s1_runtime, shapes.S1_TELLS), *_s1_floors()],
+    "S2": [
+        Bench("S2", shapes.s2_runtime, shapes.S2_ASKS, unit="round trip"),
+        _s2_floor(),
+    ],
+    "S3": [Bench("S3", shapes.s3_runtime, shapes.S3_MESSAGES), _s3_floor()],
+    "S4": [
+        Bench("S4", shapes.s4_runtime, shapes.S4_ACTORS, shapes.S4_ROUNDS),
+        _s4_floor(),
+        Bench(
+            "S4-floor-tuples",
+            shapes.s4_floor_tuples,
+            shapes.S4_ACTORS,
+            shapes.S4_ROUNDS,
+        ),
+    ],
+    "S5": [
+        Bench("S5-spawn", shapes.s5_spawn_runtime, shapes.S5_ACTORS, unit="spawn"),
+        Bench("S5-stop", shapes.s5_stop_runtime, shapes.S5_ACTORS, unit="stop"),
+    ],
+    "ALT-S1": [Bench("ALT-S1", alternatives.alt_s1, shapes.S1_TELLS), *_s1_floors()],
+    "ALT-S2": [
+        Bench("ALT-S2", alternatives.alt_s2, shapes.S2_ASKS, unit="round trip"),
+        _s2_floor(),
+    ],
+    "ALT-S3": [Bench("ALT-S3", alternatives.alt_s3, shapes.S3_MESSAGES), _s3_floor()],
+    "ALT-S4": [
+        Bench("ALT-S4", alternatives.alt_s4, shapes.S4_ACTORS, shapes.S4_ROUNDS),
+        _s4_floor(),
+    ],
+    "ALT-S5": [
+        Bench("ALT-S5-spawn", alternatives.alt_s5_spawn, shapes.S5_ACTORS, unit="spawn"),
+        Bench("ALT-S5-stop", alternatives.alt_s5_stop, shapes.S5_ACTORS, unit="stop"),
+    ],
+}
+DEFAULT_SHAPES = "S1,S2,S3,S4,S5"
+
+
+def _shape_list(text: str) -> list[str]:
+    names = [name.strip().upper() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in GROUPS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown shape(s) {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(GROUPS)}"
+        )
+    return names
+
+
+def _scale(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--scale must be > 0, got {text}")
+    return value
+
+
+def _add_cmdline_args(cmd: list[str], args: argparse.Namespace) -> None:
+    # pyperf calls this to build each worker's command line.
+    cmd.extend(("--shapes", ",".join(args.shapes), "--scale", repr(args.scale)))
+
+
+def selected(groups: Sequence[str]) -> list[Bench]:
+    """The benchmarks of ``groups`` in order, each floor only once."""
+    seen: set[str] = set()
+    benches: list[Bench] = []
+    for group in groups:
+        for bench in GROUPS[group]:
+            if bench.name not in seen:
+                seen.add(bench.name)
+                benches.append(bench)
+    return benches
+
+
+def main() -> None:
+    runner = pyperf.Runner(
+        add_cmdline_args=_add_cmdline_args, program_args=("-m", "benchmarks.run")
+    )
+    runner.argparser.add_argument(
+        "--shapes",
+        type=_shape_list,
+        default=_shape_list(DEFAULT_SHAPES),
+        help=f"comma-separated shape groups (default {DEFAULT_SHAPES}); known: {', '.join(GROUPS)}",
+    )
+    runner.argparser.add_argument(
+        "--scale",
+        type=_scale,
+        default=1.0,
+        help="multiply every size by this (e.g. 0.001 for a smoke run)",
+    )
+    args = runner.parse_args()
+    for bench in selected(args.shapes):
+        size = max(1, round(bench.size * args.scale))
+        runner.bench_time_func(
+            bench.name,
+            bench.func,
+            size,
+            inner_loops=size * bench.rounds,
+            metadata={
+                "description": f"seconds per {bench.unit}",
+                "shape_size": size,
+                "shape_rounds": bench.rounds,
+                "shape_unit": bench.unit,
+            },
+        )
+
+
+if __name__ == "__main__":
+    main()
