@@ -18,7 +18,7 @@ import trio.lowlevel
 from trio_actors import ActorStopped, ServingPolicy
 from trio_actors.actors import _cell, _system
 from trio_actors.contracts import REGISTRY
-from trio_actors.lifecycle import _stopping
+from trio_actors.lifecycle import _stopping, _supervision
 from trio_actors.mailbox import _envelope, _serving, _stranded
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
@@ -175,6 +175,34 @@ async def _stop_without_self_check(self: Any, *, drain: bool) -> None:
     await self.wait_stopped()
 
 
+def restart_keeps_the_old_instance(mp: pytest.MonkeyPatch) -> None:
+    def install(self: Any, instance: Any) -> None:
+        self.started = False  # "restarts" the same instance
+        self.needs_task = self.kinds.receive_async or self.kinds.on_start_async
+        self.inline_ready = False
+
+    mp.setattr(_cell.ActorCell, "install", install)
+
+
+def intensity_is_never_exceeded(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_supervision.RestartWindow, "record", lambda self, now, within: 1)
+
+
+def watchers_are_never_told(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_cell, "notify_watchers", lambda target: None)
+
+
+def parents_stop_before_children(mp: pytest.MonkeyPatch) -> None:
+    original = _system.ActorSystem._stop_order
+    mp.setattr(_system.ActorSystem, "_stop_order", lambda self: original(self)[::-1])
+
+    async def stop_children(cell: Any) -> None:
+        for child in list((cell.children or {}).values()):
+            child.begin_stop(drain=False, cancel_handler=True)
+
+    mp.setattr(_stopping, "stop_children", stop_children)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -191,7 +219,10 @@ MUTANTS: dict[str, list[Mutant]] = {
     "T13": [no_time_slice],
     "T14": [drain_is_ignored],
     "T15": [stop_returns_before_the_actor_stopped],
-    "T16": [system_exit_stops_nothing],
+    "T16": [system_exit_stops_nothing, parents_stop_before_children],
+    "T17": [restart_keeps_the_old_instance],
+    "T18": [intensity_is_never_exceeded],
+    "T19": [watchers_are_never_told],
     "T20": [self_ask_is_not_detected],
     "T21": [stranded_tells_vanish, cancelled_ask_is_not_withdrawn],
 }

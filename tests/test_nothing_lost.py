@@ -11,20 +11,27 @@ from hypothesis import strategies as st
 from trio_actors import ServingPolicy
 from trio_actors.contracts._nothing_lost import (
     OP_KINDS,
+    STRATEGIES,
     ActorSpec,
     Op,
     Program,
     run_program,
 )
 
-actor_specs = st.builds(
-    ActorSpec, is_async=st.booleans(), cost=st.sampled_from([0.0, 0.0001, 0.002])
-)
-
 
 @st.composite
 def programs(draw: st.DrawFn) -> Program:
-    actors = tuple(draw(st.lists(actor_specs, min_size=1, max_size=4)))
+    actors = []
+    for index in range(draw(st.integers(1, 4))):
+        parent = draw(st.integers(-1, index - 1)) if index else -1
+        actors.append(
+            ActorSpec(
+                is_async=draw(st.booleans()),
+                cost=draw(st.sampled_from([0.0, 0.0001, 0.002])),
+                strategy=draw(st.sampled_from(STRATEGIES)),
+                parent=parent,
+            )
+        )
     op = st.builds(
         Op,
         kind=st.sampled_from(OP_KINDS),
@@ -32,7 +39,7 @@ def programs(draw: st.DrawFn) -> Program:
         fail=st.booleans(),
         value=st.sampled_from([0.0, 0.0001, 0.0005, 0.001, 0.003, 0.01, 0.05, 3.0, 7.0]),
     )
-    return Program(actors, tuple(draw(st.lists(op, max_size=40))))
+    return Program(tuple(actors), tuple(draw(st.lists(op, max_size=40))))
 
 
 policies = st.builds(

@@ -22,8 +22,14 @@ from .actors import Actor as Actor
 from .actors import ActorRef as ActorRef
 from .actors import ActorSystem as ActorSystem
 from .actors import open_actor_system as open_actor_system
+from .lifecycle import Backoff as Backoff
 from .lifecycle import DeadLetter as DeadLetter
 from .lifecycle import DeadLetters as DeadLetters
+from .lifecycle import Escalate as Escalate
+from .lifecycle import Restart as Restart
+from .lifecycle import Resume as Resume
+from .lifecycle import Stop as Stop
+from .lifecycle import Terminated as Terminated
 
 __all__ = [
     "Actor",
@@ -31,12 +37,18 @@ __all__ = [
     "ActorRef",
     "ActorStopped",
     "ActorSystem",
+    "Backoff",
     "DEFAULT_BATCH",
     "DEFAULT_CLEANUP_BATCH",
     "DEFAULT_TIME_SLICE",
     "DeadLetter",
     "DeadLetters",
+    "Escalate",
+    "Restart",
+    "Resume",
     "ServingPolicy",
+    "Stop",
+    "Terminated",
     "open_actor_system",
 ]
 

@@ -157,22 +157,30 @@ async def test_a_handler_exception_reaches_the_asker_and_is_logged(
     assert all("system/fails" in r.getMessage() and r.exc_info for r in failures)
 
 
-async def test_an_on_start_failure_is_logged_and_stops_the_actor(
+class BadStart(ta.Actor):
+    def on_start(self) -> None:
+        raise RuntimeError("no start")
+
+    def receive(self, message: Any) -> Any:
+        return message
+
+
+async def test_an_on_start_failure_under_stop_is_logged_and_stops_the_actor(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    class BadStart(ta.Actor):
-        def on_start(self) -> None:
-            raise RuntimeError("no start")
-
-        def receive(self, message: Any) -> Any:
-            return message
-
     async with ta.open_actor_system() as system:
-        ref = system.spawn(BadStart)
+        ref = system.spawn(BadStart, supervision=ta.Stop())
         ref.tell("queued")
         with pytest.raises(ta.ActorStopped):
             await ref.ask("x")
         assert "failed in on_start" in caplog.text
+
+
+async def test_an_on_start_that_always_fails_escalates_and_fails_the_system() -> None:
+    with pytest.RaisesGroup(pytest.RaisesExc(RuntimeError, match="no start")):
+        async with ta.open_actor_system() as system:
+            system.spawn(BadStart)
+            await trio.sleep_forever()
 
 
 async def test_an_on_stop_failure_is_logged_and_the_actor_still_ends_stopped(

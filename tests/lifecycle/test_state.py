@@ -65,5 +65,5 @@ def test_stopped_is_final_and_every_state_reaches_it() -> None:
     assert reachable == set(ActorState)
 
 
-def test_only_starting_and_running_accept_messages() -> None:
-    assert {ActorState.STARTING, ActorState.RUNNING} == ACCEPTING_STATES
+def test_only_starting_running_and_restarting_accept_messages() -> None:
+    assert {ActorState.STARTING, ActorState.RUNNING, ActorState.RESTARTING} == ACCEPTING_STATES

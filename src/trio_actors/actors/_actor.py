@@ -8,14 +8,25 @@ its state needs no locks. Users never call an actor's methods directly; they hol
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ActorError
+from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy
+from ..lifecycle._watch import unwatch, watch
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
     from ._ref import ActorRef
     from ._system import ActorSystem
+
+
+def _target(ref: object) -> ActorCell:
+    from ._ref import ActorRef
+
+    if not isinstance(ref, ActorRef):
+        raise TypeError(f"watch()/unwatch() take an ActorRef, got {ref!r}")
+    return ref._cell
 
 
 class Actor:
@@ -75,6 +86,46 @@ class Actor:
         ``on_stop`` runs. Calling it again, or while already stopping, does nothing.
         """
         self._cell().begin_stop(drain=False, cancel_handler=False)
+
+    def spawn(
+        self,
+        actor_factory: type[Actor] | Callable[..., Actor],
+        *args: Any,
+        name: str | None = None,
+        supervision: SupervisionStrategy = DEFAULT_SUPERVISION,
+    ) -> ActorRef:
+        """Spawn a child of this actor and return its ref. Never a checkpoint.
+
+        Arguments as for :meth:`ActorSystem.spawn <trio_actors.ActorSystem.spawn>`;
+        ``name`` must be unique among this actor's live children. This actor
+        supervises the child: a child's ``Escalate`` (or exceeded restart intensity)
+        fails this actor. Children stop before their parent, and a restarting parent
+        stops its children before its fresh instance starts.
+
+        Raises:
+            ActorError: this actor no longer accepts messages (it is stopping).
+        """
+        cell = self._cell()
+        return cell.system._spawn(actor_factory, args, name, supervision, cell)
+
+    def watch(self, ref: ActorRef) -> None:
+        """Get one :class:`~trio_actors.Terminated` when ``ref``'s actor stops.
+
+        Never a checkpoint. The notice arrives through this actor's mailbox, in order
+        with other messages, exactly once per stop, whatever the reason; at once if
+        the actor has already stopped. Watching twice is the same as once.
+
+        Raises:
+            TypeError: ``ref`` is not an :class:`~trio_actors.ActorRef`.
+        """
+        watch(self._cell(), _target(ref))
+
+    def unwatch(self, ref: ActorRef) -> None:
+        """Stop watching ``ref``; a ``Terminated`` for it that is queued is withdrawn.
+
+        Never a checkpoint.
+        """
+        unwatch(self._cell(), _target(ref))
 
     def _cell(self) -> ActorCell:
         try:

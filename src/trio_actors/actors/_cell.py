@@ -32,6 +32,8 @@ import trio.lowlevel
 
 from .._errors import ActorError, ActorStopped
 from ..lifecycle._state import ActorState, LifecycleEvent, advance
+from ..lifecycle._supervision import RestartWindow, SupervisionStrategy, handle_failure
+from ..lifecycle._watch import forget_watches, notify_watchers
 from ..mailbox._envelope import NO_MESSAGE, Ask
 from ._kinds import HandlerKinds
 from ._ref import ActorRef
@@ -80,6 +82,7 @@ class ActorCell:
         "accepting",
         "args",
         "asks_queued",
+        "children",
         "dead_lettered",
         "dispatcher",
         "factory",
@@ -96,17 +99,24 @@ class ActorCell:
         "mailbox",
         "name",
         "needs_task",
+        "parent",
         "path",
         "receive",
         "ref",
+        "restart_window",
         "scheduled",
+        "serial",
         "serving_task",
         "started",
         "state",
+        "stop_error",
         "stop_owned",
         "stranded",
+        "supervision",
         "system",
         "thread_id",
+        "watchers",
+        "watching",
         "withdrawn",
     )
 
@@ -116,17 +126,27 @@ class ActorCell:
         instance: Actor,
         kinds: HandlerKinds,
         name: str,
-        path: str,
+        parent: ActorCell | None,
+        supervision: SupervisionStrategy,
+        serial: int,
     ) -> None:
         self.system = system
+        self.parent = parent
+        self.supervision = supervision
+        self.serial = serial
         self.dispatcher = system._dispatcher
         self.thread_id = system.thread_id
         self.instance = instance
         self.kinds = kinds
         self.receive = instance.receive
         self.name = name
-        self.path = path
+        self.path = f"{parent.path if parent is not None else 'system'}/{name}"
         self.ref = ActorRef(self)
+        self.children: dict[str, ActorCell] | None = None
+        self.restart_window: RestartWindow | None = None
+        self.watchers: set[ActorCell] | None = None  # who watches this actor
+        self.watching: set[ActorCell] | None = None  # whom this actor watches
+        self.stop_error: BaseException | None = None
         self.factory: Any = None
         self.args: tuple[Any, ...] = ()
         self.state = ActorState.STARTING
@@ -240,6 +260,11 @@ class ActorCell:
         if self.state is ActorState.STARTING:
             advance(self, LifecycleEvent.STARTED)
 
+    def serving_may_go_on(self) -> bool:
+        """Whether a serving loop may handle this actor's next message."""
+        state = self.state
+        return state is ActorState.RUNNING or state is _DRAINING
+
     def note_withdrawn(self) -> None:
         self.withdrawn += 1
 
@@ -270,6 +295,8 @@ class ActorCell:
         if state is _STOPPING or state is _STOPPED:
             return
         self.fast_tell = False
+        if self.watching:
+            forget_watches(self)  # a watcher that stops gets no Terminated
         if drain:
             if state is not _DRAINING:
                 advance(self, LifecycleEvent.DRAIN)
@@ -341,34 +368,57 @@ class ActorCell:
             await self._stopped.wait()
 
     def finished(self) -> None:
-        """The stop is complete: the actor is STOPPED and waiters are released."""
+        """The stop is complete: the actor is STOPPED, watchers and waiters are told."""
         advance(self, LifecycleEvent.FINISHED)
         self.system._forget(self)
+        if self.watchers:
+            notify_watchers(self)
         if self._stopped is not None:
             self._stopped.set()
+
+    # --- restarts and children ------------------------------------------------------
+
+    def install(self, instance: Actor) -> None:
+        """Make ``instance`` (fresh from the factory) this actor's instance."""
+        self.instance = instance
+        self.kinds = self.system._kinds_of(instance)
+        self.receive = instance.receive
+        instance._trio_actors_cell = self
+        self.started = False
+        self.needs_task = self.kinds.receive_async or self.kinds.on_start_async
+        self.inline_ready = False
+
+    def remove_queued(self, predicate: Any) -> int:
+        """Remove queued items for which ``predicate`` is true; return how many."""
+        removed = 0
+        if self.head is not NO_MESSAGE and predicate(self.head):
+            self.head = NO_MESSAGE
+            removed += 1
+            if self.mailbox:
+                self.head = self.mailbox.popleft()
+        if self.mailbox:
+            kept = [item for item in self.mailbox if not predicate(item)]
+            removed += len(self.mailbox) - len(kept)
+            self.mailbox.clear()
+            self.mailbox.extend(kept)
+        return removed
 
     # --- failures -----------------------------------------------------------------
 
     def handler_failed(self, error: BaseException, message: Any) -> None:
-        """``receive`` raised: log and count it; the actor goes on (for now)."""
-        self.failures += 1
-        self.last_error = error
-        logger.error(
-            "%s failed handling %r",
-            self.path,
-            message,
-            exc_info=(type(error), error, error.__traceback__),
-        )
+        """``receive`` raised: a failure, handled by the supervision strategy."""
+        handle_failure(self, error, f"handling {message!r}")
 
-    def hook_failed(self, hook: str, error: BaseException) -> None:
-        """``on_start`` or ``on_stop`` raised: log and count it."""
+    def start_failed(self, error: BaseException) -> None:
+        """``on_start`` raised: a failure, handled by the supervision strategy."""
+        handle_failure(self, error, "in on_start")
+
+    def stop_hook_failed(self, error: BaseException) -> None:
+        """``on_stop`` raised: logged and counted; the actor still ends stopped."""
         self.failures += 1
         self.last_error = error
         logger.error(
-            "%s failed in %s",
-            self.path,
-            hook,
-            exc_info=(type(error), error, error.__traceback__),
+            "%s failed in on_stop", self.path, exc_info=(type(error), error, error.__traceback__)
         )
 
     def __repr__(self) -> str:

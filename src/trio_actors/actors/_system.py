@@ -8,6 +8,7 @@ order of spawning, then cancels the nursery: no task is left behind.
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,16 +20,17 @@ import trio
 from .._errors import ActorError
 from .._policy import ServingPolicy
 from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
+from ..lifecycle._restarting import run_restart
 from ..lifecycle._stopping import finish_stop
+from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy, check_strategy
 from ..mailbox._serving import Dispatcher
 from ..mailbox._stranded import CleanupCadence
 from ._actor import Actor
 from ._cell import ActorCell
-from ._kinds import handler_kinds
+from ._kinds import HandlerKinds, handler_kinds
 from ._ref import ActorRef
 
 _NAME = re.compile(r"[^/\s]+")
-_ROOT = "system"
 
 
 class ActorSystem:
@@ -49,9 +51,12 @@ class ActorSystem:
         self.dead_letters = dead_letters
         self.trio_token = trio.lowlevel.current_trio_token()
         self.thread_id = get_ident()
-        self._cells: dict[str, ActorCell] = {}
+        self._cells: dict[str, ActorCell] = {}  # the top-level actors, by name
+        self._live = 0
         self._spawned = 0
         self._closed = False
+        self._failed = False
+        self._random = random.Random()
 
     @property
     def serving(self) -> ServingPolicy:
@@ -63,65 +68,100 @@ class ActorSystem:
         actor_factory: type[Actor] | Callable[..., Actor],
         *args: Any,
         name: str | None = None,
+        supervision: SupervisionStrategy = DEFAULT_SUPERVISION,
     ) -> ActorRef:
-        """Create an actor and return its ref. Synchronous; never a checkpoint.
+        """Create a top-level actor and return its ref. Synchronous; never a checkpoint.
 
         Args:
             actor_factory: an :class:`~trio_actors.Actor` subclass, or any callable
-                returning a new ``Actor`` instance.
+                returning a new ``Actor`` instance (called again for each restart).
             *args: passed to ``actor_factory`` (trio's ``fn, *args`` convention).
-            name: unique among the system's live actors; generated if omitted.
+            name: unique among the system's live top-level actors; generated if
+                omitted.
+            supervision: what happens when the actor fails:
+                :class:`~trio_actors.Restart` (the default), :class:`~trio_actors.Stop`,
+                :class:`~trio_actors.Resume` or :class:`~trio_actors.Escalate` (which,
+                for a top-level actor, fails the system block).
 
         ``on_start`` runs before the actor's first message; messages told
         meanwhile are queued.
 
         Raises:
             TypeError: ``actor_factory`` is not callable or did not return a new
-                ``Actor``, or the actor class does not define ``receive``.
+                ``Actor``, the actor class does not define ``receive``, or
+                ``supervision`` is not a strategy.
             ValueError: ``name`` is empty, contains ``/`` or whitespace, or is
                 taken.
             ActorError: the system has been closed.
         """
+        return self._spawn(actor_factory, args, name, supervision, None)
+
+    def _spawn(
+        self,
+        factory: Any,
+        args: tuple[Any, ...],
+        name: str | None,
+        supervision: SupervisionStrategy,
+        parent: ActorCell | None,
+    ) -> ActorRef:
         if self._closed:
             raise ActorError("cannot spawn: the actor system has been closed")
-        if not callable(actor_factory):
+        if parent is not None and not parent.accepting:
+            raise ActorError(f"cannot spawn a child of {parent.path}: it is {parent.state.value}")
+        if not callable(factory):
             raise TypeError(
-                "spawn() needs an Actor subclass or a callable returning an Actor, "
-                f"got {actor_factory!r}"
+                f"spawn() needs an Actor subclass or a callable returning an Actor, got {factory!r}"
             )
+        check_strategy(supervision)
+        siblings = self._cells if parent is None else parent.children
         if name is not None:
-            self._check_name(name)
-        instance = actor_factory(*args)
-        if not isinstance(instance, Actor):
-            raise TypeError(
-                f"spawn({_describe(actor_factory)}) produced {instance!r} of type "
-                f"{type(instance).__name__}, not an Actor; the factory must return an "
-                "instance of a trio_actors.Actor subclass"
-            )
-        if hasattr(instance, "_trio_actors_cell"):
-            raise TypeError(
-                f"spawn({_describe(actor_factory)}) returned an actor that is already "
-                "spawned; the factory must return a new instance each time"
-            )
-        kinds = handler_kinds(type(instance))
+            self._check_name(name, siblings, parent)
+        instance = self._make_instance(factory, args)
+        kinds = self._kinds_of(instance)
         self._spawned += 1
         if name is None:
             name = f"{type(instance).__name__}-{self._spawned}"
-            while name in self._cells:  # pragma: no cover - a user took our pattern
-                self._spawned += 1
-                name = f"{type(instance).__name__}-{self._spawned}"
-        cell = ActorCell(self, instance, kinds, name, f"{_ROOT}/{name}")
-        cell.factory = actor_factory
+        cell = ActorCell(self, instance, kinds, name, parent, supervision, self._spawned)
+        cell.factory = factory
         cell.args = args
         instance._trio_actors_cell = cell
-        self._cells[name] = cell
+        if parent is None:
+            self._cells[name] = cell
+        else:
+            if parent.children is None:
+                parent.children = {}
+            parent.children[name] = cell
+        self._live += 1
         if kinds.has_on_start:
             self._dispatcher.schedule(cell)
         else:
             cell.mark_started()
         return cell.ref
 
-    def _check_name(self, name: object) -> None:
+    def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> Actor:
+        """Call the factory and check that it made a new actor (spawn and restart)."""
+        instance = factory(*args)
+        if not isinstance(instance, Actor):
+            raise TypeError(
+                f"spawn({_describe(factory)}) produced {instance!r} of type "
+                f"{type(instance).__name__}, not an Actor; the factory must return an "
+                "instance of a trio_actors.Actor subclass"
+            )
+        if hasattr(instance, "_trio_actors_cell"):
+            raise TypeError(
+                f"spawn({_describe(factory)}) returned an actor that is already "
+                "spawned; the factory must return a new instance each time"
+            )
+        return instance
+
+    @staticmethod
+    def _kinds_of(instance: Actor) -> HandlerKinds:
+        return handler_kinds(type(instance))
+
+    @staticmethod
+    def _check_name(
+        name: object, siblings: dict[str, ActorCell] | None, parent: ActorCell | None
+    ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"actor name must be a str, got {name!r}")
         if not _NAME.fullmatch(name):
@@ -129,8 +169,9 @@ class ActorSystem:
                 f"actor name {name!r} is invalid: it must be non-empty and contain "
                 "no '/' or whitespace"
             )
-        if name in self._cells:
-            raise ValueError(f"an actor named {name!r} is already alive in this system")
+        if siblings and name in siblings:
+            where = "in this system" if parent is None else f"among the children of {parent.path}"
+            raise ValueError(f"an actor named {name!r} is already alive {where}")
 
     def _start_stop_task(self, cell: ActorCell) -> None:
         self._nursery.start_soon(self._stop_task, cell, name=f"stop {cell.path}")
@@ -138,14 +179,39 @@ class ActorSystem:
     async def _stop_task(self, cell: ActorCell) -> None:
         await finish_stop(cell, CleanupCadence(self._serving.cleanup_batch))
 
+    def _start_restart_task(self, cell: ActorCell, delay: float) -> None:
+        self._nursery.start_soon(run_restart, cell, delay, name=f"restart {cell.path}")
+
+    def _fail(self, error: BaseException) -> None:
+        """A top-level actor escalated ``error``: the system block fails with it."""
+        if self._failed:
+            return  # the first escalation ends the system; later ones are logged only
+        self._failed = True
+        self._nursery.start_soon(_raise, error, name="trio-actors escalation")
+
     def _forget(self, cell: ActorCell) -> None:
-        if self._cells.get(cell.name) is cell:
-            del self._cells[cell.name]
+        siblings = self._cells if cell.parent is None else cell.parent.children
+        if siblings is not None and siblings.get(cell.name) is cell:
+            del siblings[cell.name]
+        self._live -= 1
 
     @property
     def live_actors(self) -> int:
-        """How many actors are alive (not yet stopped)."""
-        return len(self._cells)
+        """How many actors (at every level) are alive, not yet stopped."""
+        return self._live
+
+    def _stop_order(self) -> list[ActorCell]:
+        """Every live actor, children before parents, newest sibling first."""
+        order: list[ActorCell] = []
+        stack: list[tuple[ActorCell, bool]] = [(c, False) for c in self._cells.values()]
+        while stack:
+            cell, expanded = stack.pop()
+            if expanded or not cell.children:
+                order.append(cell)
+            else:
+                stack.append((cell, True))
+                stack.extend((child, False) for child in cell.children.values())
+        return order
 
     async def _shutdown(self) -> None:
         """Stop every live actor, newest first; returns when all have stopped.
@@ -156,7 +222,7 @@ class ActorSystem:
         """
         self._closed = True
         plan: list[tuple[ActorCell, bool]] = []
-        for cell in reversed(self._cells.values()):
+        for cell in self._stop_order():
             ours = not cell.stop_owned
             cell.stop_owned = True  # so begin_stop starts no stop task of its own
             cell.begin_stop(drain=False, cancel_handler=True)
@@ -175,6 +241,10 @@ class ActorSystem:
                 cancelled = exc
         if cancelled is not None:
             raise cancelled
+
+
+async def _raise(error: BaseException) -> None:
+    raise error
 
 
 def _describe(factory: object) -> str:

@@ -1,17 +1,21 @@
 """Contract T21, nothing lost: random programs over several actors, one invariant.
 
 A *program* is drawn up front (so each example is one deterministic ``trio.run``
-under a ``MockClock``) and then run: actors of both handler kinds, with virtual
-handler costs and failing messages, receive tells and asks (with and without
-deadlines) while asks are cancelled and actors are stopped and drain-stopped; then
-the system block is left. The invariant checked at the end:
+under a ``MockClock``) and then run: actors of both handler kinds, top-level or
+children of earlier ones, each with a supervision strategy (restart, resume, stop,
+and for children escalate), virtual handler costs and failing messages, receive
+tells and asks (with and without deadlines) while asks are cancelled, actors watch
+each other, and actors are stopped and drain-stopped; then the system block is left.
+The invariant checked at the end:
 
 * every tell was either handled (its handler ran) or is exactly one dead letter;
 * every ask ended in its asker exactly once, as one of: a reply or the handler's
   exception (handled), ``Cancelled`` (withdrawn, or abandoned while handled), or
   ``ActorStopped`` (failed back); a withdrawn ask never ran, an answered one did,
   and no ask became a dead letter;
-* no handler ran twice for one message, and no task is left behind.
+* no handler ran twice for one message, and no task is left behind;
+* no watcher got more ``Terminated`` notices for an actor than it asked for, and
+  none for an actor that did not stop.
 
 The pytest suite draws programs with hypothesis (2,000 examples in CI); the
 registered contract runs a fixed set of seeded programs so that it is quick and the
@@ -33,16 +37,29 @@ import trio.testing
 from .._errors import ActorStopped
 from .._policy import ServingPolicy
 from ..actors._actor import Actor
+from ..actors._ref import ActorRef
+from ..lifecycle._supervision import Escalate, Restart, Resume, Stop, SupervisionStrategy
+from ..lifecycle._watch import Terminated
 from ._harness import count_tasks, require, run_virtual, system_for
 from ._registry import contract
 
 
 @attrs.frozen
 class ActorSpec:
-    """One actor of a program: handler kind, cost per message (virtual seconds)."""
+    """One actor of a program.
+
+    ``cost`` is virtual seconds per message; ``strategy`` one of
+    :data:`STRATEGIES`; ``parent`` the index of an earlier actor (``-1``: top
+    level). Top-level actors never escalate (that would end the program early).
+    """
 
     is_async: bool
     cost: float
+    strategy: str = "restart"
+    parent: int = -1
+
+
+STRATEGIES = ("restart", "resume", "stop", "escalate")
 
 
 @attrs.frozen
@@ -50,9 +67,10 @@ class Op:
     """One step of a program.
 
     ``kind`` is one of ``tell``, ``ask``, ``ask_deadline``, ``cancel_ask``,
-    ``stop``, ``drain_stop``, ``sleep``, ``checkpoint``; ``actor`` indexes the
-    program's actors; ``fail`` makes the handler raise; ``value`` is a deadline or
-    a sleep in virtual seconds, or (for ``cancel_ask``) which earlier ask to cancel.
+    ``stop``, ``drain_stop``, ``watch``, ``sleep``, ``checkpoint``; ``actor``
+    indexes the program's actors; ``fail`` makes the handler raise; ``value`` is a
+    deadline or a sleep in virtual seconds, or (for ``cancel_ask``) which earlier
+    ask to cancel, or (for ``watch``) which actor to watch.
     """
 
     kind: str
@@ -82,10 +100,18 @@ _WEIGHTS = (30, 15, 8, 8, 2, 2, 8, 8)
 
 def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60) -> Program:
     """Draw a program from ``rng`` (the seeded counterpart of the hypothesis strategy)."""
-    actors = tuple(
-        ActorSpec(is_async=rng.random() < 0.5, cost=rng.choice((0.0, 0.0001, 0.002)))
-        for _ in range(rng.randint(1, max_actors))
-    )
+    actors = []
+    for index in range(rng.randint(1, max_actors)):
+        parent = rng.randrange(-1, index) if index else -1
+        strategies = STRATEGIES if parent >= 0 else STRATEGIES[:3]
+        actors.append(
+            ActorSpec(
+                is_async=rng.random() < 0.5,
+                cost=rng.choice((0.0, 0.0001, 0.002)),
+                strategy=rng.choice(strategies),
+                parent=parent,
+            )
+        )
     ops = []
     for _ in range(rng.randint(1, max_ops)):
         kind = rng.choices(OP_KINDS, _WEIGHTS)[0]
@@ -94,10 +120,23 @@ def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60
             value = rng.choice((0.0, 0.0005, 0.003, 0.05))
         elif kind == "sleep":
             value = rng.choice((0.0001, 0.001, 0.01))
-        elif kind == "cancel_ask":
+        elif kind in ("cancel_ask", "watch"):
             value = float(rng.randint(0, 20))
         ops.append(Op(kind, rng.randrange(len(actors)), rng.random() < 0.1, value))
-    return Program(actors, tuple(ops))
+    return Program(tuple(actors), tuple(ops))
+
+
+def strategy_for(spec: ActorSpec) -> SupervisionStrategy:
+    """The supervision strategy an :class:`ActorSpec` names."""
+    if spec.strategy == "restart":
+        return Restart(max_restarts=1_000_000, within=1.0)
+    if spec.strategy == "resume":
+        return Resume()
+    if spec.strategy == "stop":
+        return Stop()
+    if spec.parent < 0:
+        return Restart(max_restarts=1_000_000, within=1.0)  # escalating at the top ends all
+    return Escalate()
 
 
 class _Failure(Exception):
@@ -107,12 +146,27 @@ class _Failure(Exception):
 class _Probe(Actor):
     """Records every message its handler is invoked for; costs virtual time."""
 
-    def __init__(self, clock: trio.testing.MockClock, cost: float, invoked: Counter[int]) -> None:
+    def __init__(
+        self,
+        clock: trio.testing.MockClock,
+        cost: float,
+        invoked: Counter[int],
+        notices: Counter[tuple[int, Any]],
+        index: int,
+    ) -> None:
         self.clock = clock
         self.cost = cost
         self.invoked = invoked
+        self.notices = notices
+        self.index = index
 
-    def receive(self, message: tuple[int, bool]) -> Any:
+    def receive(self, message: Any) -> Any:
+        if isinstance(message, Terminated):
+            self.notices[self.index, message.ref] += 1
+            return None
+        if isinstance(message, ActorRef):
+            self.watch(message)
+            return None
         ident, fail = message
         self.invoked[ident] += 1
         if self.cost:
@@ -123,7 +177,9 @@ class _Probe(Actor):
 
 
 class _AsyncProbe(_Probe):
-    async def receive(self, message: tuple[int, bool]) -> Any:
+    async def receive(self, message: Any) -> Any:
+        if isinstance(message, Terminated | ActorRef):
+            return super().receive(message)
         ident, fail = message
         self.invoked[ident] += 1
         if self.cost:
@@ -140,6 +196,8 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
         ContractViolation: the invariant does not hold (the reason says how).
     """
     invoked: Counter[int] = Counter()
+    notices: Counter[tuple[int, Any]] = Counter()
+    watches: Counter[tuple[int, Any]] = Counter()
     tells: dict[int, int] = {}  # message id -> actor index
     asks: dict[int, int] = {}
     outcome: dict[int, list[str]] = {}
@@ -174,15 +232,23 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
         ident = 0
         scopes: list[trio.CancelScope] = []
         async with trio.open_nursery() as outside, system_for(policy) as system:
-            refs = [
-                system.spawn(
-                    _AsyncProbe if spec.is_async else _Probe,
-                    clock,
-                    spec.cost,
-                    invoked,
+            refs: list[Any] = []
+            for index, spec in enumerate(program.actors):
+                parent = refs[spec.parent]._cell if spec.parent >= 0 else None
+                if parent is not None and not parent.accepting:
+                    parent = None  # the parent is stopping already: spawn at the top
+                strategy = strategy_for(spec)
+                if parent is None and isinstance(strategy, Escalate):
+                    strategy = Restart(max_restarts=1_000_000, within=1.0)
+                refs.append(
+                    system._spawn(
+                        _AsyncProbe if spec.is_async else _Probe,
+                        (clock, spec.cost, invoked, notices, index),
+                        None,
+                        strategy,
+                        parent,
+                    )
                 )
-                for spec in program.actors
-            ]
             for op in program.ops:
                 ref = refs[op.actor]
                 if op.kind == "tell":
@@ -204,6 +270,11 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                     outside.start_soon(ref.stop)
                 elif op.kind == "drain_stop":
                     outside.start_soon(functools.partial(ref.stop, drain=True))
+                elif op.kind == "watch":
+                    target = refs[int(op.value) % len(refs)]
+                    if target != ref:
+                        watches[op.actor, target] += 1
+                        ref.tell(target)  # the probe watches it from its handler
                 elif op.kind == "sleep":
                     await trio.sleep(op.value)
                 else:
@@ -216,9 +287,10 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
 
     run_virtual(main)
 
-    letters = [d.message[0] for d in dead[0].recent]
+    letters = [d.message[0] for d in dead[0].recent if isinstance(d.message, tuple)]
+    others = [d for d in dead[0].recent if not isinstance(d.message, tuple)]
     require(
-        dead[0].count == len(letters),
+        dead[0].count == len(letters) + len(others),
         "more dead letters than the log kept (test too big)",
     )
     lettered = Counter(letters)
@@ -240,6 +312,18 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
             require(invoked[ident] == 1, f"ask {ident} was answered but never handled")
         elif end == "cancelled" and invoked[ident] == 0:
             cancelled_never_ran += 1
+    for (watcher, target), count in notices.items():
+        require(
+            count <= watches[watcher, target],
+            f"actor {watcher} got {count} Terminated for {target} after "
+            f"{watches[watcher, target]} watch requests",
+        )
+    for (watcher, target), count in notices.items():
+        require(
+            count <= watches[watcher, target],
+            f"actor {watcher} got {count} Terminated for {target} after "
+            f"{watches[watcher, target]} watch requests",
+        )
     require(
         withdrawn_by_runtime[0] == cancelled_never_ran,
         f"the runtime counted {withdrawn_by_runtime[0]} withdrawn asks; "
@@ -267,4 +351,13 @@ def nothing_lost(policy: ServingPolicy) -> None:
             require(False, f"seed {seed}: {violation}")
 
 
-__all__ = ["OP_KINDS", "ActorSpec", "Op", "Program", "random_program", "run_program"]
+__all__ = [
+    "OP_KINDS",
+    "STRATEGIES",
+    "ActorSpec",
+    "Op",
+    "Program",
+    "random_program",
+    "run_program",
+    "strategy_for",
+]

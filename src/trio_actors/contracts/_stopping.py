@@ -271,9 +271,9 @@ class _Parent(Actor):
 @contract(
     "T16",
     "system exit",
-    "leaving the system block stops every actor, strands backlogs as in T9, cancels "
-    "running async handlers, and leaves no task behind; asks pending from outside "
-    "raise ActorStopped",
+    "leaving the system block stops every actor, children before parents, strands "
+    "backlogs as in T9, cancels running async handlers, and leaves no task behind; "
+    "asks pending from outside raise ActorStopped",
 )
 def system_exit(policy: ServingPolicy) -> None:
     async def main(clock: trio.testing.MockClock) -> None:
@@ -319,3 +319,50 @@ def system_exit(policy: ServingPolicy) -> None:
         require(left == 0, f"{left} tasks were left behind by the system")
 
     run_virtual(main)
+    run_virtual(_children_before_parents)
+
+
+class _Family(Actor):
+    """Spawns ``depth`` levels of ``width`` children; records its on_stop."""
+
+    def __init__(self, stops: list[str], depth: int, width: int) -> None:
+        self.stops = stops
+        self.depth = depth
+        self.width = width
+
+    def on_start(self) -> None:
+        if self.depth:
+            for i in range(self.width):
+                self.spawn(_Family, self.stops, self.depth - 1, self.width, name=f"c{i}")
+
+    def receive(self, message: Any) -> Any:
+        return message
+
+    def on_stop(self) -> None:
+        self.stops.append(self.ref.path)
+
+
+def _children_first(stops: list[str]) -> str | None:
+    """The first parent stopped before one of its children, or None."""
+    for i, path in enumerate(stops):
+        for later in stops[i + 1 :]:
+            if later.startswith(path + "/"):
+                return f"{path} stopped before its child {later}"
+    return None
+
+
+async def _children_before_parents(clock: trio.testing.MockClock) -> None:
+    stops: list[str] = []
+    async with system_for(ServingPolicy()) as system:
+        stopped_alone = system.spawn(_Family, stops, 2, 2, name="alone")
+        system.spawn(_Family, stops, 2, 2, name="at-exit")
+        await settle()
+        require(system.live_actors == 14, f"setup: {system.live_actors} actors, not 14")
+        await stopped_alone.stop()
+        require(len(stops) == 7, f"stop() of a parent stopped {len(stops)} of its 7 actors")
+        problem = _children_first(stops)
+        require(problem is None, f"stop(): {problem}")
+        stops.clear()
+    require(len(stops) == 7, f"system exit stopped {len(stops)} of 7 actors")
+    problem = _children_first(stops)
+    require(problem is None, f"system exit: {problem}")

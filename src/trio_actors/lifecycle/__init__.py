@@ -1,10 +1,28 @@
-"""The actor lifecycle: states and transitions (one table), the stop sequence, and
-dead letters."""
+"""The actor lifecycle: states and transitions (one table), stopping, supervision
+and restarts, death watch, and dead letters."""
 
 from ._dead_letters import DeadLetter as DeadLetter
 from ._dead_letters import DeadLetters as DeadLetters
 from ._state import TRANSITIONS as TRANSITIONS
 from ._state import ActorState as ActorState
 from ._state import LifecycleEvent as LifecycleEvent
+from ._supervision import Backoff as Backoff
+from ._supervision import Escalate as Escalate
+from ._supervision import Restart as Restart
+from ._supervision import Resume as Resume
+from ._supervision import Stop as Stop
+from ._watch import Terminated as Terminated
 
-__all__ = ["TRANSITIONS", "ActorState", "DeadLetter", "DeadLetters", "LifecycleEvent"]
+__all__ = [
+    "TRANSITIONS",
+    "ActorState",
+    "Backoff",
+    "DeadLetter",
+    "DeadLetters",
+    "Escalate",
+    "LifecycleEvent",
+    "Restart",
+    "Resume",
+    "Stop",
+    "Terminated",
+]

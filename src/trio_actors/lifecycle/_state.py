@@ -7,22 +7,29 @@ truth and diagrams can be drawn from it.
 
 ::
 
-    STARTING --started--> RUNNING --drain--> DRAINING --drained--> STOPPING
-        |                    |                   |                     |
-        +------stop----------+-------stop--------+---------------> finished
-                                                                       v
-                                                                    STOPPED
+    STARTING --started--> RUNNING --drain--> DRAINING --drained--> STOPPING --finished--> STOPPED
+     |    ^                  |
+     |    +----replaced----+ |
+     +--failed--> RESTARTING <--failed--+
 
-* ``STARTING``: spawned; ``on_start`` has not finished. Messages are accepted and
-  queued; none is handled yet.
+    stop:  STARTING, RUNNING, RESTARTING, DRAINING --> STOPPING
+    drain: STARTING, RESTARTING --> DRAINING
+
+(``docs/lifecycle_diagram.py`` draws the exact graph from :data:`TRANSITIONS`.)
+
+* ``STARTING``: spawned (or replaced by a restart); ``on_start`` has not finished.
+  Messages are accepted and queued; none is handled yet.
 * ``RUNNING``: messages are accepted and handled.
+* ``RESTARTING``: a failure is being handled by a restart: the children are stopped,
+  the old instance's ``on_stop`` runs, the backoff (if any) elapses, a fresh
+  instance is made. Messages are accepted and queued meanwhile.
 * ``DRAINING``: ``stop(drain=True)`` was called; new messages are refused (tells
   become dead letters, asks raise ``ActorStopped``), queued ones are still handled.
 * ``STOPPING``: new messages are refused; the running async handler (if any) is
-  cancelled; the stranded mailbox is being cleaned up; ``on_stop`` runs.
+  cancelled; the children stop; the stranded mailbox is cleaned up; ``on_stop`` runs.
 * ``STOPPED``: final.
 
-An actor accepts messages exactly in ``STARTING`` and ``RUNNING``.
+An actor accepts messages exactly in ``STARTING``, ``RUNNING`` and ``RESTARTING``.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ class ActorState(enum.Enum):
 
     STARTING = "starting"
     RUNNING = "running"
+    RESTARTING = "restarting"
     DRAINING = "draining"
     STOPPING = "stopping"
     STOPPED = "stopped"
@@ -48,6 +56,8 @@ class LifecycleEvent(enum.Enum):
     """What can happen to an actor."""
 
     STARTED = "started"  # on_start finished (or there is none)
+    FAILED = "failed"  # a failure that the restart strategy will handle
+    REPLACED = "replaced"  # a restart made the fresh instance; on_start is next
     DRAIN = "drain"  # stop(drain=True) was called
     DRAINED = "drained"  # a draining actor's mailbox ran empty
     STOP = "stop"  # stop() was called, or the system is exiting
@@ -59,17 +69,22 @@ E = LifecycleEvent
 
 TRANSITIONS: Mapping[tuple[ActorState, LifecycleEvent], ActorState] = {
     (S.STARTING, E.STARTED): S.RUNNING,
+    (S.STARTING, E.FAILED): S.RESTARTING,
     (S.STARTING, E.DRAIN): S.DRAINING,
     (S.STARTING, E.STOP): S.STOPPING,
+    (S.RUNNING, E.FAILED): S.RESTARTING,
     (S.RUNNING, E.DRAIN): S.DRAINING,
     (S.RUNNING, E.STOP): S.STOPPING,
+    (S.RESTARTING, E.REPLACED): S.STARTING,
+    (S.RESTARTING, E.DRAIN): S.DRAINING,
+    (S.RESTARTING, E.STOP): S.STOPPING,
     (S.DRAINING, E.DRAINED): S.STOPPING,
     (S.DRAINING, E.STOP): S.STOPPING,
     (S.STOPPING, E.FINISHED): S.STOPPED,
 }
 """Every legal transition, ``(state, event) -> new state``; nothing else is legal."""
 
-ACCEPTING_STATES = frozenset({S.STARTING, S.RUNNING})
+ACCEPTING_STATES = frozenset({S.STARTING, S.RUNNING, S.RESTARTING})
 """States in which ``tell`` enqueues and ``ask`` is accepted."""
 
 del S, E

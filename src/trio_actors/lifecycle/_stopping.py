@@ -5,13 +5,17 @@ or the system's exit -- runs :func:`finish_stop`:
 
 1. a draining actor first handles what was queued;
 2. a task still serving the actor (an async handler, already cancelled by an
-   immediate stop) is waited for, so handlers never overlap ``on_stop``;
-3. the stranded messages are cleaned up (``mailbox._stranded``), ``cleanup_batch``
+   immediate stop, or a restart in progress) is waited for, so handlers never
+   overlap ``on_stop``;
+3. the actor's children stop, each with its own stranded cleanup: children always
+   stop before their parent;
+4. the stranded messages are cleaned up (``mailbox._stranded``), ``cleanup_batch``
    at a time with shielded yields;
-4. ``on_stop`` runs, if the actor had started -- exactly once;
-5. the actor becomes STOPPED and everyone waiting in ``stop()`` is released.
+5. ``on_stop`` runs, if the actor had started -- exactly once per instance;
+6. the actor becomes STOPPED, its watchers are told, and everyone waiting in
+   ``stop()`` is released.
 
-Steps 1--3 are shielded from cancellation: a stop, once begun, always completes.
+Steps 1--4 are shielded from cancellation: a stop, once begun, always completes.
 ``on_stop`` is not shielded (a shielded user hook could hang the system's exit
 forever); if the system is being cancelled, an async ``on_stop`` sees ``Cancelled``.
 """
@@ -42,17 +46,34 @@ async def finish_stop(cell: ActorCell, cadence: CleanupCadence) -> None:
                 advance(cell, LifecycleEvent.DRAINED)
                 cell.strand()
         await cell.wait_not_served()
+        await stop_children(cell)
         stranded = cell.stranded
         if stranded:
             await clean_stranded(cell, stranded, cadence)
         cell.stranded = None
     try:
-        await _run_on_stop(cell)
+        await run_on_stop(cell)
     finally:
         cell.finished()
 
 
-async def _run_on_stop(cell: ActorCell) -> None:
+async def stop_children(cell: ActorCell) -> None:
+    """Stop every child of ``cell``, newest first, and wait until all have stopped.
+
+    A checkpoint if there are children; cancellation cannot interrupt the wait.
+    """
+    if not cell.children:
+        return
+    children = list(reversed(cell.children.values()))
+    for child in children:
+        child.begin_stop(drain=False, cancel_handler=True)
+    with trio.CancelScope(shield=True):
+        for child in children:
+            await child.wait_stopped()
+
+
+async def run_on_stop(cell: ActorCell) -> None:
+    """Run the current instance's ``on_stop`` if it started; log what it raises."""
     kinds = cell.kinds
     if not (cell.started and kinds.has_on_stop):
         return
@@ -62,7 +83,7 @@ async def _run_on_stop(cell: ActorCell) -> None:
         else:
             cell.instance.on_stop()
     except Exception as error:
-        cell.hook_failed("on_stop", error)
+        cell.stop_hook_failed(error)
 
 
-__all__ = ["finish_stop"]
+__all__ = ["finish_stop", "run_on_stop", "stop_children"]

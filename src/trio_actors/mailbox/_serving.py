@@ -62,6 +62,8 @@ if TYPE_CHECKING:
     from ..actors._cell import ActorCell
 
 _STARTING = ActorState.STARTING
+_RUNNING = ActorState.RUNNING
+_RESTARTING = ActorState.RESTARTING
 _DRAINING = ActorState.DRAINING
 
 _NO_SLICE = 1 << 62  # a countdown that never runs out
@@ -183,7 +185,7 @@ class Dispatcher:
                 if used == next_check:
                     next_check = self._next_check(used, clock, round_start, deadline)
             mailbox = cell.mailbox
-            if next_check and mailbox:
+            if next_check and mailbox and cell.inline_ready:
                 while True:
                     limit = next_check - used
                     n = 0
@@ -199,6 +201,8 @@ class Dispatcher:
                                 result = receive(item)
                             except Exception as error:
                                 cell.handler_failed(error, item)
+                                if not cell.inline_ready:
+                                    break  # restarting: a restart task owns the actor
                             else:
                                 if result is not None and iscoroutine(result):
                                     misuse = _coroutine_returned(cell, result)
@@ -210,15 +214,18 @@ class Dispatcher:
                     if used < next_check:
                         break  # the mailbox ran dry before the next check was due
                     next_check = self._next_check(used, clock, round_start, deadline)
-                    if not (next_check and mailbox):
+                    if not (next_check and mailbox and cell.inline_ready):
                         break
-            if not next_check and mailbox:
+            if not cell.inline_ready:
+                pass  # a restart began: the restart task owns the actor now
+            elif not next_check and mailbox:
                 run_queue.append(cell)  # still has work: back of the queue
                 return
-            # The mailbox ran dry: the actor goes idle.
-            cell.scheduled = cell.fast_tell = False
-            if not cell.accepting:
-                cell.went_idle_refusing()
+            else:
+                # The mailbox ran dry: the actor goes idle.
+                cell.scheduled = cell.fast_tell = False
+                if not cell.accepting:
+                    cell.went_idle_refusing()
             if not next_check:
                 return
 
@@ -256,7 +263,7 @@ class Dispatcher:
                 else:
                     if result is not None and iscoroutine(result):
                         cell.handler_failed(_coroutine_returned(cell, result), item)
-            if n == limit:
+            if n == limit or not cell.inline_ready:
                 break
         return n
 
@@ -296,12 +303,21 @@ class Dispatcher:
         try:
             cell.instance.on_start()
         except Exception as error:
-            cell.hook_failed("on_start", error)
-            cell.begin_stop(drain=False, cancel_handler=False)
-            cell.set_idle()
-            return False
+            cell.start_failed(error)
+            if not self._may_go_on_after_failed_start(cell):
+                return False
         cell.mark_started()
         return True
+
+    @staticmethod
+    def _may_go_on_after_failed_start(cell: ActorCell) -> bool:
+        """After ``on_start`` raised and supervision decided: serve on (Resume)?"""
+        if cell.state is _RESTARTING:
+            return False  # the restart task owns the actor now
+        if cell.state is not _STARTING and cell.state is not _DRAINING:
+            cell.set_idle()  # stopped (Stop or Escalate)
+            return False
+        return True  # Resume: as if on_start had finished
 
     # --- actors served by a task of their own ---------------------------------------
 
@@ -323,7 +339,7 @@ class Dispatcher:
             await self._serve_async_turns(cell)
         finally:
             cell.serving_task_done()
-            if not handed_back:
+            if not handed_back and cell.state is not _RESTARTING:
                 cell.set_idle()
 
     async def _start_in_task(self, cell: ActorCell) -> bool:
@@ -338,9 +354,9 @@ class Dispatcher:
                 else:
                     on_start()
             except Exception as error:
-                cell.hook_failed("on_start", error)
-                cell.begin_stop(drain=False, cancel_handler=False)
-                return False
+                cell.start_failed(error)
+                if not self._may_go_on_after_failed_start(cell):
+                    return False
             finally:
                 cell.handler_scope = None
         if scope.cancelled_caught:
@@ -351,10 +367,10 @@ class Dispatcher:
     async def _serve_async_turns(self, cell: ActorCell) -> None:
         policy = self.policy
         clock = trio.lowlevel.current_clock()
-        while cell.has_queued():
+        while cell.has_queued() and cell.serving_may_go_on():
             turn_start = clock.current_time()
             n = 0
-            while n < policy.batch and cell.has_queued():
+            while n < policy.batch and cell.has_queued() and cell.serving_may_go_on():
                 n += 1
                 await self._handle_async(cell, cell.pop_next())
                 if (

@@ -1,0 +1,82 @@
+"""The restart sequence: replacing a failed actor by a fresh instance.
+
+Run by a restart task, which owns the actor (``RESTARTING``) from the failure until
+the fresh instance is ready to start:
+
+1. the task that was serving the actor (an async handler that failed) is waited for;
+2. the actor's children stop (each with stranded cleanup), before anything else;
+3. ``on_stop`` runs on the old instance, if it had started;
+4. the backoff delay elapses (if the strategy has one); messages keep queueing;
+5. the factory makes a fresh instance (a failure here counts like any other);
+6. the actor goes back to ``STARTING`` and is scheduled: ``on_start`` runs on the new
+   instance before any queued message, exactly as after ``spawn``.
+
+The mailbox is kept throughout; the failing message is not retried. A ``stop()``
+during any step cancels the sequence and stops the actor at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._state import ActorState, LifecycleEvent, advance
+from ._stopping import run_on_stop, stop_children
+from ._supervision import Restart, logger, restart_delay
+
+if TYPE_CHECKING:
+    from ..actors._cell import ActorCell
+
+
+async def run_restart(cell: ActorCell, delay: float) -> None:
+    """Take a RESTARTING actor to a fresh instance; see the module docstring."""
+    await cell.wait_not_served()
+    cell.serving_task = trio.lowlevel.current_task()
+    replaced = False
+    try:
+        with trio.CancelScope() as scope:
+            cell.handler_scope = scope
+            await stop_children(cell)
+            await run_on_stop(cell)
+            cell.started = False
+            while True:
+                if delay:
+                    await trio.sleep(delay)
+                try:
+                    instance = cell.system._make_instance(cell.factory, cell.args)
+                except Exception as error:
+                    next_delay = _after_failed_creation(cell, error)
+                    if next_delay is None:
+                        return
+                    delay = next_delay
+                    continue
+                cell.install(instance)
+                replaced = True
+                break
+    finally:
+        cell.handler_scope = None
+        cell.serving_task_done()
+        cell.scheduled = cell.fast_tell = False
+        if replaced and cell.state is ActorState.RESTARTING:
+            advance(cell, LifecycleEvent.REPLACED)
+        if replaced and cell.state in (ActorState.STARTING, ActorState.DRAINING):
+            cell.dispatcher.schedule(cell)  # on_start first, then the queue
+        else:
+            cell.set_idle()  # stopped (or escalated) meanwhile
+
+
+def _after_failed_creation(cell: ActorCell, error: BaseException) -> float | None:
+    cell.failures += 1
+    cell.last_error = error
+    logger.error(
+        "%s failed creating a fresh instance",
+        cell.path,
+        exc_info=(type(error), error, error.__traceback__),
+    )
+    strategy = cell.supervision
+    assert isinstance(strategy, Restart)
+    return restart_delay(cell, strategy, error)
+
+
+__all__ = ["run_restart"]

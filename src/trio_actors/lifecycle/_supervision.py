@@ -1,0 +1,262 @@
+"""Supervision strategies: what happens when an actor fails.
+
+A *failure* is an exception escaping ``receive`` or ``on_start`` (or the factory,
+when a restart builds the new instance). Cancellation is never a failure. The
+strategy given at spawn (``supervision=``) decides, in the manner of Erlang/OTP
+supervisors and Akka's ``SupervisorStrategy``:
+
+=============  =====================================================================
+strategy       on failure
+=============  =====================================================================
+``Restart``    (default) a fresh instance from the same factory and arguments;
+               ``on_stop`` runs on the old instance, ``on_start`` on the new one;
+               the mailbox is kept; the failing message is not retried. More than
+               ``max_restarts`` failures within ``within`` seconds escalate.
+``Stop``       the actor stops (stranded cleanup as for ``stop()``).
+``Resume``     the failing message is dropped; the same instance goes on.
+``Escalate``   the failure goes to the parent as if the parent had failed; at the
+               root it fails the system block.
+=============  =====================================================================
+
+Every failure is logged (logger ``trio_actors``, with the actor's path and the
+traceback) and counted, whatever the strategy. The asker of a failing message always
+gets the exception itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ._state import ActorState, LifecycleEvent, advance
+
+if TYPE_CHECKING:
+    from ..actors._cell import ActorCell
+
+logger = logging.getLogger("trio_actors")
+
+
+def _non_negative_number(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"{type(instance).__name__}.{attribute.name} must be a number, got {value!r}"
+        )
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(
+            f"{type(instance).__name__}.{attribute.name} must be finite and >= 0, got {value!r}"
+        )
+
+
+def _positive_number(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    _non_negative_number(instance, attribute, value)
+    if value == 0:
+        raise ValueError(f"{type(instance).__name__}.{attribute.name} must be > 0, got 0")
+
+
+def _non_negative_int(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{type(instance).__name__}.{attribute.name} must be an int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{type(instance).__name__}.{attribute.name} must be >= 0, got {value}")
+
+
+@attrs.frozen
+class Backoff:
+    """A growing delay before each restart, with messages queued meanwhile.
+
+    The *n*-th failure within the restart window (``Restart.within``) waits
+    ``min_delay * factor ** (n - 1)``, capped at ``max_delay``, then multiplied by a
+    random factor in ``[1 - jitter, 1 + jitter]`` so that many actors failing
+    together do not restart in lockstep. As failures age out of the window the delay
+    shrinks back to ``min_delay``. Messages that arrive during the delay are queued,
+    not lost; a stop during the delay stops the actor at once.
+
+    Args:
+        min_delay: seconds before the first restart (trio clock).
+        max_delay: the cap.
+        factor: growth per further failure in the window (>= 1).
+        jitter: the random spread, a fraction in ``[0, 1)``; ``0`` is exact.
+    """
+
+    min_delay: float = attrs.field(default=0.1, validator=_non_negative_number)
+    max_delay: float = attrs.field(default=10.0, validator=_non_negative_number)
+    factor: float = attrs.field(default=2.0, validator=_non_negative_number)
+    jitter: float = attrs.field(default=0.1, validator=_non_negative_number)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_delay < self.min_delay:
+            raise ValueError(
+                f"Backoff.max_delay ({self.max_delay!r}) is below min_delay ({self.min_delay!r})"
+            )
+        if self.factor < 1:
+            raise ValueError(f"Backoff.factor must be >= 1, got {self.factor!r}")
+        if self.jitter >= 1:
+            raise ValueError(f"Backoff.jitter must be below 1, got {self.jitter!r}")
+
+    def delay(self, failures_in_window: int, rng: random.Random) -> float:
+        """Seconds to wait before the restart after this many recent failures."""
+        exponent = max(failures_in_window - 1, 0)
+        base = min(self.max_delay, self.min_delay * self.factor**exponent)
+        if self.jitter:
+            base *= rng.uniform(1 - self.jitter, 1 + self.jitter)
+        return base
+
+
+@attrs.frozen
+class Restart:
+    """Replace a failed actor by a fresh instance (the default strategy).
+
+    Args:
+        max_restarts: restarts allowed within ``within`` seconds; one failure more
+            escalates (to the parent, or at the root fails the system block).
+        within: the window, in seconds of trio clock.
+        backoff: a :class:`Backoff` to delay restarts, or ``None`` to restart at
+            once.
+    """
+
+    max_restarts: int = attrs.field(default=3, validator=_non_negative_int)
+    within: float = attrs.field(default=5.0, validator=_positive_number)
+    backoff: Backoff | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Backoff))
+    )
+
+
+@attrs.frozen
+class Stop:
+    """Stop a failed actor (its queued messages are stranded as for ``stop()``)."""
+
+
+@attrs.frozen
+class Resume:
+    """Drop the failing message; the same instance keeps its state and goes on."""
+
+
+@attrs.frozen
+class Escalate:
+    """Hand the failure to the parent, as if the parent itself had failed.
+
+    At the root (an actor spawned by the system), the system block ends with an
+    ``ExceptionGroup`` holding the original exception and its traceback.
+    """
+
+
+SupervisionStrategy = Restart | Stop | Resume | Escalate
+DEFAULT_SUPERVISION: SupervisionStrategy = Restart()
+STRATEGY_TYPES = (Restart, Stop, Resume, Escalate)
+
+
+def check_strategy(strategy: object) -> SupervisionStrategy:
+    """Return ``strategy`` if it is one; raise a ``TypeError`` naming it otherwise."""
+    if not isinstance(strategy, STRATEGY_TYPES):
+        raise TypeError(
+            f"supervision must be Restart(...), Stop(), Resume() or Escalate(), got {strategy!r}"
+        )
+    return strategy
+
+
+class RestartWindow:
+    """The failure times of one actor inside its ``Restart.within`` window."""
+
+    __slots__ = ("_times",)
+
+    def __init__(self) -> None:
+        self._times: deque[float] = deque()
+
+    def record(self, now: float, within: float) -> int:
+        """Record a failure at ``now``; return the failures now in the window."""
+        times = self._times
+        times.append(now)
+        while times and times[0] <= now - within:
+            times.popleft()
+        return len(times)
+
+
+def handle_failure(cell: ActorCell, error: BaseException, where: str) -> None:
+    """``cell`` failed ``where`` (e.g. "handling 'x'"): log, count, apply its strategy.
+
+    Never a checkpoint. Called by the serving loops (``receive`` and ``on_start``
+    raised) and by a parent whose child escalated.
+    """
+    cell.failures += 1
+    cell.last_error = error
+    logger.error(
+        "%s failed %s", cell.path, where, exc_info=(type(error), error, error.__traceback__)
+    )
+    strategy = cell.supervision
+    state = cell.state
+    if state is ActorState.STOPPING or state is ActorState.STOPPED:
+        return  # on its way out already: nothing to decide
+    if isinstance(strategy, Resume):
+        return
+    if isinstance(strategy, Stop):
+        _stop_with(cell, error)
+    elif isinstance(strategy, Escalate):
+        escalate(cell, error)
+    elif state is ActorState.DRAINING:
+        return  # restarting an actor that is draining to stop would only delay it
+    else:
+        delay = restart_delay(cell, strategy, error)
+        if delay is not None:
+            advance(cell, LifecycleEvent.FAILED)
+            cell.inline_ready = False  # the restart task owns the actor now
+            cell.system._start_restart_task(cell, delay)
+
+
+def restart_delay(cell: ActorCell, strategy: Restart, error: BaseException) -> float | None:
+    """Count a failure in the restart window; return the delay before restarting,
+    or ``None`` when the intensity is exceeded (the failure was escalated)."""
+    if cell.restart_window is None:
+        cell.restart_window = RestartWindow()
+    recent = cell.restart_window.record(trio.current_time(), strategy.within)
+    if recent > strategy.max_restarts:
+        logger.error(
+            "%s failed %d times within %gs (more than max_restarts=%d): escalating",
+            cell.path,
+            recent,
+            strategy.within,
+            strategy.max_restarts,
+        )
+        escalate(cell, error)
+        return None
+    if strategy.backoff is None:
+        return 0.0
+    return strategy.backoff.delay(recent, cell.system._random)
+
+
+def escalate(cell: ActorCell, error: BaseException) -> None:
+    """Stop ``cell`` with ``error`` and fail its parent with it (the system at the root)."""
+    _stop_with(cell, error)
+    parent = cell.parent
+    if parent is None:
+        cell.system._fail(error)
+    else:
+        handle_failure(parent, error, f"(escalated by {cell.path})")
+
+
+def _stop_with(cell: ActorCell, error: BaseException) -> None:
+    if cell.stop_error is None:
+        cell.stop_error = error
+    cell.begin_stop(drain=False, cancel_handler=False)
+
+
+__all__ = [
+    "DEFAULT_SUPERVISION",
+    "STRATEGY_TYPES",
+    "Backoff",
+    "Escalate",
+    "Restart",
+    "RestartWindow",
+    "Resume",
+    "Stop",
+    "SupervisionStrategy",
+    "check_strategy",
+    "escalate",
+    "handle_failure",
+    "restart_delay",
+]
