@@ -140,7 +140,7 @@ class ActorCell:
         self.kinds = kinds
         self.receive = instance.receive
         self.name = name
-        self.path = f"{parent.path if parent is not None else 'system'}/{name}"
+        self.path: str = f"{parent.path if parent is not None else 'system'}/{name}"
         self.ref = ActorRef(self)
         self.children: dict[str, ActorCell] | None = None
         self.restart_window: RestartWindow | None = None

@@ -50,7 +50,7 @@ class _AsyncFlaky(_Flaky):
         await trio.lowlevel.checkpoint()
         self.log.append(("start", self.number))
 
-    async def receive(self, message: Any) -> Any:  # type: ignore[override]
+    async def receive(self, message: Any) -> Any:
         await trio.lowlevel.checkpoint()
         return super().receive(message)
 
@@ -190,7 +190,8 @@ def restart_intensity(policy: ServingPolicy) -> None:
         run_virtual(at_root)
     except BaseExceptionGroup as group:
         matched, rest = group.split(_Boom)
-        require(matched is not None, f"the ExceptionGroup did not hold the error: {group!r}")
+        if matched is None:
+            raise ContractViolation(f"the ExceptionGroup did not hold the error: {group!r}") from None
         require(rest is None, f"the ExceptionGroup held more than the error: {rest!r}")
         leaf = matched.exceptions[0]
         while isinstance(leaf, BaseExceptionGroup):
