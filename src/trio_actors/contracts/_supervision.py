@@ -191,7 +191,9 @@ def restart_intensity(policy: ServingPolicy) -> None:
     except BaseExceptionGroup as group:
         matched, rest = group.split(_Boom)
         if matched is None:
-            raise ContractViolation(f"the ExceptionGroup did not hold the error: {group!r}") from None
+            raise ContractViolation(
+                f"the ExceptionGroup did not hold the error: {group!r}"
+            ) from None
         require(rest is None, f"the ExceptionGroup held more than the error: {rest!r}")
         leaf = matched.exceptions[0]
         while isinstance(leaf, BaseExceptionGroup):
