@@ -57,7 +57,7 @@ extensions = [
     "sphinxcontrib_trio",
 ]
 
-exclude_patterns = ["_build", "_inventories"]
+exclude_patterns = ["_build", "_inventories", "_generated"]
 nitpicky = True
 # ``text`` in prose stays title text; cross-references are always explicit roles.
 default_role = None
@@ -117,6 +117,7 @@ _UNRESOLVABLE_WITHOUT_INVENTORY: dict[str, list[tuple[str, str]]] = {
         ("py:class", "collections.abc.AsyncIterator"),
         ("py:class", "collections.abc.Callable"),
         ("py:class", "collections.abc.Sequence"),
+        ("py:class", "random.Random"),
     ],
     "trio": [],
     "attrs": [],
@@ -348,7 +349,19 @@ class ContractTable(SphinxDirective):
 _CODE_MARK = re.compile(r"``(.+?)``|`([^`]+)`")
 
 
+def _draw_lifecycle_diagram(app: Sphinx) -> None:
+    # The diagram is drawn from TRANSITIONS on every build (lifecycle_diagram.py), so
+    # the picture can never drift from the table in the code.
+    sys.path.insert(0, str(HERE))
+    try:
+        import lifecycle_diagram
+    finally:
+        sys.path.remove(str(HERE))
+    lifecycle_diagram.write(HERE / "_generated" / "lifecycle.svg")
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("builder-inited", _draw_lifecycle_diagram)
     # Before napoleon (priority 500), so that the replacement is napoleon-processed.
     app.connect("autodoc-process-docstring", _docstring_of_reexported_data, priority=400)
     app.add_directive("lifecycle-transitions", LifecycleTransitions)

@@ -29,6 +29,7 @@ from .lifecycle import Escalate as Escalate
 from .lifecycle import Restart as Restart
 from .lifecycle import Resume as Resume
 from .lifecycle import Stop as Stop
+from .lifecycle import SupervisionStrategy as SupervisionStrategy
 from .lifecycle import Terminated as Terminated
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "Resume",
     "ServingPolicy",
     "Stop",
+    "SupervisionStrategy",
     "Terminated",
     "open_actor_system",
 ]

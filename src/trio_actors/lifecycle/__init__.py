@@ -11,6 +11,7 @@ from ._supervision import Escalate as Escalate
 from ._supervision import Restart as Restart
 from ._supervision import Resume as Resume
 from ._supervision import Stop as Stop
+from ._supervision import SupervisionStrategy as SupervisionStrategy
 from ._watch import Terminated as Terminated
 
 __all__ = [
@@ -24,5 +25,6 @@ __all__ = [
     "Restart",
     "Resume",
     "Stop",
+    "SupervisionStrategy",
     "Terminated",
 ]

@@ -147,6 +147,7 @@ class Escalate:
 
 
 SupervisionStrategy = Restart | Stop | Resume | Escalate
+"""Any one of the four strategies (the type of ``spawn(..., supervision=...)``)."""
 DEFAULT_SUPERVISION: SupervisionStrategy = Restart()
 STRATEGY_TYPES = (Restart, Stop, Resume, Escalate)
 
