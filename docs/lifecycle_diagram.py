@@ -21,10 +21,10 @@ from trio_actors.lifecycle import TRANSITIONS, ActorState
 PLACES = {
     ActorState.STARTING: (0, 1),
     ActorState.RUNNING: (1, 1),
-    ActorState.RESTARTING: (1, 0),
-    ActorState.DRAINING: (2, 1),
+    ActorState.RESTARTING: (0, 0),
+    ActorState.DRAINING: (2, 0),
     ActorState.STOPPING: (2, 2),
-    ActorState.STOPPED: (1, 2),
+    ActorState.STOPPED: (2, 3),
 }
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 130, 40, 130, 90, 30
 
@@ -43,15 +43,56 @@ def _border_point(cx: float, cy: float, dx: float, dy: float) -> tuple[float, fl
     return cx + dx * scale, cy + dy * scale
 
 
+def _boxes(extra: dict[ActorState, tuple[int, int]]) -> dict[ActorState, tuple[float, float]]:
+    return {state: _position(state, extra) for state in ActorState}
+
+
+def _hits_a_box(
+    points: list[tuple[float, float]],
+    boxes: dict[ActorState, tuple[float, float]],
+    ends: tuple[ActorState, ActorState],
+) -> bool:
+    pad = 6
+    for state, (x, y) in boxes.items():
+        if state in ends:
+            continue
+        for px, py in points:
+            if x - pad <= px <= x + BOX_W + pad and y - pad <= py <= y + BOX_H + pad:
+                return True
+    return False
+
+
+def _curve(
+    c1: tuple[float, float], c2: tuple[float, float], bend: float
+) -> tuple[tuple[float, float], list[tuple[float, float]]]:
+    """The control point of a quadratic curve bent ``bend`` px sideways, and samples."""
+    dx, dy = c2[0] - c1[0], c2[1] - c1[1]
+    length = math.hypot(dx, dy) or 1.0
+    nx, ny = -dy / length, dx / length
+    control = ((c1[0] + c2[0]) / 2 + nx * bend, (c1[1] + c2[1]) / 2 + ny * bend)
+    samples = []
+    for i in range(1, 40):
+        t = i / 40
+        samples.append(
+            (
+                (1 - t) ** 2 * c1[0] + 2 * (1 - t) * t * control[0] + t**2 * c2[0],
+                (1 - t) ** 2 * c1[1] + 2 * (1 - t) * t * control[1] + t**2 * c2[1],
+            )
+        )
+    return control, samples
+
+
 def render() -> str:
     """Return the SVG text of the lifecycle diagram."""
     unplaced = [s for s in ActorState if s not in PLACES]
-    extra = {state: (i, 3) for i, state in enumerate(unplaced)}
+    extra = {state: (i, 4) for i, state in enumerate(unplaced)}
+    boxes = _boxes(extra)
     events: dict[tuple[ActorState, ActorState], list[str]] = defaultdict(list)
     for (source, event), target in TRANSITIONS.items():
         events[source, target].append(event.value)
     width = MARGIN * 2 + 3 * BOX_W + 2 * GAP_X
-    height = MARGIN * 2 + (4 if unplaced else 3) * BOX_H + (3 if unplaced else 2) * GAP_Y
+    rows = 5 if unplaced else 4
+    height = MARGIN * 2 + rows * BOX_H + (rows - 1) * GAP_Y
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         'font-family="sans-serif" font-size="12">',
@@ -59,33 +100,37 @@ def render() -> str:
         'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
         '<path d="M 0 0 L 10 5 L 0 10 z"/></marker></defs>',
     ]
-    for (source, target), labels in sorted(
-        events.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value)
-    ):
-        x1, y1 = _position(source, extra)
-        x2, y2 = _position(target, extra)
+    ordered = sorted(events.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value))
+    for (source, target), labels in ordered:
+        x1, y1 = boxes[source]
+        x2, y2 = boxes[target]
         c1 = (x1 + BOX_W / 2, y1 + BOX_H / 2)
         c2 = (x2 + BOX_W / 2, y2 + BOX_H / 2)
-        dx, dy = c2[0] - c1[0], c2[1] - c1[1]
-        # Two-way pairs are drawn side by side rather than on top of each other.
-        back = (target, source) in events
-        nx, ny = (-dy, dx) if back else (0.0, 0.0)
-        norm = math.hypot(nx, ny) or 1.0
-        shift = 8 if back else 0
-        ox, oy = nx / norm * shift, ny / norm * shift
-        sx, sy = _border_point(*c1, dx, dy)
-        ex, ey = _border_point(*c2, -dx, -dy)
+        # Bend an arrow around any box in its way; a two-way pair bends apart.
+        first = 14.0 if (target, source) in events else 0.0
+        for bend in (first, first + 50, first - 50, first + 100, first - 100, first + 160):
+            control, samples = _curve(c1, c2, bend)
+            if not _hits_a_box(samples, boxes, (source, target)):
+                break
+        start = _border_point(*c1, control[0] - c1[0], control[1] - c1[1])
+        end = _border_point(*c2, control[0] - c2[0], control[1] - c2[1])
         parts.append(
-            f'<line x1="{sx + ox:.1f}" y1="{sy + oy:.1f}" x2="{ex + ox:.1f}" y2="{ey + oy:.1f}" '
-            'stroke="black" marker-end="url(#arrow)"/>'
+            f'<path d="M {start[0]:.1f} {start[1]:.1f} Q {control[0]:.1f} {control[1]:.1f} '
+            f'{end[0]:.1f} {end[1]:.1f}" fill="none" stroke="black" '
+            'marker-end="url(#arrow)"/>'
         )
-        mx, my = (sx + ex) / 2 + ox * 2, (sy + ey) / 2 + oy * 2
+        mx = (start[0] + 2 * control[0] + end[0]) / 4
+        my = (start[1] + 2 * control[1] + end[1]) / 4
+        # Labels sit on the outer side of a bent arrow, clear of its partner.
+        side = control[0] - (c1[0] + c2[0]) / 2
+        anchor = "middle" if abs(side) < 1 else ("start" if side > 0 else "end")
+        mx += 6 if anchor == "start" else -6 if anchor == "end" else 0
         parts.append(
-            f'<text x="{mx:.1f}" y="{my - 4:.1f}" text-anchor="middle" fill="#225">'
+            f'<text x="{mx:.1f}" y="{my - 4:.1f}" text-anchor="{anchor}" fill="#225">'
             f"{escape(', '.join(labels))}</text>"
         )
     for state in ActorState:
-        x, y = _position(state, extra)
+        x, y = boxes[state]
         fill = "#e8f0ff" if state is not ActorState.STOPPED else "#eee"
         parts.append(
             f'<rect x="{x}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="8" '
