@@ -59,13 +59,7 @@ def refused_ask_skips_the_checkpoint(mp: pytest.MonkeyPatch) -> None:
 
 
 def tell_to_stopped_vanishes(mp: pytest.MonkeyPatch) -> None:
-    original = _cell.ActorCell.tell_slow
-
-    def tell_slow(self: Any, message: Any) -> None:
-        if self.accepting:
-            original(self, message)
-
-    mp.setattr(_cell.ActorCell, "tell_slow", tell_slow)
+    mp.setattr(_cell.ActorCell, "tell_refused", lambda self, message: None)
 
 
 def cancelled_ask_is_not_withdrawn(mp: pytest.MonkeyPatch) -> None:
@@ -113,8 +107,18 @@ def stranded_tells_vanish(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_stopping, "clean_stranded", clean)
 
 
-def no_yield_between_rounds(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(_serving.Dispatcher, "_next_check", lambda self, used, *a: used + 16)
+def turns_never_end_the_round(mp: pytest.MonkeyPatch) -> None:
+    # An actor whose turn left work is served again without a yield in between.
+    mp.setattr(_cell.ActorCell, "served_in", property(lambda self: 0, lambda self, v: None))
+
+
+def no_per_turn_budget(mp: pytest.MonkeyPatch) -> None:
+    original = _serving.Dispatcher.__init__
+
+    def init(self: Any, policy: ServingPolicy, nursery: Any) -> None:
+        original(self, attrs.evolve(policy, batch=10**9), nursery)
+
+    mp.setattr(_serving.Dispatcher, "__init__", init)
 
 
 def no_time_slice(mp: pytest.MonkeyPatch) -> None:
@@ -213,9 +217,9 @@ MUTANTS: dict[str, list[Mutant]] = {
     "T7": [async_handler_not_cancelled_with_its_asker],
     "T8": [running_ask_ignores_cancellation],
     "T9": [stranded_tells_vanish],
-    "T10": [no_yield_between_rounds],
+    "T10": [turns_never_end_the_round, no_per_turn_budget],
     "T11": [cleanup_without_cadence],
-    "T12": [no_yield_between_rounds],
+    "T12": [no_per_turn_budget],
     "T13": [no_time_slice],
     "T14": [drain_is_ignored],
     "T15": [stop_returns_before_the_actor_stopped],

@@ -106,14 +106,18 @@ class ActorCell:
         "restart_window",
         "scheduled",
         "serial",
+        "served_in",
+        "restart_delay",
         "serving_task",
         "started",
         "state",
         "stop_error",
         "stop_owned",
+        "stopping_task",
         "stranded",
         "supervision",
         "system",
+        "task_owned",
         "thread_id",
         "watchers",
         "watching",
@@ -162,12 +166,19 @@ class ActorCell:
         # accepting and scheduled: the one flag the tell fast path reads.
         self.fast_tell = False
         self.asks_queued = 0  # Ask envelopes in the mailbox (withdrawn ones too)
+        self.served_in = 0  # the dispatcher round whose turn left it work to do
         # A task is needed to serve this actor while receive is async, or until an
         # async on_start has run.
         self.needs_task = kinds.receive_async or kinds.on_start_async
         # Started, with a plain receive: the dispatcher can serve it inline.
         self.inline_ready = False
-        self.serving_task: trio.lowlevel.Task | None = None
+        # Ownership: while scheduled, exactly one of the dispatcher (run queue or an
+        # inline turn), a serving task or a restart task owns the actor. A task owns
+        # it from the moment it is started (task_owned), before it first runs.
+        self.task_owned = False
+        self.serving_task: trio.lowlevel.Task | None = None  # the owning task, running
+        self.stopping_task: trio.lowlevel.Task | None = None  # runs the stop sequence
+        self.restart_delay = 0.0
         self.handler_scope: trio.CancelScope | None = None
         self.stop_owned = False
         self.handled = 0
@@ -185,12 +196,12 @@ class ActorCell:
 
     # --- messages -----------------------------------------------------------------
 
-    def tell_slow(self, message: Any) -> None:
-        """``tell`` to an idle actor, a refusing one, or from another thread."""
+    def tell_refused(self, message: Any) -> None:
+        """``tell`` from another thread, or to an actor that no longer accepts."""
         if get_ident() != self.thread_id:
             self._tell_from_thread(message)
         elif self.accepting:
-            self.enqueue(message)
+            self.enqueue(message)  # pragma: no cover - ref.tell checked already
         else:
             self.dead_lettered += 1
             self.system.dead_letters.record(self.ref, message, "stopped")
@@ -199,7 +210,17 @@ class ActorCell:
         """Queue ``item`` (the actor accepts) and make sure the actor is scheduled."""
         if not self.scheduled:
             self.head = item  # idle: the mailbox is empty
-            self.dispatcher.schedule(self)
+            if self.needs_task:
+                self.dispatcher.schedule(self)
+            else:
+                # Dispatcher.schedule() for a plain actor, inlined: this is the path
+                # of every message to an idle actor (S3, S4), where a call is 10%.
+                self.scheduled = True
+                self.fast_tell = self.mailbox is not None
+                dispatcher = self.dispatcher
+                dispatcher.run_queue.append(self)
+                if dispatcher.parked is not None:
+                    dispatcher.wake()
         else:
             mailbox = self.mailbox
             if mailbox is None:
@@ -244,7 +265,7 @@ class ActorCell:
             try:
                 await trio.lowlevel.checkpoint()
             except trio.Cancelled:
-                self.withdrawn += 1  # cancelled before it could even be refused
+                self.note_withdrawn()  # cancelled before it could even be refused
                 raise
             raise ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
         ask = Ask(self, message, task)
@@ -259,6 +280,8 @@ class ActorCell:
         self.inline_ready = not self.needs_task
         if self.state is ActorState.STARTING:
             advance(self, LifecycleEvent.STARTED)
+        elif self.state is not _DRAINING:
+            self.inline_ready = False  # restarting or stopping meanwhile
 
     def serving_may_go_on(self) -> bool:
         """Whether a serving loop may handle this actor's next message."""
@@ -272,7 +295,7 @@ class ActorCell:
 
     async def stop(self, *, drain: bool) -> None:
         task = current_task_of(self.system, "stop")
-        if task is self.serving_task:
+        if task is self.serving_task or task is self.stopping_task:
             raise ActorError(
                 f"{self.path} awaited its own ref's stop() from its own handler, which "
                 "would deadlock; call self.stop() instead"
@@ -293,10 +316,12 @@ class ActorCell:
         """
         state = self.state
         if state is _STOPPING or state is _STOPPED:
+            if cancel_handler and self.handler_scope is not None:
+                self.handler_scope.cancel()  # e.g. it stopped itself, then stop()
             return
         self.fast_tell = False
         if self.watching:
-            forget_watches(self)  # a watcher that stops gets no Terminated
+            forget_watches(self)  # it accepts nothing more: no Terminated either
         if drain:
             if state is not _DRAINING:
                 advance(self, LifecycleEvent.DRAIN)
@@ -349,14 +374,16 @@ class ActorCell:
             await self._drained.wait()
 
     async def wait_not_served(self) -> None:
-        """Wait until no task is serving this actor. A checkpoint if one is."""
-        while self.serving_task is not None:
+        """Wait until no task owns this actor. A checkpoint if one does."""
+        while self.task_owned:
             if self._task_done is None:
                 self._task_done = trio.Event()
             await self._task_done.wait()
 
     def serving_task_done(self) -> None:
+        """The owning task is finishing: release ownership and wake any waiter."""
         self.serving_task = None
+        self.task_owned = False
         if self._task_done is not None:
             self._task_done.set()
             self._task_done = None
@@ -371,12 +398,21 @@ class ActorCell:
         """The stop is complete: the actor is STOPPED, watchers and waiters are told."""
         advance(self, LifecycleEvent.FINISHED)
         self.system._forget(self)
+        if self.watching:
+            forget_watches(self)
         if self.watchers:
             notify_watchers(self)
         if self._stopped is not None:
             self._stopped.set()
 
     # --- restarts and children ------------------------------------------------------
+
+    def hand_to_restart(self) -> None:
+        """The owner of a RESTARTING actor lets go: a restart task takes it over."""
+        self.scheduled = True
+        self.inline_ready = False
+        self.task_owned = True
+        self.system._start_restart_task(self, self.restart_delay)
 
     def install(self, instance: Actor) -> None:
         """Make ``instance`` (fresh from the factory) this actor's instance."""

@@ -6,6 +6,7 @@ exactly one ref object per actor, and refs compare and hash by the actor they na
 
 from __future__ import annotations
 
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -51,8 +52,10 @@ class ActorRef:
             # test and the append cannot be separated by another thread (no eval
             # breaker between them), so this path is safe from any thread.
             cell.mailbox.append(message)  # type: ignore[union-attr]
+        elif cell.accepting and get_ident() == cell.thread_id:
+            cell.enqueue(message)
         else:
-            cell.tell_slow(message)
+            cell.tell_refused(message)  # stopping, stopped, or another thread
 
     async def ask(self, message: Any) -> Any:
         """Send ``message`` and wait for the handler's return value.

@@ -3,7 +3,8 @@
 Run by a restart task, which owns the actor (``RESTARTING``) from the failure until
 the fresh instance is ready to start:
 
-1. the task that was serving the actor (an async handler that failed) is waited for;
+1. (the task that was serving the actor handed it over when it finished: the
+   restart task owns the actor from its start);
 2. the actor's children stop (each with stranded cleanup), before anything else;
 3. ``on_stop`` runs on the old instance, if it had started;
 4. the backoff delay elapses (if the strategy has one); messages keep queueing;
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 async def run_restart(cell: ActorCell, delay: float) -> None:
     """Take a RESTARTING actor to a fresh instance; see the module docstring."""
-    await cell.wait_not_served()
     cell.serving_task = trio.lowlevel.current_task()
     replaced = False
     try:

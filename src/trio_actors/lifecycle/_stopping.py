@@ -39,6 +39,7 @@ async def finish_stop(cell: ActorCell, cadence: CleanupCadence) -> None:
     A checkpoint when there is anything to wait for or clean; cancellation cannot
     stop the cleanup, and reaches only an async ``on_stop``.
     """
+    cell.stopping_task = trio.lowlevel.current_task()
     with trio.CancelScope(shield=True):
         if cell.state is ActorState.DRAINING:
             await cell.wait_drained()
@@ -77,6 +78,7 @@ async def run_on_stop(cell: ActorCell) -> None:
     kinds = cell.kinds
     if not (cell.started and kinds.has_on_stop):
         return
+    cell.started = False  # on_stop runs once per instance, even if it is cut short
     try:
         if kinds.on_stop_async:
             await cell.instance.on_stop()

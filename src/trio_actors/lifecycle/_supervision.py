@@ -178,11 +178,14 @@ class RestartWindow:
         return len(times)
 
 
-def handle_failure(cell: ActorCell, error: BaseException, where: str) -> None:
+def handle_failure(
+    cell: ActorCell, error: BaseException, where: str, *, escalated: bool = False
+) -> None:
     """``cell`` failed ``where`` (e.g. "handling 'x'"): log, count, apply its strategy.
 
     Never a checkpoint. Called by the serving loops (``receive`` and ``on_start``
-    raised) and by a parent whose child escalated.
+    raised) and, with ``escalated``, for a parent whose child escalated -- a parent
+    that may be in the middle of an async handler of its own, which a stop cancels.
     """
     cell.failures += 1
     cell.last_error = error
@@ -193,23 +196,32 @@ def handle_failure(cell: ActorCell, error: BaseException, where: str) -> None:
     state = cell.state
     if state is ActorState.STOPPING or state is ActorState.STOPPED:
         return  # on its way out already: nothing to decide
+    if state is ActorState.RESTARTING:
+        return  # a restart is under way already; this failure is logged and counted
     if isinstance(strategy, Resume):
         return
     if isinstance(strategy, Stop):
-        _stop_with(cell, error)
+        _stop_with(cell, error, cancel_handler=escalated)
     elif isinstance(strategy, Escalate):
-        escalate(cell, error)
+        escalate(cell, error, cancel_handler=escalated)
     elif state is ActorState.DRAINING:
         return  # restarting an actor that is draining to stop would only delay it
     else:
-        delay = restart_delay(cell, strategy, error)
+        delay = restart_delay(cell, strategy, error, cancel_handler=escalated)
         if delay is not None:
             advance(cell, LifecycleEvent.FAILED)
-            cell.inline_ready = False  # the restart task owns the actor now
-            cell.system._start_restart_task(cell, delay)
+            cell.inline_ready = False
+            cell.restart_delay = delay
+            if not cell.scheduled:
+                cell.hand_to_restart()  # idle: nobody owns it, restart it now
+            # Otherwise its owner (the dispatcher, or the task serving it) hands it to
+            # a restart task as soon as it sees RESTARTING: an async handler that is
+            # running finishes first, as between two messages.
 
 
-def restart_delay(cell: ActorCell, strategy: Restart, error: BaseException) -> float | None:
+def restart_delay(
+    cell: ActorCell, strategy: Restart, error: BaseException, *, cancel_handler: bool = False
+) -> float | None:
     """Count a failure in the restart window; return the delay before restarting,
     or ``None`` when the intensity is exceeded (the failure was escalated)."""
     if cell.restart_window is None:
@@ -223,27 +235,27 @@ def restart_delay(cell: ActorCell, strategy: Restart, error: BaseException) -> f
             strategy.within,
             strategy.max_restarts,
         )
-        escalate(cell, error)
+        escalate(cell, error, cancel_handler=cancel_handler)
         return None
     if strategy.backoff is None:
         return 0.0
     return strategy.backoff.delay(recent, cell.system._random)
 
 
-def escalate(cell: ActorCell, error: BaseException) -> None:
+def escalate(cell: ActorCell, error: BaseException, *, cancel_handler: bool = False) -> None:
     """Stop ``cell`` with ``error`` and fail its parent with it (the system at the root)."""
-    _stop_with(cell, error)
+    _stop_with(cell, error, cancel_handler=cancel_handler)
     parent = cell.parent
     if parent is None:
         cell.system._fail(error)
     else:
-        handle_failure(parent, error, f"(escalated by {cell.path})")
+        handle_failure(parent, error, f"(escalated by {cell.path})", escalated=True)
 
 
-def _stop_with(cell: ActorCell, error: BaseException) -> None:
+def _stop_with(cell: ActorCell, error: BaseException, *, cancel_handler: bool) -> None:
     if cell.stop_error is None:
         cell.stop_error = error
-    cell.begin_stop(drain=False, cancel_handler=False)
+    cell.begin_stop(drain=False, cancel_handler=cancel_handler)
 
 
 __all__ = [

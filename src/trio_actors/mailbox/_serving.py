@@ -56,7 +56,7 @@ import trio
 from .._errors import ActorStopped
 from .._policy import ServingPolicy
 from ..lifecycle._state import ActorState
-from ._envelope import NO_MESSAGE, Ask
+from ._envelope import NO_MESSAGE, Ask, AskState
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
@@ -88,8 +88,8 @@ class Dispatcher:
     def __init__(self, policy: ServingPolicy, nursery: trio.Nursery) -> None:
         self.policy = policy
         self._nursery = nursery
-        self._run_queue: deque[ActorCell] = deque()
-        self._parked: trio.lowlevel.Task | None = None
+        self.run_queue: deque[ActorCell] = deque()
+        self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
 
     # --- scheduling ---------------------------------------------------------------
@@ -102,26 +102,26 @@ class Dispatcher:
         cell.scheduled = True
         cell.fast_tell = cell.accepting and cell.mailbox is not None
         if cell.needs_task:
-            self._nursery.start_soon(self._serve_in_task, cell, name=cell.path)
+            self._start_serving_task(cell)
         else:
-            self._run_queue.append(cell)
-            if self._parked is not None:
-                self._wake()
+            self.run_queue.append(cell)
+            if self.parked is not None:
+                self.wake()
 
-    def _wake(self) -> None:
-        parked = self._parked
+    def wake(self) -> None:
+        parked = self.parked
         assert parked is not None
-        self._parked = None
+        self.parked = None
         trio.lowlevel.reschedule(parked)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The dispatcher task: serve rounds while there is work, park otherwise."""
-        run_queue = self._run_queue
+        run_queue = self.run_queue
         clock = trio.lowlevel.current_clock()
         task_status.started()
         while True:
             if not run_queue:
-                self._parked = trio.lowlevel.current_task()
+                self.parked = trio.lowlevel.current_task()
                 await trio.lowlevel.wait_task_rescheduled(self._unpark)
                 continue
             self._serve_round(run_queue, clock)
@@ -129,40 +129,48 @@ class Dispatcher:
                 await trio.lowlevel.checkpoint()
 
     def _unpark(self, raise_cancel: Any) -> trio.lowlevel.Abort:
-        self._parked = None
+        self.parked = None
         return trio.lowlevel.Abort.SUCCEEDED
 
     # --- the round ----------------------------------------------------------------
 
     def _serve_round(self, run_queue: deque[ActorCell], clock: trio.abc.Clock) -> None:
-        """Serve actors until ``batch`` messages or ``time_slice`` are used up.
+        """Serve actors from the run queue until the round is over. Never a checkpoint.
 
-        Synchronous: plain handlers only. Never a checkpoint.
+        Each actor gets a *turn* of at most ``batch`` messages. An actor whose turn
+        ends with messages left goes to the back of the run queue, marked with this
+        round: reaching it again ends the round, so a mailbox is never served twice
+        without a yield in between. The round also ends once ``time_slice`` has
+        passed (or, with no time slice, after ``batch`` messages in all), and when
+        the run queue is empty. An actor whose mailbox ran dry is not marked: if it
+        gets new work during the round, that is a new activation, not a second turn.
 
         ``used`` counts the messages handled this round; when it reaches
-        ``next_check`` the round either ends (``next_check`` becomes 0: the batch or
-        the slice is used up) or sets the next check. Between checks the only
-        per-message work is the pop, the call and two counters, and the only
-        per-activation work is a few attribute reads: this loop is the hot path of
-        S1, S3 and S4.
+        ``next_check`` the clock is read and the round either ends (``next_check``
+        becomes 0) or sets the next check. Between checks the per-message work is a
+        pop, the call and two counters: this loop is the hot path of S1, S3 and S4.
         """
         self.rounds += 1
+        this_round = self.rounds
         policy = self.policy
         batch = policy.batch
-        time_slice = policy.time_slice
-        if time_slice is None:
-            next_check = batch
+        if policy.time_slice is None:
             round_start = deadline = 0.0
+            next_check = batch  # without a slice, the batch bounds the round too
         else:
             round_start = clock.current_time()
-            deadline = round_start + time_slice
+            deadline = round_start + policy.time_slice
             next_check = 1  # a first look at the handlers' cost after one message
         used = 0
         while run_queue:
             cell = run_queue.popleft()
+            if cell.served_in == this_round:
+                run_queue.appendleft(cell)  # its turn is over and work remains: yield
+                return
             if not cell.inline_ready and not self._prepare_inline(cell):
                 continue
             receive = cell.receive
+            turn = 0
             item = cell.head
             if item is not NO_MESSAGE:
                 # The message that woke the actor waits in the head slot rather than
@@ -182,12 +190,15 @@ class Dispatcher:
                             cell.handler_failed(_coroutine_returned(cell, result), item)
                 cell.handled += 1
                 used += 1
+                turn = 1
                 if used == next_check:
                     next_check = self._next_check(used, clock, round_start, deadline)
             mailbox = cell.mailbox
-            if next_check and mailbox and cell.inline_ready:
+            if next_check and mailbox and cell.inline_ready and turn < batch:
                 while True:
-                    limit = next_check - used
+                    limit = batch - turn
+                    if next_check - used < limit:
+                        limit = next_check - used
                     n = 0
                     if cell.asks_queued:
                         n = self._serve_mixed(cell, receive, limit)
@@ -211,16 +222,16 @@ class Dispatcher:
                                 break
                     cell.handled += n
                     used += n
-                    if used < next_check:
-                        break  # the mailbox ran dry before the next check was due
-                    next_check = self._next_check(used, clock, round_start, deadline)
-                    if not (next_check and mailbox and cell.inline_ready):
+                    turn += n
+                    if used == next_check:
+                        next_check = self._next_check(used, clock, round_start, deadline)
+                    if not (next_check and mailbox and cell.inline_ready and turn < batch):
                         break
             if not cell.inline_ready:
-                pass  # a restart began: the restart task owns the actor now
-            elif not next_check and mailbox:
-                run_queue.append(cell)  # still has work: back of the queue
-                return
+                self._release(cell)  # it failed (a restart takes over) or stopped
+            elif mailbox:
+                cell.served_in = this_round  # work remains: back of the queue
+                run_queue.append(cell)
             else:
                 # The mailbox ran dry: the actor goes idle.
                 cell.scheduled = cell.fast_tell = False
@@ -232,18 +243,16 @@ class Dispatcher:
     def _next_check(
         self, used: int, clock: trio.abc.Clock, round_start: float, deadline: float
     ) -> int:
-        """When to look again, as a count of messages this round; 0 ends the round."""
-        batch = self.policy.batch
-        if used >= batch:
-            return 0
+        """When to read the clock next, as a count of messages; 0 ends the round."""
+        if self.policy.time_slice is None:
+            return 0  # called only when the round's batch is used up
         now = clock.current_time()
         if now >= deadline:
             return 0
         # The messages that fit in the rest of the slice at this round's mean cost so
         # far, at most 16 between clock reads, at least 1.
         fit = (deadline - now) * used / ((now - round_start) or 1e-12)
-        step = _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
-        return min(batch, used + step)
+        return used + (_MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1))
 
     def _serve_mixed(self, cell: ActorCell, receive: Any, limit: int) -> int:
         """Serve up to ``limit`` items of a mailbox that holds asks; return how many."""
@@ -267,10 +276,25 @@ class Dispatcher:
                 break
         return n
 
+    @staticmethod
+    def _release(cell: ActorCell) -> None:
+        """Let go of an actor that cannot be served inline any more."""
+        if cell.state is _RESTARTING:
+            cell.hand_to_restart()
+        else:
+            cell.set_idle()
+
+    def _start_serving_task(self, cell: ActorCell) -> None:
+        cell.task_owned = True  # owned from now on, before the task first runs
+        self._nursery.start_soon(self._serve_in_task, cell, name=cell.path)
+
     def _prepare_inline(self, cell: ActorCell) -> bool:
-        """Slow path of an activation: an async actor, or one not yet started."""
+        """Slow path of an activation: restarting, async, or not yet started."""
+        if cell.state is _RESTARTING:
+            cell.hand_to_restart()  # it failed (or a child escalated) while queued
+            return False
         if cell.needs_task:
-            self._nursery.start_soon(self._serve_in_task, cell, name=cell.path)
+            self._start_serving_task(cell)
             return False
         return self._start_inline(cell)
 
@@ -305,6 +329,8 @@ class Dispatcher:
         except Exception as error:
             cell.start_failed(error)
             if not self._may_go_on_after_failed_start(cell):
+                if cell.state is _RESTARTING:
+                    cell.hand_to_restart()
                 return False
         cell.mark_started()
         return True
@@ -313,7 +339,7 @@ class Dispatcher:
     def _may_go_on_after_failed_start(cell: ActorCell) -> bool:
         """After ``on_start`` raised and supervision decided: serve on (Resume)?"""
         if cell.state is _RESTARTING:
-            return False  # the restart task owns the actor now
+            return False  # its owner hands it to a restart task
         if cell.state is not _STARTING and cell.state is not _DRAINING:
             cell.set_idle()  # stopped (Stop or Escalate)
             return False
@@ -322,24 +348,35 @@ class Dispatcher:
     # --- actors served by a task of their own ---------------------------------------
 
     async def _serve_in_task(self, cell: ActorCell) -> None:
-        """Serve an actor with async handlers until its mailbox runs dry."""
+        """Serve an actor with async handlers until its mailbox runs dry.
+
+        The task owns the actor from when it was started; when it ends it hands the
+        actor to a restart task (if it is RESTARTING), back to the dispatcher (if
+        only its ``on_start`` was async), or leaves it idle.
+        """
         cell.serving_task = trio.lowlevel.current_task()
         handed_back = False
         try:
+            if cell.state is _RESTARTING:
+                return  # it failed (or a child escalated) before this task ran
             if not cell.started and not await self._start_in_task(cell):
                 return
             if not cell.kinds.receive_async:
                 # Only on_start was async: plain receive goes back to the dispatcher.
                 if cell.has_queued():
                     handed_back = True
-                    self._run_queue.append(cell)
-                    if self._parked is not None:
-                        self._wake()
+                    self.run_queue.append(cell)
+                    if self.parked is not None:
+                        self.wake()
                 return
             await self._serve_async_turns(cell)
         finally:
             cell.serving_task_done()
-            if not handed_back and cell.state is not _RESTARTING:
+            if handed_back:
+                pass
+            elif cell.state is _RESTARTING:
+                cell.hand_to_restart()
+            else:
                 cell.set_idle()
 
     async def _start_in_task(self, cell: ActorCell) -> bool:
@@ -359,8 +396,8 @@ class Dispatcher:
                     return False
             finally:
                 cell.handler_scope = None
-        if scope.cancelled_caught:
-            return False  # stopped while starting
+        if scope.cancelled_caught or cell.state is _RESTARTING:
+            return False  # stopped while starting, or a child escalated meanwhile
         cell.mark_started()
         return True
 
@@ -382,7 +419,12 @@ class Dispatcher:
                 await trio.lowlevel.checkpoint()
 
     async def _handle_async(self, cell: ActorCell, item: Any) -> None:
-        """Run one async handler under its own cancel scope."""
+        """Run one async handler under its own cancel scope.
+
+        Whatever ends the handler -- a return, an exception, its asker's or a stop's
+        cancellation, or the whole system being cancelled -- the asker is answered
+        exactly once (or was released already, if it was cancelled itself).
+        """
         if type(item) is Ask:
             ask: Ask | None = item
             cell.asks_queued -= 1
@@ -392,28 +434,27 @@ class Dispatcher:
         else:
             ask = None
             message = item
-        failed = False
-        result: Any = None
-        with trio.CancelScope() as scope:
-            cell.handler_scope = scope
-            if ask is not None:
-                ask.scope = scope
-            try:
-                result = await cell.receive(message)
-            except Exception as error:
-                failed = True
+        try:
+            with trio.CancelScope() as scope:
+                cell.handler_scope = scope
                 if ask is not None:
-                    ask.fail(error)
-                cell.handler_failed(error, message)
-            finally:
-                cell.handler_scope = None
-        cell.handled += 1
-        if scope.cancelled_caught:
-            # Cancelled by its asker (abandoned: nothing to send) or by stop().
-            if ask is not None and not ask.abandoned:
+                    ask.scope = scope
+                try:
+                    result = await cell.receive(message)
+                except Exception as error:
+                    if ask is not None:
+                        ask.fail(error)
+                    cell.handler_failed(error, message)
+                else:
+                    if ask is not None:
+                        ask.reply(result)
+                finally:
+                    cell.handler_scope = None
+        finally:
+            cell.handled += 1
+            if ask is not None and ask.state is AskState.RUNNING:
+                # Cancelled by stop(), or by the cancellation of the whole system.
                 ask.fail(ActorStopped(f"{cell.path} stopped while answering"))
-        elif ask is not None and not failed:
-            ask.reply(result)
 
 
 __all__ = ["Dispatcher"]

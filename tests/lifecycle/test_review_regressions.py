@@ -1,0 +1,256 @@
+"""Regressions found by review: races between failures, restarts, stops and exits.
+
+Each test is a small program under an autojumping ``MockClock``; where trio's
+shuffling of one scheduler batch could matter, the program runs many times.
+"""
+
+import logging
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import trio_actors as ta
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    logging.getLogger("trio_actors").setLevel(logging.CRITICAL)
+
+
+def run(main: Any) -> Any:
+    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+class Failing(ta.Actor):
+    def receive(self, message: Any) -> Any:
+        raise ValueError(message)
+
+
+def test_two_children_escalating_in_one_round_restart_their_parent_once() -> None:
+    starts: list[int] = []
+
+    class Parent(ta.Actor):
+        def on_start(self) -> None:
+            starts.append(1)
+
+        def receive(self, message: Any) -> Any:
+            return (
+                self.spawn(Failing, name="c1", supervision=ta.Escalate()),
+                self.spawn(Failing, name="c2", supervision=ta.Escalate()),
+            )
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            parent = system.spawn(Parent, name="p")
+            c1, c2 = await parent.ask("spawn")
+            c1.tell("boom1")
+            c2.tell("boom2")
+            await trio.sleep(1)
+            assert await parent.ask("alive?") is not None
+            assert starts == [1, 1]
+
+    run(main)
+
+
+def test_a_parent_queued_behind_an_escalating_child_keeps_its_messages() -> None:
+    handled: list[Any] = []
+
+    class Parent(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            if message == "spawn":
+                return self.spawn(Failing, name="c", supervision=ta.Escalate())
+            handled.append(message)
+            return None
+
+        async def on_stop(self) -> None:
+            await trio.sleep(1)  # a long restart
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            parent = system.spawn(Parent, name="p")
+            child = await parent.ask("spawn")
+            child.tell("boom")
+            parent.tell("m1")  # the parent waits in the run queue behind the child
+            await trio.sleep(0.5)
+            parent.tell("m2")  # told during the restart
+            await trio.sleep(2)
+            assert handled == ["m1", "m2"]
+            assert system.dead_letters.count == 0
+
+    run(main)
+
+
+def test_a_stop_during_a_restarts_on_stop_runs_on_stop_once() -> None:
+    calls: list[int] = []
+
+    class SlowStop(Failing):
+        async def on_stop(self) -> None:
+            calls.append(id(self))
+            await trio.sleep(1)
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(SlowStop)
+            ref.tell("boom")
+            await trio.sleep(0.5)
+            await ref.stop()
+        assert len(calls) == 1
+
+    run(main)
+
+
+@pytest.mark.parametrize("how", ["outer cancel", "root escalation"])
+def test_an_asker_is_answered_when_the_system_dies_under_its_async_handler(how: str) -> None:
+    outcomes: list[str] = []
+    answered = trio.Event()
+
+    class Slow(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            await trio.sleep(100)
+
+    async def ask(ref: ta.ActorRef) -> None:
+        try:
+            await ref.ask("x")
+        except ta.ActorStopped:
+            outcomes.append("stopped")
+        answered.set()
+
+    async def main() -> None:
+        async with trio.open_nursery() as outside:
+            with trio.CancelScope() as scope:
+                try:
+                    async with ta.open_actor_system() as system:
+                        slow = system.spawn(Slow)
+                        outside.start_soon(ask, slow)
+                        await trio.sleep(1)
+                        if how == "outer cancel":
+                            scope.cancel()
+                        else:
+                            system.spawn(Failing, supervision=ta.Escalate()).tell("boom")
+                        await trio.sleep(10)
+                except BaseExceptionGroup:
+                    pass
+            with trio.fail_after(5):
+                await answered.wait()
+        assert outcomes == ["stopped"]
+
+    run(main)
+
+
+def test_stop_cancels_the_async_handler_of_an_actor_already_stopping() -> None:
+    class Busy(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            if message == "spawn":
+                return self.spawn(Failing, name="c", supervision=ta.Escalate())
+            await trio.sleep(1000)
+            return None
+
+    class StopsItself(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            self.stop()
+            await trio.sleep(1000)
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            parent = system.spawn(Busy, name="p", supervision=ta.Stop())
+            child = await parent.ask("spawn")
+            parent.tell("work")
+            await trio.sleep(1)
+            child.tell("boom")  # escalates: the parent stops, its handler cancelled
+            start = trio.current_time()
+            await parent.stop()
+            assert trio.current_time() - start < 1
+            itself = system.spawn(StopsItself)
+            itself.tell("x")
+            await trio.sleep(1)
+            start = trio.current_time()
+            await itself.stop()
+            assert trio.current_time() - start < 1
+
+    run(main)
+
+
+def test_a_watch_made_while_draining_leaves_nothing_behind() -> None:
+    class Target(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            return None
+
+    class Watcher(ta.Actor):
+        def __init__(self, target: ta.ActorRef) -> None:
+            self.target = target
+
+        def receive(self, message: Any) -> Any:
+            self.watch(self.target)
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            target = system.spawn(Target)
+            watcher = system.spawn(Watcher, target)
+            watcher.tell("watch")
+            await watcher.stop(drain=True)  # handles "watch" while draining
+            assert not target._cell.watchers
+            await target.stop()
+            assert system.dead_letters.count == 0
+
+    run(main)
+
+
+def test_awaiting_your_own_stop_from_on_stop_is_an_error_not_a_deadlock() -> None:
+    seen: list[str] = []
+
+    class SelfStopper(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            return None
+
+        async def on_stop(self) -> None:
+            try:
+                await self.ref.stop()
+            except ta.ActorError:
+                seen.append("ActorError")
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(SelfStopper)
+            with trio.fail_after(60):
+                await ref.stop()
+            assert seen == ["ActorError"]
+
+    run(main)
+
+
+@pytest.mark.parametrize("attempt", range(20))
+def test_a_child_escalating_during_its_parents_async_on_start_is_never_served_twice(
+    attempt: int,
+) -> None:
+    events: list[str] = []
+
+    class Parent(ta.Actor):
+        generation = 0
+        active = 0
+
+        def __init__(self) -> None:
+            Parent.generation += 1
+            self.generation = Parent.generation
+
+        async def on_start(self) -> None:
+            Parent.active += 1
+            events.append(f"start {self.generation} ({Parent.active} active)")
+            if self.generation == 1:
+                self.spawn(Failing, name="c", supervision=ta.Escalate()).tell("boom")
+            await trio.sleep(1)
+            Parent.active -= 1
+
+        def receive(self, message: Any) -> Any:
+            state = self._trio_actors_cell.state.name
+            events.append(f"{message} by {self.generation} while {state}")
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            parent = system.spawn(Parent, name="p")
+            parent.tell("m1")
+            await trio.sleep(5)
+
+    run(main)
+    assert events == ["start 1 (1 active)", "start 2 (1 active)", "m1 by 2 while RUNNING"]
