@@ -40,15 +40,19 @@ class Actor:
     own while it awaits; it can be cancelled (by its asker, or by ``stop()``).
     """
 
-    __slots__ = ("__dict__", "_trio_actors_cell")
+    __slots__ = ("__dict__",)
 
-    _trio_actors_cell: ActorCell
+    # Set (in the instance) when the instance is spawned; None before. A class-level
+    # default rather than a slot, so that spawn can check it without an exception.
+    _trio_actors_cell: ActorCell | None = None
 
     def receive(self, message: Any) -> Any:
         """Handle one message; the return value is the reply to an ``ask``.
 
         May be ``async def``. An exception raised here reaches the asker of the
-        message (same type) and is a failure of the actor: it is logged and counted.
+        message (same type) and is a failure of the actor: it is logged and counted,
+        and the actor's supervision strategy decides what happens next (by default a
+        restart with a fresh instance).
         """
         raise NotImplementedError  # pragma: no cover - spawn refuses such actors
 
@@ -56,13 +60,16 @@ class Actor:
         """Called once before the first message is handled (plain or ``async def``).
 
         Messages told before or during ``on_start`` are kept and handled after it.
-        An exception here is a failure of the actor; the actor then stops.
+        An exception here is a failure of the actor, handled by its supervision
+        strategy like one in ``receive``.
         """
 
     def on_stop(self) -> Any:
-        """Called exactly once when a started actor stops (plain or ``async def``).
+        """Called once per started instance when it goes (plain or ``async def``).
 
-        It runs after the stranded mailbox has been cleaned up. An exception here is
+        On a stop it runs after the children have stopped and the stranded mailbox
+        has been cleaned up; on a restart it runs on the old instance, after its
+        children have stopped. An exception here is
         logged and recorded; the actor still ends stopped. If the whole system is
         being cancelled, an ``async`` ``on_stop`` sees ``Cancelled`` at its first
         checkpoint.
@@ -128,13 +135,13 @@ class Actor:
         unwatch(self._cell(), _target(ref))
 
     def _cell(self) -> ActorCell:
-        try:
-            return self._trio_actors_cell
-        except AttributeError:
+        cell = self._trio_actors_cell
+        if cell is None:
             raise ActorError(
                 f"{type(self).__name__} instance is not spawned yet: ref, system and "
                 "stop() are available from on_start onwards, not in __init__"
-            ) from None
+            )
+        return cell
 
 
 __all__ = ["Actor"]

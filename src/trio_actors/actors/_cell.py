@@ -100,7 +100,6 @@ class ActorCell:
         "name",
         "needs_task",
         "parent",
-        "path",
         "receive",
         "ref",
         "restart_delay",
@@ -144,7 +143,6 @@ class ActorCell:
         self.kinds = kinds
         self.receive = instance.receive
         self.name = name
-        self.path: str = f"{parent.path if parent is not None else 'system'}/{name}"
         self.ref = ActorRef(self)
         self.children: dict[str, ActorCell] | None = None
         self.restart_window: RestartWindow | None = None
@@ -163,7 +161,8 @@ class ActorCell:
         self.mailbox: deque[Any] | None = None
         self.stranded: deque[Any] | None = None
         self.scheduled = False
-        # accepting and scheduled: the one flag the tell fast path reads.
+        # accepting, scheduled and the deque allocated: the one flag the tell fast
+        # path reads.
         self.fast_tell = False
         self.asks_queued = 0  # Ask envelopes in the mailbox (withdrawn ones too)
         self.served_in = 0  # the dispatcher round whose turn left it work to do
@@ -190,6 +189,13 @@ class ActorCell:
         self._drained: trio.Event | None = None
         self._stopped: trio.Event | None = None
         self._task_done: trio.Event | None = None
+
+    @property
+    def path(self) -> str:
+        """Where the actor lives, e.g. ``system/parent/child`` (computed when asked:
+        only errors, logs and task names need it)."""
+        parent = self.parent
+        return f"{parent.path if parent is not None else 'system'}/{self.name}"
 
     def describe(self) -> str:
         return f"actor {self.path}"

@@ -147,7 +147,7 @@ class ActorSystem:
                 f"{type(instance).__name__}, not an Actor; the factory must return an "
                 "instance of a trio_actors.Actor subclass"
             )
-        if hasattr(instance, "_trio_actors_cell"):
+        if instance._trio_actors_cell is not None:
             raise TypeError(
                 f"spawn({_describe(factory)}) returned an actor that is already "
                 "spawned; the factory must return a new instance each time"
@@ -185,7 +185,7 @@ class ActorSystem:
     def _fail(self, error: BaseException) -> None:
         """A top-level actor escalated ``error``: the system block fails with it."""
         if self._failed:
-            return  # the first escalation ends the system; later ones are logged only
+            return  # the first escalation ends the system (each one was logged)
         self._failed = True
         self._nursery.start_soon(_raise, error, name="trio-actors escalation")
 

@@ -44,6 +44,10 @@ from .._errors import LifecycleError
 class ActorState(enum.Enum):
     """Where an actor is in its life. See the module docstring for each state."""
 
+    # Members are singletons: hash them by identity, not by name (Enum's own
+    # __hash__ is Python code, and every transition looks a pair of them up).
+    __hash__ = object.__hash__
+
     STARTING = "starting"
     RUNNING = "running"
     RESTARTING = "restarting"
@@ -54,6 +58,8 @@ class ActorState(enum.Enum):
 
 class LifecycleEvent(enum.Enum):
     """What can happen to an actor."""
+
+    __hash__ = object.__hash__
 
     STARTED = "started"  # on_start finished (or there is none)
     FAILED = "failed"  # a failure that the restart strategy will handle

@@ -12,10 +12,11 @@ contract exactly: it undoes only what was done before sleeping and returns
 ===========  ==================================================================
 state        what a cancellation of the asker does
 ===========  ==================================================================
-QUEUED       *withdrawn*: the ask stays in the deque but is skipped when popped;
+QUEUED       *withdrawn* (state WITHDRAWN): the ask stays in the deque but is
+             skipped when popped;
              the actor never handles it.
-RUNNING      *abandoned*: an async handler's cancel scope is cancelled; a plain
-             handler runs on and its reply is discarded.
+RUNNING      *abandoned* (state ABANDONED): an async handler's cancel scope is
+             cancelled; a plain handler runs on and its reply is discarded.
 DONE         nothing: the reply is already on its way (``Abort.FAILED``).
 ===========  ==================================================================
 """
@@ -47,7 +48,7 @@ NO_MESSAGE: Any = _NoMessage()
 class AskState(enum.Enum):
     QUEUED = "queued"
     RUNNING = "running"
-    DONE = "done"  # answered, failed back, or (RUNNING then) abandoned
+    DONE = "done"  # answered or failed back
     WITHDRAWN = "withdrawn"
     ABANDONED = "abandoned"
 
