@@ -198,3 +198,29 @@ async def test_watch_needs_a_ref() -> None:
     async with ta.open_actor_system() as system:
         with pytest.raises(TypeError, match="take an ActorRef"):
             await system.spawn(Watcher, supervision=ta.Resume()).ask("not a ref")
+
+
+async def test_a_child_cannot_be_spawned_while_its_parent_restarts_or_stops() -> None:
+    refusals: list[str] = []
+
+    class Parent(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            if message == "boom":
+                raise RuntimeError("boom")
+            return None
+
+        def on_stop(self) -> None:
+            try:
+                self.spawn(Flaky, [])
+            except ta.ActorError as error:
+                refusals.append(str(error))
+
+    async with ta.open_actor_system() as system:
+        parent = system.spawn(Parent, name="p")
+        parent.tell("boom")  # restart: the old instance's on_stop tries to spawn
+        await trio.testing.wait_all_tasks_blocked()
+        await parent.stop()  # stop: on_stop tries again
+    assert refusals == [
+        "cannot spawn a child of system/p: it is restarting",
+        "cannot spawn a child of system/p: it is stopping",
+    ]

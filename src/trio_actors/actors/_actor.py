@@ -110,7 +110,8 @@ class Actor:
         stops its children before its fresh instance starts.
 
         Raises:
-            ActorError: this actor no longer accepts messages (it is stopping).
+            ActorError: this actor is stopping, draining or restarting (a child
+                spawned then would outlive the stop or restart that should end it).
         """
         cell = self._cell()
         return cell.system._spawn(actor_factory, args, name, supervision, cell)

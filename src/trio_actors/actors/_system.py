@@ -21,6 +21,7 @@ from .._errors import ActorError
 from .._policy import ServingPolicy
 from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
 from ..lifecycle._restarting import run_restart
+from ..lifecycle._state import ActorState
 from ..lifecycle._stopping import finish_stop
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy, check_strategy
 from ..mailbox._serving import Dispatcher
@@ -31,6 +32,7 @@ from ._kinds import HandlerKinds, handler_kinds
 from ._ref import ActorRef
 
 _NAME = re.compile(r"[^/\s]+")
+_MAY_SPAWN_CHILDREN = frozenset({ActorState.STARTING, ActorState.RUNNING})
 
 
 class ActorSystem:
@@ -106,7 +108,9 @@ class ActorSystem:
     ) -> ActorRef:
         if self._closed:
             raise ActorError("cannot spawn: the actor system has been closed")
-        if parent is not None and not parent.accepting:
+        if parent is not None and parent.state not in _MAY_SPAWN_CHILDREN:
+            # Not while stopping, nor while restarting: a child spawned by the old
+            # instance's on_stop would outlive the restart that should stop it.
             raise ActorError(f"cannot spawn a child of {parent.path}: it is {parent.state.value}")
         if not callable(factory):
             raise TypeError(
