@@ -78,6 +78,17 @@ def _coroutine_returned(cell: ActorCell, result: Any) -> TypeError:
     )
 
 
+def _handle_tell(cell: ActorCell, receive: Any, message: Any) -> None:
+    """Call a plain handler for a tell; a failure goes to supervision."""
+    try:
+        result = receive(message)
+    except Exception as error:
+        cell.handler_failed(error, message)
+    else:
+        if result is not None and iscoroutine(result):
+            cell.handler_failed(_coroutine_returned(cell, result), message)
+
+
 class Dispatcher:
     """Serves the mailboxes of one actor system.
 
@@ -265,13 +276,7 @@ class Dispatcher:
                 cell.asks_queued -= 1
                 self._answer_inline(cell, receive, item)
             else:
-                try:
-                    result = receive(item)
-                except Exception as error:
-                    cell.handler_failed(error, item)
-                else:
-                    if result is not None and iscoroutine(result):
-                        cell.handler_failed(_coroutine_returned(cell, result), item)
+                _handle_tell(cell, receive, item)
             if n == limit or not cell.inline_ready:
                 break
         return n
