@@ -387,3 +387,22 @@ def test_tell_from_a_thread_after_the_run_finished_raises() -> None:
     thread.join()
     assert caught
     assert "after its trio run finished" in str(caught[0])
+
+
+async def test_an_actor_stopping_itself_in_the_middle_of_a_backlog_strands_the_rest() -> None:
+    handled: list[Any] = []
+
+    class StopsAtThree(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            handled.append(message)
+            if message == 3:
+                self.stop()
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(StopsAtThree)
+        for i in range(10):
+            ref.tell(i)  # one head message, then a backlog of nine tells
+        await trio.testing.wait_all_tasks_blocked()
+        assert handled == [0, 1, 2, 3]
+        assert [d.message for d in system.dead_letters.recent] == [4, 5, 6, 7, 8, 9]
+        assert {d.reason for d in system.dead_letters.recent} == {"stranded"}

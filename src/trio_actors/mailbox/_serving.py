@@ -102,6 +102,7 @@ class Dispatcher:
         self.run_queue: deque[ActorCell] = deque()
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
+        self._first_check = 1  # when a round first reads the clock (see _next_check)
 
     # --- scheduling ---------------------------------------------------------------
 
@@ -171,7 +172,7 @@ class Dispatcher:
         else:
             round_start = clock.current_time()
             deadline = round_start + policy.time_slice
-            next_check = 1  # a first look at the handlers' cost after one message
+            next_check = self._first_check  # from the handlers' cost in the last round
         used = 0
         while run_queue:
             cell = run_queue.popleft()
@@ -216,21 +217,25 @@ class Dispatcher:
                     else:
                         # No ask is queued, and none can be queued while this round
                         # runs (plain handlers cannot await): every item is a tell.
-                        while mailbox:
-                            item = mailbox.popleft()
-                            n += 1
-                            try:
-                                result = receive(item)
-                            except Exception as error:
-                                cell.handler_failed(error, item)
-                                if not cell.inline_ready:
-                                    break  # restarting: a restart task owns the actor
-                            else:
-                                if result is not None and iscoroutine(result):
-                                    misuse = _coroutine_returned(cell, result)
-                                    cell.handler_failed(misuse, item)
-                            if n == limit:
-                                break
+                        popleft = mailbox.popleft
+                        count = len(mailbox)
+                        if count > limit:
+                            count = limit
+                        try:
+                            for n in range(1, count + 1):  # noqa: B007 - n is the count
+                                item = popleft()
+                                try:
+                                    result = receive(item)
+                                except Exception as error:
+                                    cell.handler_failed(error, item)
+                                    if not cell.inline_ready:
+                                        break  # restarting: a restart task owns it
+                                else:
+                                    if result is not None and iscoroutine(result):
+                                        misuse = _coroutine_returned(cell, result)
+                                        cell.handler_failed(misuse, item)
+                        except IndexError:
+                            n -= 1  # it stopped itself: the mailbox was stranded
                     cell.handled += n
                     used += n
                     turn += n
@@ -258,11 +263,17 @@ class Dispatcher:
         if self.policy.time_slice is None:
             return 0  # called only when the round's batch is used up
         now = clock.current_time()
+        elapsed = now - round_start
+        # The next round starts with a look after as many messages as fit in a
+        # whole slice at this round's mean cost (so cheap handlers cost no early
+        # clock read, and a round of expensive ones looks after the first).
+        fit = self.policy.time_slice * used / (elapsed or 1e-12)
+        self._first_check = _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
         if now >= deadline:
             return 0
         # The messages that fit in the rest of the slice at this round's mean cost so
         # far, at most 16 between clock reads, at least 1.
-        fit = (deadline - now) * used / ((now - round_start) or 1e-12)
+        fit = (deadline - now) * used / (elapsed or 1e-12)
         return used + (_MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1))
 
     def _serve_mixed(self, cell: ActorCell, receive: Any, limit: int) -> int:
