@@ -48,7 +48,7 @@ reads, the idle-tell call chain) are listed with the alternatives and all number
 from __future__ import annotations
 
 from collections import deque
-from inspect import iscoroutine
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -66,7 +66,8 @@ _RUNNING = ActorState.RUNNING
 _RESTARTING = ActorState.RESTARTING
 _DRAINING = ActorState.DRAINING
 
-_NO_SLICE = 1 << 62  # a countdown that never runs out
+_QUEUED = AskState.QUEUED
+_ASK_RUNNING = AskState.RUNNING
 _MAX_CHECK_EVERY = 16
 
 
@@ -85,7 +86,7 @@ def _handle_tell(cell: ActorCell, receive: Any, message: Any) -> None:
     except Exception as error:
         cell.handler_failed(error, message)
     else:
-        if result is not None and iscoroutine(result):
+        if result is not None and type(result) is CoroutineType:
             cell.handler_failed(_coroutine_returned(cell, result), message)
 
 
@@ -198,7 +199,7 @@ class Dispatcher:
                     except Exception as error:
                         cell.handler_failed(error, item)
                     else:
-                        if result is not None and iscoroutine(result):
+                        if result is not None and type(result) is CoroutineType:
                             cell.handler_failed(_coroutine_returned(cell, result), item)
                 cell.handled += 1
                 used += 1
@@ -231,7 +232,7 @@ class Dispatcher:
                                     if not cell.inline_ready:
                                         break  # restarting: a restart task owns it
                                 else:
-                                    if result is not None and iscoroutine(result):
+                                    if result is not None and type(result) is CoroutineType:
                                         misuse = _coroutine_returned(cell, result)
                                         cell.handler_failed(misuse, item)
                         except IndexError:
@@ -315,9 +316,10 @@ class Dispatcher:
         return self._start_inline(cell)
 
     def _answer_inline(self, cell: ActorCell, receive: Any, ask: Ask) -> None:
-        if not ask.start():
+        if ask.state is not _QUEUED:
             cell.handled -= 1  # withdrawn: counted when it was cancelled
             return
+        ask.state = _ASK_RUNNING  # Ask.start(), inlined: every ask passes here
         try:
             result = receive(ask.message)
         except Exception as error:
@@ -328,7 +330,7 @@ class Dispatcher:
             ask.fail(ActorStopped(f"{cell.path} stopped while answering: {error!r}"))
             raise
         else:
-            if result is not None and iscoroutine(result):
+            if result is not None and type(result) is CoroutineType:
                 misuse = _coroutine_returned(cell, result)
                 ask.fail(misuse)
                 cell.handler_failed(misuse, ask.message)
