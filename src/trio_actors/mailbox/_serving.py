@@ -21,20 +21,22 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   work and ending when its mailbox runs dry; an idle actor has no task (S5: memory
   and spawn rate).
 * **Yield batches.** The dispatcher serves a *round*: actors from the run queue,
-  each for as many messages as it has, until ``batch`` messages have been handled in
-  the round or ``time_slice`` of trio-clock time has passed. An actor still holding
-  messages goes to the back of the run queue (per-turn budget: a mailbox that never
-  empties cannot starve the others), and the dispatcher yields to trio before the
-  next round -- so a mailbox is never served twice without a yield in between, and
-  timers, cancellations and other tasks get their turn at least every ``batch``
-  messages. It yields only when work remains: an empty run queue parks it instead.
+  each for a *turn* of at most ``batch`` messages. An actor whose turn leaves work
+  goes to the back of the run queue, marked with the round; reaching it again ends
+  the round, so a mailbox is never served twice without a yield in between and a
+  mailbox that never empties cannot starve the others. The round also ends once
+  ``time_slice`` has passed (with no slice: after ``batch`` messages in all), which
+  bounds how long other trio tasks wait. An actor whose mailbox ran dry is not
+  marked: new work for it in the same round is a new activation (ping-pong, fan-out)
+  and costs no yield. The dispatcher yields only when work remains: an empty run
+  queue parks it instead.
 * **The clock is read every k messages, with k adapted to the handlers' cost.**
   Reading the clock costs about as much as a trivial handler (~0.1 µs), so the round
-  reads it once at its start, after its first message, and then after k messages
-  where k = min(16, the messages that fit in the rest of the slice at the round's
-  mean cost so far). Cheap handlers: ~5 reads per 64 messages. 1 ms handlers
-  (T13): k shrinks so the round ends within one handler of the slice. The overshoot
-  is bounded by k handlers whose cost differs from the mean (heavy tails).
+  reads it at its start and then after k messages, where k = min(16, the messages
+  that fit in the rest of the slice at the mean cost so far); a round's first k comes
+  from the previous round's cost. Cheap handlers: ~4 reads per 64 messages. 1 ms
+  handlers (T13): k shrinks so the round ends within one handler of the slice. The
+  overshoot is bounded by k handlers whose cost differs from the mean (heavy tails).
 * **Stranded cleanup** (``_stranded.py``) has its own cadence and shielded yields.
 
 Measured with pyperf against the floors of performance.md (``benchmarks/``, paired
