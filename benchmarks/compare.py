@@ -5,15 +5,26 @@ Usage::
     python -m benchmarks.compare RESULT.json [MORE.json ...]
 
 For every file, prints one table: shape, floor, the medians (with their median
-absolute deviation) of seconds per message from :mod:`benchmarks.run`, the ratio,
+absolute deviation) of seconds per unit from :mod:`benchmarks.run` (for the probe
+and queue-delay benchmarks of S6-S8: of the statistic, in seconds), the ratio,
 the target of ``performance.md`` and whether it is met. A ratio is always taken
 between a shape and the floor measured in the same file (the same run). Ratios are
 expressed the way the targets are:
 
 * throughput shapes (S1, S3, S4): ``floor time / runtime time`` per message -- the
-  runtime's speed as a fraction of the floor's, higher is better;
-* S2: ``runtime round trip / floor round trip``, lower is better;
-* S5: operations per second, ``1 / median``, against an absolute target.
+  runtime's speed as a fraction of the floor's, higher is better; so are S8 against
+  S4 (S8's rate as a fraction of S4's) and pykka's tell against S1 (S9: how many
+  times pykka's rate S1 reaches);
+* S2: ``runtime round trip / floor round trip``, lower is better; so are S2 against
+  pykka's ask (S9), and the probe delays of S6 and S7 against their floors;
+* S5 and S7: operations per second, ``1 / median``, against an absolute target;
+* S8's queue delays: the value itself, in milliseconds, against an absolute bound
+  (2 x the 16 ms time slice for the p99).
+
+Some floors are scaled from a benchmark of the same file: S7's probe delay is
+compared with *one cleanup batch*, S7's seconds per stranded message x 32 (shown
+as ``S7 x32``). S6's floor, one batch of F1, is its own benchmark (``S6-floor``,
+seconds per batch of 64).
 
 The ``paired`` column is the median of per-run ratios: run *i* of the shape
 against run *i* of its floor, each run summarised by the median of its values. In a
@@ -38,6 +49,7 @@ class Kind(enum.Enum):
     SPEED = "speed"  # floor / runtime >= target
     LATENCY = "latency"  # runtime / floor <= target
     RATE = "rate"  # 1 / runtime >= target per second
+    BOUND = "bound"  # runtime <= target seconds
 
 
 @attrs.frozen
@@ -48,6 +60,12 @@ class Comparison:
     floor: str | None
     kind: Kind
     target: float | None  # None: reported, no target
+    floor_scale: float = 1.0  # the floor is this many times the floor benchmark
+
+    def floor_label(self) -> str:
+        if self.floor is None:
+            return "-"
+        return self.floor if self.floor_scale == 1 else f"{self.floor} x{self.floor_scale:g}"
 
 
 def _rows(prefix: str) -> list[Comparison]:
@@ -62,16 +80,31 @@ def _rows(prefix: str) -> list[Comparison]:
     ]
 
 
+SLICE = 0.016
+"""The default time slice, seconds (S8's bound is 2 x this)."""
+CLEANUP_BATCH = 32
+"""The default cleanup batch: stranded messages per shielded yield (S7)."""
+
 COMPARISONS: list[Comparison] = [
     *_rows(""),
+    Comparison("S6-probe-p99", "S6-floor", Kind.LATENCY, 2.0),
+    Comparison("S7", None, Kind.RATE, 1_000_000),
+    Comparison("S7-probe-p99", "S7", Kind.LATENCY, 2.0, floor_scale=CLEANUP_BATCH),
+    Comparison("S8", "S4", Kind.SPEED, 0.5),
+    Comparison("S8", None, Kind.RATE, None),
+    Comparison("S8-small-p50", None, Kind.BOUND, None),
+    Comparison("S8-small-p99", None, Kind.BOUND, 2 * SLICE),
+    Comparison("S8-small-max", None, Kind.BOUND, None),
+    Comparison("S1", "S9-pykka-tell", Kind.SPEED, 20.0),
+    Comparison("S2", "S9-pykka-ask", Kind.LATENCY, 1 / 8),
     *_rows("ALT-"),
     Comparison("F1", "F0", Kind.SPEED, None),  # what batching in trio costs
     Comparison("S4", "S4-floor-tuples", Kind.SPEED, None),  # a GC-inflated floor
 ]
 
 
-def _us(bench: pyperf.Benchmark) -> str:
-    return f"{bench.median() * 1e6:.3f} ± {bench.median_abs_dev() * 1e6:.3f}"
+def _us(bench: pyperf.Benchmark, scale: float = 1.0) -> str:
+    return f"{bench.median() * scale * 1e6:.3f} ± {bench.median_abs_dev() * scale * 1e6:.3f}"
 
 
 def _run_medians(bench: pyperf.Benchmark) -> list[float]:
@@ -82,11 +115,14 @@ def _ratio(kind: Kind, shape: float, floor: float) -> float:
     return shape / floor if kind is Kind.LATENCY else floor / shape
 
 
-def _paired(kind: Kind, shape: pyperf.Benchmark, floor: pyperf.Benchmark) -> str:
+def _paired(row: Comparison, shape: pyperf.Benchmark, floor: pyperf.Benchmark) -> str:
     shape_runs, floor_runs = _run_medians(shape), _run_medians(floor)
     if len(shape_runs) != len(floor_runs) or not shape_runs:
         return "-"
-    ratios = sorted(_ratio(kind, s, f) for s, f in zip(shape_runs, floor_runs, strict=True))
+    ratios = sorted(
+        _ratio(row.kind, s, f * row.floor_scale)
+        for s, f in zip(shape_runs, floor_runs, strict=True)
+    )
     return (
         f"{statistics.median(ratios):.3f} "
         f"[{ratios[len(ratios) // 4]:.2f}-{ratios[(3 * len(ratios)) // 4]:.2f}]"
@@ -100,6 +136,8 @@ def _target(row: Comparison) -> str:
         return f">= {row.target:g}x"
     if row.kind is Kind.LATENCY:
         return f"<= {row.target:g}x"
+    if row.kind is Kind.BOUND:
+        return f"<= {row.target * 1000:g} ms"
     return f">= {row.target / 1000:g} K/s"
 
 
@@ -123,26 +161,30 @@ def table(suite: pyperf.BenchmarkSuite) -> list[list[str]]:
         floor = benches.get(row.floor) if row.floor is not None else None
         if shape is None or (row.floor is not None and floor is None):
             continue
-        if floor is None:
+        if floor is not None:
+            value = _ratio(row.kind, shape.median(), floor.median() * row.floor_scale)
+            ratio = f"{value:.3f}"
+            paired = _paired(row, shape, floor)
+        elif row.kind is Kind.BOUND:
+            value = shape.median()
+            ratio = f"{value * 1000:.3f} ms"
+            paired = "-"
+        else:
             value = 1 / shape.median()
             ratio = f"{value / 1000:.1f} K/s"
             paired = "-"
-        else:
-            value = _ratio(row.kind, shape.median(), floor.median())
-            ratio = f"{value:.3f}"
-            paired = _paired(row.kind, shape, floor)
         if row.target is None:
             met = ""
-        elif row.kind is Kind.LATENCY:
+        elif row.kind is Kind.LATENCY or row.kind is Kind.BOUND:
             met = "yes" if value <= row.target else "NO"
         else:
             met = "yes" if value >= row.target else "NO"
         rows.append(
             [
                 row.shape,
-                row.floor or "-",
+                row.floor_label(),
                 _us(shape),
-                _us(floor) if floor is not None else "-",
+                _us(floor, row.floor_scale) if floor is not None else "-",
                 ratio,
                 paired,
                 _target(row),

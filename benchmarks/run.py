@@ -6,17 +6,27 @@ Usage::
 
 Run it from the repository root (pyperf re-runs this module, with the same
 arguments, in fresh worker processes). ``--shapes`` picks shape groups (default
-``S1,S2,S3,S4,S5``); each group registers its runtime benchmark followed by its
-floors, so that a shape and its floor are measured one right after the other in the
-same run. ``ALT-S1`` ... ``ALT-S5`` measure the task-per-actor prototype of
+``S1,...,S9``); each group registers its runtime benchmark followed by its floors,
+so that a shape and its floor are measured one right after the other in the same
+run. A group also registers the other benchmarks its targets are measured against
+(S8: ``S4``; S9: ``S1`` and ``S2``), so that it can be run on its own. ``ALT-S1``
+... ``ALT-S5`` measure the task-per-actor prototype of
 :mod:`benchmarks.alternatives` (with the floors they are compared against); they
-are not run by default. A floor shared by two selected groups is registered once.
+are not run by default. A benchmark selected by two groups is registered once.
 
-``--scale F`` multiplies every size (messages, actors; not S4's 20 rounds), e.g.
-``--scale 0.001`` for a CI smoke run. Each benchmark is registered with
-``inner_loops`` equal to the messages of one repetition (the actors, for S5), so
-every value is seconds per message (per actor). ``benchmarks.compare`` turns a
-result file into ratios against the floors.
+The shapes live in :mod:`benchmarks.shapes` (S1-S5), :mod:`benchmarks.fairness`
+(S6, S7), :mod:`benchmarks.heavy_tail` (S8) and :mod:`benchmarks.vs_pykka` (S9).
+
+``--scale F`` multiplies every size (messages, actors, probe steps; not S4's 20
+rounds), e.g. ``--scale 0.001`` for a CI smoke run; a few benchmarks have a
+minimum size (:attr:`Bench.minimum`) so that their percentiles and anchors still
+mean something. Each benchmark is registered with ``inner_loops`` equal to the
+units of one repetition -- messages, round trips, spawns, stops, batches of 64 --
+so every value is seconds per unit. The exceptions are the benchmarks with a
+``statistic`` (``S6-probe-p99``, ``S7-probe-p99``, ``S8-small-*``): each value is
+that statistic, in seconds (see :mod:`benchmarks.fairness` for how). Every
+benchmark's ``description`` metadata says which. ``benchmarks.compare`` turns a
+result file into ratios against the floors and targets.
 
 Examples::
 
@@ -28,12 +38,12 @@ Examples::
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 import pyperf  # type: ignore[import-untyped]
 
-from . import alternatives, shapes
+from . import alternatives, fairness, heavy_tail, shapes, vs_pykka
 from .shapes import TimeFunc
 
 
@@ -46,6 +56,19 @@ class Bench:
     size: int
     rounds: int = 1  # repetitions of ``size`` units inside one loop (S4)
     unit: str = "message"
+    minimum: int = 1  # the smallest size --scale may make it
+    # inner_loops for a size; None: size * rounds
+    inner: Callable[[int], int] | None = None
+    # None: values are seconds per unit; else what each value is (in seconds)
+    statistic: str | None = None
+
+    def inner_loops(self, size: int) -> int:
+        return self.inner(size) if self.inner is not None else size * self.rounds
+
+    def description(self) -> str:
+        if self.statistic is not None:
+            return f"{self.statistic} (seconds)"
+        return f"seconds per {self.unit}"
 
 
 def _s1_floors() -> list[Bench]:
@@ -67,15 +90,36 @@ def _s4_floor() -> Bench:
     return Bench("S4-floor", shapes.s4_floor, shapes.S4_ACTORS, shapes.S4_ROUNDS)
 
 
+def _s1() -> Bench:
+    return Bench("S1", shapes.s1_runtime, shapes.S1_TELLS)
+
+
+def _s2() -> Bench:
+    return Bench("S2", shapes.s2_runtime, shapes.S2_ASKS, unit="round trip")
+
+
+def _s4() -> Bench:
+    return Bench("S4", shapes.s4_runtime, shapes.S4_ACTORS, shapes.S4_ROUNDS)
+
+
+def _s8_delay(name: str, func: TimeFunc, statistic: str) -> Bench:
+    return Bench(
+        name,
+        func,
+        heavy_tail.S8_ACTORS,
+        unit="small-actor message",
+        minimum=heavy_tail.S8_MIN_ACTORS,
+        inner=heavy_tail.s8_small_messages,
+        statistic=f"{statistic} queue delay of a small actor's message",
+    )
+
+
 GROUPS: dict[str, list[Bench]] = {
-    "S1": [Bench("S1", shapes.s1_runtime, shapes.S1_TELLS), *_s1_floors()],
-    "S2": [
-        Bench("S2", shapes.s2_runtime, shapes.S2_ASKS, unit="round trip"),
-        _s2_floor(),
-    ],
+    "S1": [_s1(), *_s1_floors()],
+    "S2": [_s2(), _s2_floor()],
     "S3": [Bench("S3", shapes.s3_runtime, shapes.S3_MESSAGES), _s3_floor()],
     "S4": [
-        Bench("S4", shapes.s4_runtime, shapes.S4_ACTORS, shapes.S4_ROUNDS),
+        _s4(),
         _s4_floor(),
         Bench(
             "S4-floor-tuples",
@@ -87,6 +131,48 @@ GROUPS: dict[str, list[Bench]] = {
     "S5": [
         Bench("S5-spawn", shapes.s5_spawn_runtime, shapes.S5_ACTORS, unit="spawn"),
         Bench("S5-stop", shapes.s5_stop_runtime, shapes.S5_ACTORS, unit="stop"),
+    ],
+    "S6": [
+        Bench(
+            "S6-probe-p99",
+            fairness.s6_probe_runtime,
+            fairness.S6_PROBE_STEPS,
+            unit="probe step",
+            minimum=100,
+            statistic="p99 probe delay next to an endless mailbox",
+        ),
+        Bench("S6-floor", fairness.s6_floor, fairness.S6_FLOOR_BATCHES, unit="batch of 64"),
+    ],
+    "S7": [
+        Bench("S7", fairness.s7_runtime, fairness.S7_TELLS, unit="stranded message"),
+        Bench(
+            "S7-probe-p99",
+            fairness.s7_probe_runtime,
+            fairness.S7_TELLS,
+            unit="stranded message",
+            minimum=100 * fairness.CLEANUP_BATCH,
+            inner=fairness.s7_probe_samples,
+            statistic="p99 probe delay during stranded cleanup",
+        ),
+    ],
+    "S8": [
+        Bench(
+            "S8",
+            heavy_tail.s8_runtime,
+            heavy_tail.S8_ACTORS,
+            minimum=heavy_tail.S8_MIN_ACTORS,
+            inner=heavy_tail.s8_messages,
+        ),
+        _s8_delay("S8-small-p50", heavy_tail.s8_small_p50, "p50"),
+        _s8_delay("S8-small-p99", heavy_tail.s8_small_p99, "p99"),
+        _s8_delay("S8-small-max", heavy_tail.s8_small_max, "maximum"),
+        _s4(),
+    ],
+    "S9": [
+        _s1(),
+        Bench("S9-pykka-tell", vs_pykka.pykka_tell, shapes.S1_TELLS),
+        _s2(),
+        Bench("S9-pykka-ask", vs_pykka.pykka_ask, shapes.S2_ASKS, unit="round trip"),
     ],
     "ALT-S1": [Bench("ALT-S1", alternatives.alt_s1, shapes.S1_TELLS), *_s1_floors()],
     "ALT-S2": [
@@ -103,7 +189,7 @@ GROUPS: dict[str, list[Bench]] = {
         Bench("ALT-S5-stop", alternatives.alt_s5_stop, shapes.S5_ACTORS, unit="stop"),
     ],
 }
-DEFAULT_SHAPES = "S1,S2,S3,S4,S5"
+DEFAULT_SHAPES = "S1,S2,S3,S4,S5,S6,S7,S8,S9"
 
 
 def _shape_list(text: str) -> list[str]:
@@ -159,18 +245,21 @@ def main() -> None:
     )
     args = runner.parse_args()
     for bench in selected(args.shapes):
-        size = max(1, round(bench.size * args.scale))
+        size = max(bench.minimum, round(bench.size * args.scale))
+        metadata: dict[str, str | int] = {
+            "description": bench.description(),
+            "shape_size": size,
+            "shape_rounds": bench.rounds,
+            "shape_unit": bench.unit,
+        }
+        if bench.statistic is not None:
+            metadata["shape_statistic"] = bench.statistic
         runner.bench_time_func(
             bench.name,
             bench.func,
             size,
-            inner_loops=size * bench.rounds,
-            metadata={
-                "description": f"seconds per {bench.unit}",
-                "shape_size": size,
-                "shape_rounds": bench.rounds,
-                "shape_unit": bench.unit,
-            },
+            inner_loops=bench.inner_loops(size),
+            metadata=metadata,
         )
 
 

@@ -1,5 +1,8 @@
 """The benchmark shapes S1-S5 of ``performance.md`` and their floors.
 
+(S6 and S7 are in :mod:`benchmarks.fairness`, S8 in :mod:`benchmarks.heavy_tail`,
+S9 in :mod:`benchmarks.vs_pykka`; they reuse the handlers and F1 defined here.)
+
 Every timed function has pyperf's time-function signature ``f(loops, size) ->
 seconds``: it returns the total wall time of ``loops`` repetitions of the shape's
 timed region, read with :func:`time.perf_counter`. :mod:`benchmarks.run` registers
@@ -553,6 +556,7 @@ __all__ = [
     "Pinger",
     "Ref",
     "System",
+    "Teller",
     "TimeFunc",
     "f0_bare",
     "f1_floor",

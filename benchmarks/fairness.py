@@ -1,0 +1,284 @@
+"""The shapes S6 (fairness) and S7 (stranded cleanup) of ``performance.md``.
+
+Both shapes ask one question -- how long can the runtime keep every *other* task of
+the trio run waiting? -- and answer it with a **probe**: a task that loops
+``await trio.sleep(0)`` and reads :func:`time.perf_counter` after every step. One
+step of the probe is one pass of trio's scheduler, so the wall time between two
+consecutive steps is the delay the probe (any task) suffered in that pass. S7 also
+measures the cleanup's speed.
+
+How a percentile becomes a pyperf value
+    pyperf records times: a time function returns the total seconds of ``loops``
+    repetitions, and pyperf divides by ``loops * inner_loops``. A probe benchmark
+    runs one *session* per loop and takes the 99th percentile (nearest rank) of that
+    session's delays; its time function returns the sum over the loops of
+    ``p99 * K``, and :mod:`benchmarks.run` registers it with ``inner_loops = K``, so
+    each pyperf value is exactly the mean over its loops of one session's p99 (with
+    ``-l 1``, as :mod:`benchmarks.rounds` runs, one session's p99), in seconds.
+    ``K`` is the number of delays a session samples (S6) or about that (S7,
+    :func:`s7_probe_samples`). The factor ``K`` is only there for pyperf's loop
+    calibration, which raises ``loops`` until a value's total reaches 0.1 s:
+    ``p99 * K`` is about a session's real wall time or more (a session is ``K``
+    delays, most of them below the p99), so calibration picks no more sessions than
+    a real timing would; with ``inner_loops = 1`` it would run thousands of sessions
+    per value. pyperf's
+    ``bench_func`` only times calls and the Runner has no custom-metric API, so this
+    is the honest way to put a percentile into its JSON; every such benchmark says
+    ``p99 ... (seconds)`` in its ``description`` metadata.
+
+S6 -- fairness
+    One actor (:class:`Flood`) with endless inflow: it is seeded with
+    :data:`S6_BACKLOG` (4 x 64) messages and its handler re-tells itself every
+    message, so its mailbox never holds less than a whole batch and the runtime
+    serves it batch after batch for as long as the session lasts. The timing task
+    is the probe: after :data:`S6_WARMUP_STEPS` unrecorded steps it takes ``size``
+    (10,000) steps and records the ``size`` delays; the value is their p99
+    (:func:`s6_probe_runtime`, registered as ``S6-probe-p99``). The session checks
+    that the flood really ran (more messages handled than probe steps).
+    **Floor** (``S6-floor``, :func:`s6_floor`) -- one batch of F1: F1's work (tell,
+    pop, handler call, one ``checkpoint()`` per 64 messages; see
+    :func:`benchmarks.shapes.f1_floor`) for ``size`` (15,625) batches of 64, each
+    value being seconds per *batch*, measured in the same run. Target: probe p99
+    <= 2 x one batch of F1. A batch-64 runtime cannot do better than about one batch
+    of work plus the probe's own step per pass.
+S7 -- stranded cleanup
+    One actor (:class:`~benchmarks.shapes.Counter`) is asked once (it has started),
+    then told ``size`` (1,000,000) messages without a checkpoint in between, so none
+    of them is handled: that fill is outside the timed region. The clock then runs
+    from ``await ref.stop()`` until it returns, i.e. until every queued tell has
+    become a dead letter (``cleanup_batch`` = 32 at a time, with a shielded yield
+    between groups); the session checks that the system's ``"stranded"`` dead
+    letters grew by exactly ``size``. ``S7`` (:func:`s7_runtime`) is seconds per
+    stranded message; target >= 1,000,000 per second (<= 1 µs each).
+    ``S7-probe-p99`` (:func:`s7_probe_runtime`) repeats the session with a probe
+    task running next to it: the probe is started before the fill (it cannot step
+    during the fill, which never yields, but it is runnable throughout), and the
+    delays counted are those inside the timed window: from the start of the stop to
+    the probe's first step in the window, between consecutive steps in the window,
+    and from the last step to the end of the stop (a delay still in progress, so a
+    lower bound; counting it never flatters). A cleanup that never yielded would
+    show one delay as long as the whole cleanup. Target: p99 <= 2 x one cleanup
+    batch, where **one cleanup batch** is the time to clean 32 stranded tells:
+    ``S7``'s seconds per stranded message (which includes the yield per group of
+    32, measured in the same run) times 32. :mod:`benchmarks.compare` derives it.
+    The probe's session is separate from ``S7``'s, so the probe's passes do not
+    slow the rate.
+
+Both run trio-actors only (not the prototype of :mod:`benchmarks.alternatives`,
+which has neither stop nor dead letters), with the default policy.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Sequence
+
+import trio
+
+import trio_actors as ta
+
+from .shapes import BATCH, POLICY, Counter, Teller, f1_floor
+
+CLEANUP_BATCH = POLICY.cleanup_batch
+"""Stranded messages cleaned per group (per shielded yield): 32."""
+
+S6_PROBE_STEPS = 10_000
+S6_FLOOR_BATCHES = 1_000_000 // BATCH  # F1's million messages, as batches of 64
+S6_BACKLOG = 4 * BATCH
+S6_WARMUP_STEPS = 100
+S7_TELLS = 1_000_000
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-quantile (0 < q <= 1) of ``values`` by nearest rank.
+
+    The smallest value with at least ``q`` of all values at or below it, as the
+    quantile anchors of S8 use: ``percentile(v, 1.0)`` is the maximum.
+    """
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def window_delays(steps: Sequence[float], start: float, end: float) -> list[float]:
+    """The probe's delays inside ``[start, end]`` (see S7 in the module docstring).
+
+    ``steps`` are the probe's step times in order; the delays run from ``start`` to
+    the first step after it, between consecutive steps, and from the last step at or
+    before ``end`` to ``end``.
+    """
+    points = [start, *(t for t in steps if start < t <= end), end]
+    return [b - a for a, b in itertools.pairwise(points)]
+
+
+# --- S6: fairness -------------------------------------------------------------------
+
+
+class Flood(ta.Actor):
+    """S6: re-tells itself every message while ``flooding``; counts what it handled."""
+
+    def __init__(self) -> None:
+        self.me: Teller | None = None
+        self.flooding = True
+        self.handled = 0
+
+    def receive(self, message: int) -> None:
+        self.handled += 1
+        if self.flooding:
+            self.me.tell(message)  # type: ignore[union-attr]
+
+
+async def probe_delays(steps: int) -> list[float]:
+    """Step ``steps`` times with ``trio.sleep(0)``; the delay of each step."""
+    now = time.perf_counter
+    sleep = trio.sleep
+    times = [0.0] * (steps + 1)
+    times[0] = now()
+    for i in range(1, steps + 1):
+        await sleep(0)
+        times[i] = now()
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def s6_probe_runtime(loops: int, size: int) -> float:
+    """S6 on trio-actors: ``loops`` sessions of ``size`` probe steps; sum of p99 x size."""
+
+    async def main() -> float:
+        total = 0.0
+        async with ta.open_actor_system(serving=POLICY) as system:
+            for _ in range(loops):
+                flood = Flood()
+                ref = system.spawn(lambda: flood)  # noqa: B023 - called at once
+                flood.me = ref
+                for _ in range(S6_BACKLOG):
+                    ref.tell(1)
+                for _ in range(S6_WARMUP_STEPS):
+                    await trio.lowlevel.checkpoint()
+                handled = flood.handled
+                delays = await probe_delays(size)
+                handled = flood.handled - handled
+                flood.flooding = False
+                await ref.stop()
+                if handled <= size:
+                    raise AssertionError(
+                        f"S6: the flood handled {handled} messages in {size} probe steps"
+                    )
+                total += percentile(delays, 0.99) * size
+        return total
+
+    return trio.run(main)
+
+
+def s6_floor(loops: int, size: int) -> float:
+    """S6's floor: F1's work for ``size`` batches of 64 (one value per batch)."""
+    return f1_floor(loops, size * BATCH)
+
+
+# --- S7: stranded cleanup -----------------------------------------------------------
+
+
+async def _strand(system: ta.ActorSystem, size: int) -> tuple[ta.ActorRef, int]:
+    """A started actor holding ``size`` unhandled tells; the stranded count so far.
+
+    The tells are made after the last checkpoint here, and the caller stops the
+    actor before its own next checkpoint, so none of them can be handled.
+    """
+    ref = system.spawn(Counter)
+    await ref.ask(None)
+    stranded = system.dead_letters.by_reason["stranded"]
+    tell = ref.tell
+    for _ in range(size):
+        tell(1)
+    return ref, stranded
+
+
+def _check_stranded(system: ta.ActorSystem, before: int, size: int) -> None:
+    stranded = system.dead_letters.by_reason["stranded"] - before
+    if stranded != size:
+        raise AssertionError(f"S7: {stranded} stranded dead letters, not {size}")
+
+
+def s7_runtime(loops: int, size: int) -> float:
+    """S7 on trio-actors: time ``stop()`` of an actor holding ``size`` tells."""
+
+    async def main() -> float:
+        elapsed = 0.0
+        async with ta.open_actor_system(serving=POLICY) as system:
+            for _ in range(loops):
+                ref, before = await _strand(system, size)
+                start = time.perf_counter()
+                await ref.stop()
+                elapsed += time.perf_counter() - start
+                _check_stranded(system, before, size)
+        return elapsed
+
+    return trio.run(main)
+
+
+def s7_probe_samples(size: int) -> int:
+    """About how many probe delays one S7 session samples: one per cleanup group."""
+    return max(1, size // CLEANUP_BATCH)
+
+
+class Probe:
+    """A probe task for S7: steps with ``trio.sleep(0)`` and records each step's time."""
+
+    def __init__(self) -> None:
+        self.steps: list[float] = []
+        self.running = True
+
+    async def run(self) -> None:
+        now = time.perf_counter
+        record = self.steps.append
+        sleep = trio.sleep
+        while self.running:
+            await sleep(0)
+            record(now())
+
+
+def s7_probe_runtime(loops: int, size: int) -> float:
+    """S7's probe on trio-actors: sum of each session's p99 x :func:`s7_probe_samples`."""
+    samples = s7_probe_samples(size)
+
+    async def main() -> float:
+        total = 0.0
+        probe = Probe()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(probe.run)
+            async with ta.open_actor_system(serving=POLICY) as system:
+                for _ in range(loops):
+                    ref, before = await _strand(system, size)
+                    start = time.perf_counter()
+                    await ref.stop()
+                    end = time.perf_counter()
+                    _check_stranded(system, before, size)
+                    delays = window_delays(probe.steps, start, end)
+                    probe.steps.clear()
+                    total += percentile(delays, 0.99) * samples
+            probe.running = False
+        return total
+
+    return trio.run(main)
+
+
+__all__ = [
+    "CLEANUP_BATCH",
+    "S6_BACKLOG",
+    "S6_FLOOR_BATCHES",
+    "S6_PROBE_STEPS",
+    "S6_WARMUP_STEPS",
+    "S7_TELLS",
+    "Flood",
+    "Probe",
+    "percentile",
+    "probe_delays",
+    "s6_floor",
+    "s6_probe_runtime",
+    "s7_probe_runtime",
+    "s7_probe_samples",
+    "s7_runtime",
+    "window_delays",
+]
