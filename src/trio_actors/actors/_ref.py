@@ -19,6 +19,8 @@ class ActorRef:
     Refs are cheap, hashable and safe to share between actors and tasks of the same
     trio run. From another thread, ``tell`` forwards the message safely to the
     system's trio thread; ``ask`` and ``stop`` raise (use ``trio.from_thread.run``).
+    (That guarantee relies on the GIL; on a free-threaded CPython build, reach the
+    system with ``trio.from_thread.run_sync(ref.tell, message)`` instead.)
     """
 
     __slots__ = ("__weakref__", "_cell")

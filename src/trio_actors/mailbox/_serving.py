@@ -124,6 +124,7 @@ class Dispatcher:
                 self.wake()
 
     def wake(self) -> None:
+        """Reschedule the parked dispatcher (the caller checked that it is parked)."""
         parked = self.parked
         assert parked is not None
         self.parked = None
