@@ -36,3 +36,9 @@ def test_the_supervision_example_restarts_with_backoff_and_escalates(
         "pipeline started 2 times",
         "job 0 fetched by fetcher #3",
     ]
+
+
+def test_the_readme_example_runs() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
