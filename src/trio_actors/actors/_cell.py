@@ -209,8 +209,6 @@ class ActorCell:
         """``tell`` from another thread, or to an actor that no longer accepts."""
         if get_ident() != self.thread_id:
             self._tell_from_thread(message)
-        elif self.accepting:
-            self.enqueue(message)  # pragma: no cover - ref.tell checked already
         else:
             self.dead_lettered += 1
             self.system.dead_letters.record(self.ref, message, "stopped")
