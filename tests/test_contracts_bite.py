@@ -97,6 +97,38 @@ def running_ask_ignores_cancellation(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_envelope.Ask, "_abort", abort)
 
 
+def idle_ask_skips_its_last_checkpoint(mp: pytest.MonkeyPatch) -> None:
+    # An ask answered in the asker's task returns the reply without the checkpoint
+    # after the handler, so a cancellation that arrived meanwhile is lost.
+    async def ask_idle(self: Any, cell: Any, message: Any) -> Any:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        result = cell.receive(message)
+        cell.handled += 1
+        return result
+
+    mp.setattr(_serving.Dispatcher, "ask_idle", ask_idle)
+
+
+def idle_ask_ignores_earlier_cancellation(mp: pytest.MonkeyPatch) -> None:
+    # An ask answered in the asker's task runs the handler before its first cancel
+    # point: an asker cancelled beforehand still gets its message handled.
+    async def ask_idle(self: Any, cell: Any, message: Any) -> Any:
+        result = cell.receive(message)
+        cell.handled += 1
+        await trio.lowlevel.checkpoint()
+        return result
+
+    mp.setattr(_serving.Dispatcher, "ask_idle", ask_idle)
+
+
+def idle_ask_is_no_checkpoint(mp: pytest.MonkeyPatch) -> None:
+    async def ask_idle(self: Any, cell: Any, message: Any) -> Any:
+        cell.handled += 1
+        return cell.receive(message)
+
+    mp.setattr(_serving.Dispatcher, "ask_idle", ask_idle)
+
+
 def stranded_tells_vanish(mp: pytest.MonkeyPatch) -> None:
     async def clean(cell: Any, stranded: Any, cadence: Any) -> None:
         while stranded:
@@ -211,11 +243,11 @@ MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
     "T3": [on_start_is_skipped],
-    "T4": [refused_ask_skips_the_checkpoint],
+    "T4": [refused_ask_skips_the_checkpoint, idle_ask_is_no_checkpoint],
     "T5": [tell_to_stopped_vanishes],
-    "T6": [cancelled_ask_is_not_withdrawn],
+    "T6": [cancelled_ask_is_not_withdrawn, idle_ask_ignores_earlier_cancellation],
     "T7": [async_handler_not_cancelled_with_its_asker],
-    "T8": [running_ask_ignores_cancellation],
+    "T8": [running_ask_ignores_cancellation, idle_ask_skips_its_last_checkpoint],
     "T9": [stranded_tells_vanish],
     "T10": [turns_never_end_the_round, no_per_turn_budget],
     "T11": [cleanup_without_cadence],

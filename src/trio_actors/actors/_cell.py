@@ -275,6 +275,13 @@ class ActorCell:
                 self.note_withdrawn()  # cancelled before it could even be refused
                 raise
             raise ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
+        if self.inline_ready and not self.scheduled:
+            # Idle, started, plain receive: answered in the asker's own task.
+            return await self.dispatcher.ask_idle(self, message)
+        return await self.queue_ask(message, task)
+
+    async def queue_ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
+        """Queue an ask behind the mailbox and wait for its answer. A checkpoint."""
         ask = Ask(self, message, task)
         self.asks_queued += 1
         self.enqueue(ask)

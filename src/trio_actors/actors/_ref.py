@@ -72,6 +72,10 @@ class ActorRef:
         finishes and its reply is discarded. In every case this raises ``Cancelled``
         at once.
 
+        An ask to an idle actor with a plain ``receive`` is handled in the calling
+        task (it would be handled next anyway; this saves two task switches), so a
+        plain handler must not depend on which task runs it.
+
         An actor asking itself from its own handler gets
         :class:`~trio_actors.ActorError` at once instead of a deadlock.
         """

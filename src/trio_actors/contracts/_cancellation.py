@@ -133,17 +133,21 @@ class _CancelsItsAsker(Actor):
     "the asker gets Cancelled; the reply is discarded; the actor goes on",
 )
 def cancelled_while_handled_plain(policy: ServingPolicy) -> None:
+    # Both ways an ask reaches a plain handler: to an idle actor it is answered in
+    # the asker's task; behind a queued message the dispatcher answers it.
     async def main(clock: trio.testing.MockClock) -> None:
         async with system_for(policy) as system:
             ref = system.spawn(_CancelsItsAsker)
-            got: list[Any] = []
-            with trio.CancelScope() as scope:
-                got.append(await ref.ask((scope, "discarded")))
-            require(scope.cancelled_caught, f"the asker got {got} instead of Cancelled")
-            require(not got, f"the reply was delivered: {got}")
-            dummy = trio.CancelScope()
-            reply = await ref.ask((dummy, "next"))
-            require(reply == "next", f"the actor did not go on: {reply!r}")
+            for path, queue_first in (("idle", False), ("queued", True)):
+                got: list[Any] = []
+                with trio.CancelScope() as scope:
+                    if queue_first:
+                        ref.tell((trio.CancelScope(), "ahead"))
+                    got.append(await ref.ask((scope, "discarded")))
+                require(scope.cancelled_caught, f"{path}: the asker got {got}, not Cancelled")
+                require(not got, f"{path}: the reply was delivered: {got}")
+                reply = await ref.ask((trio.CancelScope(), "next"))
+                require(reply == "next", f"{path}: the actor did not go on: {reply!r}")
 
     run_virtual(main)
 

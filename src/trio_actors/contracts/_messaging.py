@@ -224,7 +224,9 @@ def checkpoints(policy: ServingPolicy) -> None:
                         for i in range(200):
                             ref.tell(i)
                     with trio.testing.assert_checkpoints():
-                        await ref.ask("x")
+                        await ref.ask("x")  # queued behind the tells
+                    with trio.testing.assert_checkpoints():
+                        await ref.ask("y")  # to an idle actor
                     with trio.testing.assert_checkpoints():
                         await ref.stop()
                     # ... and the same once the actor has stopped.

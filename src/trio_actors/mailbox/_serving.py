@@ -37,6 +37,8 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   from the previous round's cost. Cheap handlers: ~4 reads per 64 messages. 1 ms
   handlers (T13): k shrinks so the round ends within one handler of the slice. The
   overshoot is bounded by k handlers whose cost differs from the mean (heavy tails).
+* **An ask to an idle plain actor is answered in the asker's task** (``ask_idle``):
+  no hop to the dispatcher and back, one checkpoint instead of two task switches.
 * **Stranded cleanup** (``_stranded.py``) has its own cadence and shielded yields.
 
 Measured with pyperf against the floors of performance.md (``benchmarks/``, paired
@@ -147,6 +149,44 @@ class Dispatcher:
     def _unpark(self, raise_cancel: Any) -> trio.lowlevel.Abort:
         self.parked = None
         return trio.lowlevel.Abort.SUCCEEDED
+
+    # --- asks to idle actors --------------------------------------------------------
+
+    async def ask_idle(self, cell: ActorCell, message: Any) -> Any:
+        """Answer an ask to an idle actor with a plain ``receive`` in the asker's task.
+
+        The actor is started, accepting, has nothing queued and nobody serves it, so
+        handling the message right now is exactly what the dispatcher would do next
+        -- minus the two task switches (asker to dispatcher and back) that are most
+        of an ask's cost. The cancellation contract is the queued path's:
+
+        * cancelled before the call (a cancel point first): withdrawn, never handled;
+        * the handler cannot be interrupted (it is plain), and the checkpoint after it
+          delivers a cancellation that arrived meanwhile: the reply is discarded.
+
+        A checkpoint (after the handler). A failure goes to supervision and its
+        exception is raised here, as on the queued path.
+        """
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
+            cell.note_withdrawn()
+            raise
+        try:
+            result = cell.receive(message)
+        except Exception as error:
+            cell.handled += 1
+            cell.handler_failed(error, message)
+            await trio.lowlevel.checkpoint()
+            raise
+        cell.handled += 1
+        if result is not None and type(result) is CoroutineType:
+            misuse = _coroutine_returned(cell, result)
+            cell.handler_failed(misuse, message)
+            await trio.lowlevel.checkpoint()
+            raise misuse
+        await trio.lowlevel.checkpoint()
+        return result
 
     # --- the round ----------------------------------------------------------------
 
