@@ -9,7 +9,7 @@ its state needs no locks. Users never call an actor's methods directly; they hol
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import ActorError
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy
@@ -26,7 +26,7 @@ def _target(ref: object) -> ActorCell:
 
     if not isinstance(ref, ActorRef):
         raise TypeError(f"watch()/unwatch() take an ActorRef, got {ref!r}")
-    return ref._cell
+    return cast("ActorCell", ref)  # every ActorRef is its actor's cell
 
 
 class Actor:

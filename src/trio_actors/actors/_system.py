@@ -125,9 +125,9 @@ class ActorSystem:
         self._spawned += 1
         if name is None:
             name = f"{type(instance).__name__}-{self._spawned}"
-        cell = ActorCell(self, instance, kinds, name, parent, supervision, self._spawned)
-        cell.factory = factory
-        cell.args = args
+        cell = ActorCell(
+            self, instance, kinds, name, parent, supervision, self._spawned, factory, args
+        )
         instance._trio_actors_cell = cell
         if parent is None:
             self._cells[name] = cell
@@ -140,7 +140,7 @@ class ActorSystem:
             self._dispatcher.schedule(cell)
         else:
             cell.mark_started()
-        return cell.ref
+        return cell
 
     def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> Actor:
         """Call the factory and check that it made a new actor (spawn and restart)."""

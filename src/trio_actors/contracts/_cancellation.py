@@ -61,16 +61,18 @@ def cancelled_while_queued(policy: ServingPolicy) -> None:
                 "queued-then-cancelled" not in handled,
                 f"a withdrawn ask was handled anyway: {handled}",
             )
-            # Cancelled before the plain actor could run at all.
+            # Cancelled before an idle plain actor (answered in the asker's task)
+            # could run at all: once before its first message, once after.
             plain_handled: list[Any] = []
             plain = system.spawn(_PlainLog, plain_handled)
-            with trio.CancelScope() as cancelled:
-                cancelled.cancel()
-                await plain.ask("never")
-            require(cancelled.cancelled_caught, "the asker did not get Cancelled")
-            await plain.ask("after")
+            for when in ("fresh", "idle"):
+                with trio.CancelScope() as cancelled:
+                    cancelled.cancel()
+                    await plain.ask("never")
+                require(cancelled.cancelled_caught, f"{when}: the asker did not get Cancelled")
+                await plain.ask(when)
             require(
-                plain_handled == ["after"],
+                plain_handled == ["fresh", "idle"],
                 f"a withdrawn ask was handled: {plain_handled}",
             )
 
@@ -138,6 +140,7 @@ def cancelled_while_handled_plain(policy: ServingPolicy) -> None:
     async def main(clock: trio.testing.MockClock) -> None:
         async with system_for(policy) as system:
             ref = system.spawn(_CancelsItsAsker)
+            await ref.ask((trio.CancelScope(), "first"))  # served once: idle from now on
             for path, queue_first in (("idle", False), ("queued", True)):
                 got: list[Any] = []
                 with trio.CancelScope() as scope:

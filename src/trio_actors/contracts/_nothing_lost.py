@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import random
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
@@ -42,6 +42,9 @@ from ..lifecycle._supervision import Escalate, Restart, Resume, Stop, Supervisio
 from ..lifecycle._watch import Terminated
 from ._harness import count_tasks, require, run_virtual, system_for
 from ._registry import contract
+
+if TYPE_CHECKING:
+    from ..actors._cell import ActorCell
 
 
 @attrs.frozen
@@ -234,7 +237,7 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
         async with trio.open_nursery() as outside, system_for(policy) as system:
             refs: list[Any] = []
             for index, spec in enumerate(program.actors):
-                parent = refs[spec.parent]._cell if spec.parent >= 0 else None
+                parent = cast("ActorCell", refs[spec.parent]) if spec.parent >= 0 else None
                 if parent is not None and not parent.accepting:
                     parent = None  # the parent is stopping already: spawn at the top
                 strategy = strategy_for(spec)
@@ -280,7 +283,7 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                 else:
                     await trio.lowlevel.checkpoint()
             dead.append(system.dead_letters)
-            cells = [r._cell for r in refs]
+            cells = [cast("ActorCell", r) for r in refs]
         withdrawn_by_runtime.append(sum(c.withdrawn for c in cells))
         left = count_tasks() - before
         require(left == 0, f"{left} tasks left behind")

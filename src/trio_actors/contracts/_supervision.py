@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 import trio.lowlevel
@@ -14,6 +14,9 @@ from ..lifecycle._supervision import Backoff, Restart, Stop
 from ..lifecycle._watch import Terminated
 from ._harness import captured_failures, require, run_virtual, settle, system_for
 from ._registry import ContractViolation, contract
+
+if TYPE_CHECKING:
+    from ..actors._cell import ActorCell
 
 
 class _Boom(Exception):
@@ -277,7 +280,8 @@ def death_watch(policy: ServingPolicy) -> None:
                 watcher.tell(("watch", other))
                 await settle()
                 await watcher.stop()
-                require(not other._cell.watchers, "a stopped watcher stayed registered")
+                other_cell = cast("ActorCell", other)
+                require(not other_cell.watchers, "a stopped watcher stayed registered")
                 await other.stop()
                 require(notices == [], f"a stopped watcher got {notices}")
 

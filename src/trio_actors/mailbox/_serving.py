@@ -349,14 +349,22 @@ class Dispatcher:
         self._nursery.start_soon(self._serve_in_task, cell, name=cell.path)
 
     def _prepare_inline(self, cell: ActorCell) -> bool:
-        """Slow path of an activation: restarting, async, or not yet started."""
+        """Slow path of an activation: restarting, async, not yet started, or the
+        first turn of this instance (which binds its ``receive``)."""
         if cell.state is _RESTARTING:
             cell.hand_to_restart()  # it failed (or a child escalated) while queued
             return False
         if cell.needs_task:
             self._start_serving_task(cell)
             return False
-        return self._start_inline(cell)
+        if not cell.started and not self._start_inline(cell):
+            return False
+        if cell.state is not _RUNNING and cell.state is not _DRAINING:
+            self._release(cell)  # restarting or stopping since
+            return False
+        cell.receive = cell.instance.receive
+        cell.inline_ready = True
+        return True
 
     def _answer_inline(self, cell: ActorCell, receive: Any, ask: Ask) -> None:
         if ask.state is not _QUEUED:
