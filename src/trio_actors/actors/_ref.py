@@ -59,6 +59,22 @@ class ActorRef:
             # test and the append cannot be separated by another thread (no eval
             # breaker between them), so this path is safe from any thread.
             cell.mailbox.append(message)  # type: ignore[union-attr]
+        elif (
+            not cell.scheduled
+            and cell.accepting
+            and not cell.needs_task
+            and get_ident() == cell.thread_id
+        ):
+            # An idle actor served inline: the message goes to the head slot and the
+            # actor to the run queue (ActorCell.enqueue, inlined: this is every
+            # activation of fan-out and ping-pong).
+            cell.head = message
+            cell.scheduled = True
+            cell.fast_tell = cell.mailbox is not None
+            dispatcher = cell.dispatcher
+            dispatcher.run_queue.append(cell)
+            if dispatcher.parked is not None:
+                dispatcher.wake()
         elif cell.accepting and get_ident() == cell.thread_id:
             cell.enqueue(message)
         else:

@@ -112,16 +112,13 @@ class ActorSystem:
             # Not while stopping, nor while restarting: a child spawned by the old
             # instance's on_stop would outlive the restart that should stop it.
             raise ActorError(f"cannot spawn a child of {parent.path}: it is {parent.state.value}")
-        if not callable(factory):
-            raise TypeError(
-                f"spawn() needs an Actor subclass or a callable returning an Actor, got {factory!r}"
-            )
-        check_strategy(supervision)
+        if supervision is not DEFAULT_SUPERVISION:
+            check_strategy(supervision)
         siblings = self._cells if parent is None else parent.children
         if name is not None:
             self._check_name(name, siblings, parent)
         instance = self._make_instance(factory, args)
-        kinds = self._kinds_of(instance)
+        kinds = handler_kinds(type(instance))
         self._spawned += 1
         if name is None:
             name = f"{type(instance).__name__}-{self._spawned}"
@@ -144,7 +141,15 @@ class ActorSystem:
 
     def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> Actor:
         """Call the factory and check that it made a new actor (spawn and restart)."""
-        instance = factory(*args)
+        try:
+            instance = factory(*args)
+        except TypeError:
+            if not callable(factory):
+                raise TypeError(
+                    "spawn() needs an Actor subclass or a callable returning an Actor, "
+                    f"got {factory!r}"
+                ) from None
+            raise
         if not isinstance(instance, Actor):
             raise TypeError(
                 f"spawn({_describe(factory)}) produced {instance!r} of type "

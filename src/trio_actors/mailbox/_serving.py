@@ -246,6 +246,17 @@ class Dispatcher:
                             cell.handler_failed(_coroutine_returned(cell, result), item)
                 cell.handled += 1
                 used += 1
+                if not cell.mailbox and cell.inline_ready:
+                    # One message and the mailbox ran dry (the common activation):
+                    # the actor goes idle, as at the end of the loop below.
+                    cell.scheduled = cell.fast_tell = False
+                    if not cell.accepting:
+                        cell.went_idle_refusing()
+                    if used == next_check:
+                        next_check = self._next_check(used, clock, round_start, deadline)
+                        if not next_check:
+                            return
+                    continue
                 turn = 1
                 if used == next_check:
                     next_check = self._next_check(used, clock, round_start, deadline)
