@@ -102,6 +102,7 @@ class ActorCell(ActorRef):
         "name",
         "needs_task",
         "parent",
+        "popped",
         "receive",
         "scheduled",
         "serial",
@@ -121,6 +122,9 @@ class ActorCell(ActorRef):
     watchers: set[ActorCell] | None = None  # who watches this actor
     watching: set[ActorCell] | None = None  # whom this actor watches
     stop_error: BaseException | None = None
+    # Where the asks queued in the deque are, as values of ``popped`` (below): the
+    # serving loop handles the tells before an ask without checking each item.
+    ask_at: deque[int] | None = None
     # Queued items moved aside by an immediate stop, until the cleanup has run.
     stranded: deque[Any] | None = None
     # Ownership: while scheduled, exactly one of the dispatcher (run queue or an
@@ -178,6 +182,7 @@ class ActorCell(ActorRef):
         # path reads.
         self.fast_tell = False
         self.asks_queued = 0  # Ask envelopes in the mailbox (withdrawn ones too)
+        self.popped = 0  # items ever taken from the front of the deque
         self.served_in = 0  # the dispatcher round whose turn left it work to do
         # A task is needed to serve this actor while receive is async, or until an
         # async on_start has run.
@@ -237,7 +242,11 @@ class ActorCell(ActorRef):
         if item is not NO_MESSAGE:
             self.head = NO_MESSAGE
             return item
-        return self.mailbox.popleft()  # type: ignore[union-attr]
+        item = self.mailbox.popleft()  # type: ignore[union-attr]
+        if type(item) is Ask:
+            self.ask_at.popleft()  # type: ignore[union-attr]
+        self.popped += 1
+        return item
 
     def set_idle(self) -> None:
         """The serving loop found the mailbox empty: the actor is idle again."""
@@ -278,6 +287,10 @@ class ActorCell(ActorRef):
         """Queue an ask behind the mailbox and wait for its answer. A checkpoint."""
         ask = Ask(self, message, task)
         self.asks_queued += 1
+        if self.scheduled:  # behind others, in the deque: note where
+            if self.ask_at is None:
+                self.ask_at = deque()
+            self.ask_at.append(self.popped + len(self.mailbox or ()))
         self.enqueue(ask)
         return await ask.wait()
 
@@ -345,6 +358,7 @@ class ActorCell(ActorRef):
     def strand(self) -> None:
         """Move everything queued to ``stranded`` (which ends any turn in progress)."""
         self.asks_queued = 0
+        self.ask_at = None
         head = self.head
         mailbox = self.mailbox
         if head is NO_MESSAGE and not mailbox:
@@ -433,16 +447,22 @@ class ActorCell(ActorRef):
     def remove_queued(self, predicate: Any) -> int:
         """Remove queued items for which ``predicate`` is true; return how many."""
         removed = 0
+        mailbox = self.mailbox
         if self.head is not NO_MESSAGE and predicate(self.head):
             self.head = NO_MESSAGE
             removed += 1
-            if self.mailbox:
-                self.head = self.mailbox.popleft()
-        if self.mailbox:
-            kept = [item for item in self.mailbox if not predicate(item)]
-            removed += len(self.mailbox) - len(kept)
-            self.mailbox.clear()
-            self.mailbox.extend(kept)
+            if mailbox:
+                self.head = mailbox.popleft()
+                self.popped += 1
+        if mailbox:
+            kept = [item for item in mailbox if not predicate(item)]
+            removed += len(mailbox) - len(kept)
+            mailbox.clear()
+            mailbox.extend(kept)
+        if self.ask_at:  # the asks moved up: locate them again
+            self.ask_at = deque(
+                self.popped + i for i, item in enumerate(mailbox or ()) if type(item) is Ask
+            )
         return removed
 
     # --- failures -----------------------------------------------------------------
