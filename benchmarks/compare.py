@@ -88,8 +88,13 @@ CLEANUP_BATCH = 32
 COMPARISONS: list[Comparison] = [
     *_rows(""),
     Comparison("S6-probe-p99", "S6-floor", Kind.LATENCY, 2.0),
+    # The same probe next to F1 itself: what trio's shuffled passes cost any loop.
+    Comparison("F1-probe-p99", "S6-floor", Kind.LATENCY, None),
+    Comparison("S6-probe-p99", "F1-probe-p99", Kind.LATENCY, None),
     Comparison("S7", None, Kind.RATE, 1_000_000),
     Comparison("S7-probe-p99", "S7", Kind.LATENCY, 2.0, floor_scale=CLEANUP_BATCH),
+    Comparison("F7-probe-p99", "S7", Kind.LATENCY, None, floor_scale=CLEANUP_BATCH),
+    Comparison("S7-probe-p99", "F7-probe-p99", Kind.LATENCY, None),
     Comparison("S8", "S4", Kind.SPEED, 0.5),
     Comparison("S8", None, Kind.RATE, None),
     Comparison("S8-small-p50", None, Kind.BOUND, None),

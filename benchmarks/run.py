@@ -142,6 +142,14 @@ GROUPS: dict[str, list[Bench]] = {
             statistic="p99 probe delay next to an endless mailbox",
         ),
         Bench("S6-floor", fairness.s6_floor, fairness.S6_FLOOR_BATCHES, unit="batch of 64"),
+        Bench(
+            "F1-probe-p99",
+            fairness.f1_probe_runtime,
+            fairness.S6_PROBE_STEPS,
+            unit="probe step",
+            minimum=100,
+            statistic="p99 probe delay next to F1's loop",
+        ),
     ],
     "S7": [
         Bench("S7", fairness.s7_runtime, fairness.S7_TELLS, unit="stranded message"),
@@ -153,6 +161,15 @@ GROUPS: dict[str, list[Bench]] = {
             minimum=100 * fairness.CLEANUP_BATCH,
             inner=fairness.s7_probe_samples,
             statistic="p99 probe delay during stranded cleanup",
+        ),
+        Bench(
+            "F7-probe-p99",
+            fairness.f7_probe_runtime,
+            fairness.S7_TELLS,
+            unit="stranded message",
+            minimum=100 * fairness.CLEANUP_BATCH,
+            inner=fairness.s7_probe_samples,
+            statistic="p99 probe delay during a floor cleanup (32 per yield)",
         ),
     ],
     "S8": [
