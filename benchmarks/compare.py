@@ -102,6 +102,9 @@ COMPARISONS: list[Comparison] = [
     Comparison("S8-small-max", None, Kind.BOUND, None),
     Comparison("S1", "S9-pykka-tell", Kind.SPEED, 20.0),
     Comparison("S2", "S9-pykka-ask", Kind.LATENCY, 1 / 8),
+    # The least an ask (a checkpoint, T4) can cost, against pykka's ask and S2.
+    Comparison("S9-checkpoint", "S9-pykka-ask", Kind.LATENCY, None),
+    Comparison("S2", "S9-checkpoint", Kind.LATENCY, None),
     *_rows("ALT-"),
     Comparison("F1", "F0", Kind.SPEED, None),  # what batching in trio costs
     Comparison("S4", "S4-floor-tuples", Kind.SPEED, None),  # a GC-inflated floor

@@ -190,6 +190,7 @@ GROUPS: dict[str, list[Bench]] = {
         Bench("S9-pykka-tell", vs_pykka.pykka_tell, shapes.S1_TELLS),
         _s2(),
         Bench("S9-pykka-ask", vs_pykka.pykka_ask, shapes.S2_ASKS, unit="round trip"),
+        Bench("S9-checkpoint", vs_pykka.checkpoint_floor, shapes.S2_ASKS, unit="checkpoint"),
     ],
     "ALT-S1": [Bench("ALT-S1", alternatives.alt_s1, shapes.S1_TELLS), *_s1_floors()],
     "ALT-S2": [

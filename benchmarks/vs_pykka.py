@@ -17,6 +17,14 @@ so that :mod:`benchmarks.compare` can take ratios within one run:
     its reply (``ref.ask(i)``, blocking) -- S2's timed region. Seconds per round
     trip. Target: trio-actors' S2 round trip <= 1/8 of this one.
 
+``S9-checkpoint`` (:func:`checkpoint_floor`)
+    ``size`` bare ``await trio.lowlevel.checkpoint()`` calls: the least an ask can
+    cost in trio, since an ask is a checkpoint (T4) and a checkpoint is a pass of
+    trio's scheduler. If this alone is above 1/8 of pykka's round trip (it was on
+    the 2-core machine, where pykka's ask took ~40 µs, not the ~170 µs of
+    performance.md's table), the ask target is out of reach of any trio runtime;
+    :mod:`benchmarks.compare` reports it against pykka's ask.
+
 Each time function starts its actor and asks it once before the clock starts (the
 thread is running and has served a message), and stops every pykka actor with
 ``pykka.ActorRegistry.stop_all()`` when it is done, also on failure. At ~6 µs per
@@ -30,6 +38,7 @@ import time
 from typing import Any
 
 import pykka
+import trio
 
 from .shapes import S1_TELLS, S2_ASKS
 
@@ -90,11 +99,26 @@ def pykka_ask(loops: int, size: int) -> float:
     return elapsed
 
 
+def checkpoint_floor(loops: int, size: int) -> float:
+    """``size`` bare checkpoints in trio: the least an ask (a checkpoint) can cost."""
+
+    async def main() -> float:
+        checkpoint = trio.lowlevel.checkpoint
+        start = time.perf_counter()
+        for _ in range(loops):
+            for _ in range(size):
+                await checkpoint()
+        return time.perf_counter() - start
+
+    return trio.run(main)
+
+
 __all__ = [
     "S1_TELLS",
     "S2_ASKS",
     "PykkaCounter",
     "PykkaEcho",
+    "checkpoint_floor",
     "pykka_ask",
     "pykka_tell",
 ]
