@@ -83,35 +83,6 @@ def _coroutine_returned(cell: ActorCell, result: Any) -> TypeError:
     )
 
 
-def _serve_tells(cell: ActorCell, receive: Any, mailbox: deque[Any], limit: int) -> int:
-    """Handle up to ``limit`` tells from the front of ``mailbox``; return how many.
-
-    The caller knows that no ask is among them. Stops early if a failure makes the
-    actor restart, or if the actor stopped itself (which strands the mailbox).
-    """
-    popleft = mailbox.popleft
-    count = len(mailbox)
-    if count > limit:
-        count = limit
-    n = 0
-    try:
-        for n in range(1, count + 1):  # noqa: B007 - n is the count
-            item = popleft()
-            try:
-                result = receive(item)
-            except Exception as error:
-                cell.handler_failed(error, item)
-                if not cell.inline_ready:
-                    break  # restarting: a restart task owns it
-            else:
-                if result is not None and type(result) is CoroutineType:
-                    cell.handler_failed(_coroutine_returned(cell, result), item)
-    except IndexError:
-        n -= 1  # it stopped itself: the mailbox was stranded
-    cell.popped += n
-    return n
-
-
 class Dispatcher:
     """Serves the mailboxes of one actor system.
 
@@ -126,6 +97,10 @@ class Dispatcher:
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
         self._first_check = 1  # when a round first reads the clock (see _next_check)
+        # The current round's clock, start and deadline (with a time slice).
+        self._clock: trio.abc.Clock = trio.lowlevel.current_clock()
+        self._round_start = 0.0
+        self._deadline = 0.0
 
     # --- scheduling ---------------------------------------------------------------
 
@@ -229,11 +204,11 @@ class Dispatcher:
         policy = self.policy
         batch = policy.batch
         if policy.time_slice is None:
-            round_start = deadline = 0.0
             next_check = batch  # without a slice, the batch bounds the round too
         else:
-            round_start = clock.current_time()
-            deadline = round_start + policy.time_slice
+            self._clock = clock
+            self._round_start = clock.current_time()
+            self._deadline = self._round_start + policy.time_slice
             next_check = self._first_check  # from the handlers' cost in the last round
         used = 0
         while run_queue:
@@ -272,13 +247,13 @@ class Dispatcher:
                     if not cell.accepting:
                         cell.went_idle_refusing()
                     if used == next_check:
-                        next_check = self._next_check(used, clock, round_start, deadline)
+                        next_check = self._next_check(used)
                         if not next_check:
                             return
                     continue
                 turn = 1
                 if used == next_check:
-                    next_check = self._next_check(used, clock, round_start, deadline)
+                    next_check = self._next_check(used)
             else:
                 turn = 0
             receive = cell.receive
@@ -286,17 +261,21 @@ class Dispatcher:
             if next_check and mailbox and cell.inline_ready and turn < batch:
                 while True:
                     limit = batch - turn
-                    if next_check - used < limit:
-                        limit = next_check - used
-                    if cell.asks_queued:
-                        n = self._serve_mixed(cell, receive, mailbox, limit)
+                    ask_at = cell.ask_at
+                    tells = ask_at[0] - cell.popped if ask_at else limit
+                    if tells:
+                        # The tells before the next queued ask (if any).
+                        n, next_check = self._serve_tells(
+                            cell, receive, mailbox, min(tells, limit), used, next_check
+                        )
                     else:
-                        n = _serve_tells(cell, receive, mailbox, limit)
+                        self._answer_next_ask(cell, receive, mailbox, ask_at)  # type: ignore[arg-type]
+                        n = 1
+                        if used + 1 >= next_check:
+                            next_check = self._next_check(used + 1)
                     cell.handled += n
                     used += n
                     turn += n
-                    if used == next_check:
-                        next_check = self._next_check(used, clock, round_start, deadline)
                     if not (next_check and mailbox and cell.inline_ready and turn < batch):
                         break
             if not cell.inline_ready:
@@ -312,13 +291,64 @@ class Dispatcher:
             if not next_check:
                 return
 
-    def _next_check(
-        self, used: int, clock: trio.abc.Clock, round_start: float, deadline: float
-    ) -> int:
-        """When to read the clock next, as a count of messages; 0 ends the round."""
+    def _serve_tells(
+        self,
+        cell: ActorCell,
+        receive: Any,
+        mailbox: deque[Any],
+        limit: int,
+        used: int,
+        next_check: int,
+    ) -> tuple[int, int]:
+        """Handle up to ``limit`` tells from the front of ``mailbox``.
+
+        The caller knows that no ask is among them. ``used`` and ``next_check`` are
+        the round's (see :meth:`_serve_round`): the clock is read whenever the
+        round's count reaches ``next_check``, here in the loop, so a long turn
+        costs no trip back through the round. Stops early when the round is over,
+        if a failure makes the actor restart, or if the actor stopped itself (which
+        strands the mailbox). Returns how many were handled and the round's next
+        check (0: the round is over). This is the hot loop of S1.
+        """
+        popleft = mailbox.popleft
+        served = 0
+        while True:
+            count = len(mailbox)
+            if count > limit - served:
+                count = limit - served
+            if count > next_check - used - served:
+                count = next_check - used - served
+            n = 0
+            try:
+                for n in range(1, count + 1):  # noqa: B007 - n is the count
+                    item = popleft()
+                    try:
+                        result = receive(item)
+                    except Exception as error:
+                        cell.handler_failed(error, item)
+                        if not cell.inline_ready:
+                            break  # restarting: a restart task owns it
+                    else:
+                        if result is not None and type(result) is CoroutineType:
+                            cell.handler_failed(_coroutine_returned(cell, result), item)
+            except IndexError:
+                n -= 1  # it stopped itself: the mailbox was stranded
+            served += n
+            if used + served >= next_check:
+                next_check = self._next_check(used + served)
+            if served == limit or not next_check or not mailbox or not cell.inline_ready:
+                break
+        cell.popped += served
+        return served, next_check
+
+    def _next_check(self, used: int) -> int:
+        """When to read the clock next, as the round's count of messages; 0 ends the
+        round. ``used``: the messages handled this round so far."""
         if self.policy.time_slice is None:
             return 0  # called only when the round's batch is used up
-        now = clock.current_time()
+        now = self._clock.current_time()
+        round_start = self._round_start
+        deadline = self._deadline
         elapsed = now - round_start
         # The next round starts with a look after as many messages as fit in a
         # whole slice at this round's mean cost (so cheap handlers cost no early
@@ -332,27 +362,20 @@ class Dispatcher:
         fit = (deadline - now) * used / (elapsed or 1e-12)
         return used + (_MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1))
 
-    def _serve_mixed(self, cell: ActorCell, receive: Any, mailbox: deque[Any], limit: int) -> int:
-        """Serve up to ``limit`` items of a mailbox that holds asks; return how many.
+    def _answer_next_ask(
+        self, cell: ActorCell, receive: Any, mailbox: deque[Any], ask_at: deque[int]
+    ) -> None:
+        """Answer the ask at the front of the mailbox (``ask_at`` says it is there).
 
-        The cell knows where its queued asks are (``ask_at``), so the tells before
-        each are served by :func:`_serve_tells` without a type check per message
-        (S1 ends with an ask queued behind a million tells).
+        The cell knows where its queued asks are, so the tells between them are
+        served by :func:`_serve_tells` without a type check per message (S1 ends
+        with an ask queued behind a million tells).
         """
-        ask_at: deque[int] = cell.ask_at  # type: ignore[assignment]
-        n = 0
-        while n < limit and mailbox and cell.inline_ready:
-            tells = ask_at[0] - cell.popped if ask_at else len(mailbox)
-            if tells:
-                n += _serve_tells(cell, receive, mailbox, min(tells, limit - n))
-                continue
-            ask = mailbox.popleft()
-            cell.popped += 1
-            ask_at.popleft()
-            cell.asks_queued -= 1
-            n += 1
-            self._answer_inline(cell, receive, ask)
-        return n
+        ask = mailbox.popleft()
+        cell.popped += 1
+        ask_at.popleft()
+        cell.asks_queued -= 1
+        self._answer_inline(cell, receive, ask)
 
     @staticmethod
     def _release(cell: ActorCell) -> None:
