@@ -125,8 +125,10 @@ class ActorCell(ActorRef):
     # Where the asks queued in the deque are, as values of ``popped`` (below): the
     # serving loop handles the tells before an ask without checking each item.
     ask_at: deque[int] | None = None
-    # Queued items moved aside by an immediate stop, until the cleanup has run.
+    # Queued items moved aside by an immediate stop, until the cleanup has run, and
+    # how many of them are asks (a cleanup group without one needs no check per item).
     stranded: deque[Any] | None = None
+    stranded_asks = 0
     # Ownership: while scheduled, exactly one of the dispatcher (run queue or an
     # inline turn), a serving task or a restart task owns the actor. A task owns it
     # from the moment it is started (task_owned), before it first runs.
@@ -357,6 +359,7 @@ class ActorCell(ActorRef):
 
     def strand(self) -> None:
         """Move everything queued to ``stranded`` (which ends any turn in progress)."""
+        asks = self.asks_queued
         self.asks_queued = 0
         self.ask_at = None
         head = self.head
@@ -365,6 +368,8 @@ class ActorCell(ActorRef):
             return
         if self.stranded is None:
             self.stranded = deque()
+        if asks:
+            self.stranded_asks += asks
         if head is not NO_MESSAGE:
             self.head = NO_MESSAGE
             self.stranded.append(head)

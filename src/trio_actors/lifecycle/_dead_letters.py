@@ -16,7 +16,8 @@ builds :class:`DeadLetter` records only when someone reads :attr:`DeadLetters.re
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
@@ -108,14 +109,11 @@ class DeadLetters:
         self._recent.append((recipient, message, reason))
 
     def record_many(
-        self, recipient: ActorRef, messages: Iterable[Any], reason: DeadLetterReason
+        self, recipient: ActorRef, messages: Sequence[Any], reason: DeadLetterReason
     ) -> int:
         """Record a group of dead letters for one recipient; return how many."""
-        recent = self._recent
-        n = 0
-        for message in messages:
-            recent.append((recipient, message, reason))
-            n += 1
+        self._recent.extend(zip(repeat(recipient), messages, repeat(reason)))
+        n = len(messages)
         self.count += n
         self.by_reason[reason] += n
         return n

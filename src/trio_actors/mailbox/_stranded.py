@@ -8,8 +8,9 @@ as withdrawn when it was cancelled). Nothing is lost silently.
 The cleanup has its own cadence, :attr:`ServingPolicy.cleanup_batch
 <trio_actors.ServingPolicy.cleanup_batch>` (32 by default), separate from the serving
 batch: tuning the serving batch for throughput must never make abnormal cleanup less
-responsive. Between groups the cleaner yields to the scheduler inside a *shielded*
-cancel scope, so the cleanup always finishes -- even when the whole system is being
+responsive. Between groups the cleaner yields to the scheduler with a schedule point that is
+not a cancel point (``trio.lowlevel.cancel_shielded_checkpoint``), so the cleanup
+always finishes -- even when the whole system is being
 cancelled -- while other tasks still get their turn. One :class:`CleanupCadence` can
 span many actors (the system's exit stops them all with one shared cadence, counting
 each actor stopped as one unit of work).
@@ -47,8 +48,7 @@ class CleanupCadence:
         self.used += units
         if self.used >= self.batch:
             self.used = 0
-            with trio.CancelScope(shield=True):
-                await trio.lowlevel.checkpoint()
+            await trio.lowlevel.cancel_shielded_checkpoint()
 
 
 async def clean_stranded(cell: ActorCell, stranded: deque[Any], cadence: CleanupCadence) -> None:
@@ -62,14 +62,18 @@ async def clean_stranded(cell: ActorCell, stranded: deque[Any], cadence: Cleanup
     popleft = stranded.popleft
     while stranded:
         group = min(cadence.batch - cadence.used, len(stranded))
-        tells: list[Any] = []
-        for _ in range(group):
-            item = popleft()
-            if type(item) is Ask:
-                if item.fail(ActorStopped(f"{cell.path} stopped before answering")):
-                    cell.failed_back += 1
-            else:
-                tells.append(item)
+        if not cell.stranded_asks:
+            tells = [popleft() for _ in range(group)]  # tells only: no check per item
+        else:
+            tells = []
+            for _ in range(group):
+                item = popleft()
+                if type(item) is Ask:
+                    cell.stranded_asks -= 1
+                    if item.fail(ActorStopped(f"{cell.path} stopped before answering")):
+                        cell.failed_back += 1
+                else:
+                    tells.append(item)
         if tells:
             cell.dead_lettered += dead_letters.record_many(ref, tells, "stranded")
         await cadence.spend(group)
