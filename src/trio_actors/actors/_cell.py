@@ -32,7 +32,12 @@ import trio.lowlevel
 
 from .._errors import ActorError, ActorStopped
 from ..lifecycle._state import ActorState, LifecycleEvent, advance
-from ..lifecycle._supervision import RestartWindow, SupervisionStrategy, handle_failure
+from ..lifecycle._supervision import (
+    DEFAULT_SUPERVISION,
+    RestartWindow,
+    SupervisionStrategy,
+    handle_failure,
+)
 from ..lifecycle._watch import forget_watches, notify_watchers
 from ..mailbox._envelope import NO_MESSAGE, Ask
 from ._kinds import HandlerKinds
@@ -88,10 +93,8 @@ class ActorCell(ActorRef):
         "__dict__",
         "__weakref__",
         "accepting",
-        "args",
         "asks_queued",
         "dispatcher",
-        "factory",
         "fast_tell",
         "handled",
         "head",
@@ -101,8 +104,6 @@ class ActorCell(ActorRef):
         "mailbox",
         "name",
         "needs_task",
-        "parent",
-        "popped",
         "receive",
         "scheduled",
         "serial",
@@ -111,12 +112,18 @@ class ActorCell(ActorRef):
         "state",
         "stop_owned",
         "stopping_task",
-        "supervision",
         "system",
         "thread_id",
     )
 
     # --- class-level defaults (see above) ---
+    parent: ActorCell | None = None  # set for a child only
+    supervision: SupervisionStrategy = DEFAULT_SUPERVISION  # set if another is given
+    # The factory (called again for each restart, with args): set unless it is the
+    # instance's class called with no arguments (the common spawn(Cls)).
+    factory: Any = None
+    args: tuple[Any, ...] = ()
+    popped = 0  # items ever taken from the front of the deque (once it is used)
     children: dict[str, ActorCell] | None = None
     restart_window: RestartWindow | None = None
     watchers: set[ActorCell] | None = None  # who watches this actor
@@ -158,11 +165,14 @@ class ActorCell(ActorRef):
         args: tuple[Any, ...],
     ) -> None:
         self.system = system
-        self.parent = parent
-        self.supervision = supervision
+        if parent is not None:
+            self.parent = parent
+        if supervision is not DEFAULT_SUPERVISION:
+            self.supervision = supervision
+        if factory is not type(instance) or args:
+            self.factory = factory
+            self.args = args
         self.serial = serial
-        self.factory = factory  # called again for each restart, with args
-        self.args = args
         self.dispatcher = system._dispatcher
         self.thread_id = system.thread_id
         self.instance = instance
@@ -184,7 +194,6 @@ class ActorCell(ActorRef):
         # path reads.
         self.fast_tell = False
         self.asks_queued = 0  # Ask envelopes in the mailbox (withdrawn ones too)
-        self.popped = 0  # items ever taken from the front of the deque
         self.served_in = 0  # the dispatcher round whose turn left it work to do
         # A task is needed to serve this actor while receive is async, or until an
         # async on_start has run.
@@ -438,6 +447,11 @@ class ActorCell(ActorRef):
         self.inline_ready = False
         self.task_owned = True
         self.system._start_restart_task(self, self.restart_delay)
+
+    def make_instance(self) -> Actor:
+        """A fresh instance from the actor's factory (for a restart)."""
+        factory = self.factory if self.factory is not None else type(self.instance)
+        return self.system._make_instance(factory, self.args)
 
     def install(self, instance: Actor) -> None:
         """Make ``instance`` (fresh from the factory) this actor's instance."""

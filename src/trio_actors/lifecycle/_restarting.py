@@ -44,7 +44,7 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
                 if delay:
                     await trio.sleep(delay)
                 try:
-                    instance = cell.system._make_instance(cell.factory, cell.args)
+                    instance = cell.make_instance()
                 except Exception as error:
                     next_delay = _after_failed_creation(cell, error)
                     if next_delay is None:
