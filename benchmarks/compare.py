@@ -123,18 +123,67 @@ def _ratio(kind: Kind, shape: float, floor: float) -> float:
     return shape / floor if kind is Kind.LATENCY else floor / shape
 
 
-def _paired(row: Comparison, shape: pyperf.Benchmark, floor: pyperf.Benchmark) -> str:
+def paired_ratios(row: Comparison, shape: pyperf.Benchmark, floor: pyperf.Benchmark) -> list[float]:
+    """Run *i* of ``shape`` against run *i* of ``floor``, sorted; [] if unpaired."""
     shape_runs, floor_runs = _run_medians(shape), _run_medians(floor)
     if len(shape_runs) != len(floor_runs) or not shape_runs:
-        return "-"
-    ratios = sorted(
+        return []
+    return sorted(
         _ratio(row.kind, s, f * row.floor_scale)
         for s, f in zip(shape_runs, floor_runs, strict=True)
     )
+
+
+def _paired(ratios: list[float]) -> str:
+    if not ratios:
+        return "-"
     return (
         f"{statistics.median(ratios):.3f} "
         f"[{ratios[len(ratios) // 4]:.2f}-{ratios[(3 * len(ratios)) // 4]:.2f}]"
     )
+
+
+@attrs.frozen
+class Result:
+    """One row of the comparison, computed from a result file."""
+
+    row: Comparison
+    shape: pyperf.Benchmark
+    floor: pyperf.Benchmark | None
+    value: float  # the ratio (with a floor), the rate per second, or the bound's seconds
+    paired: list[float]  # per-round ratios, sorted ([] without a floor or pairs)
+
+    @property
+    def met(self) -> bool | None:
+        """Whether the target is met (``None``: no target)."""
+        row = self.row
+        if row.target is None:
+            return None
+        if row.kind is Kind.LATENCY or row.kind is Kind.BOUND:
+            return self.value <= row.target
+        return self.value >= row.target
+
+
+def results(suite: pyperf.BenchmarkSuite) -> list[Result]:
+    """The comparison rows whose benchmarks are in ``suite``."""
+    benches = {bench.get_name(): bench for bench in suite.get_benchmarks()}
+    found = []
+    for row in COMPARISONS:
+        shape = benches.get(row.shape)
+        floor = benches.get(row.floor) if row.floor is not None else None
+        if shape is None or (row.floor is not None and floor is None):
+            continue
+        if floor is not None:
+            value = _ratio(row.kind, shape.median(), floor.median() * row.floor_scale)
+            paired = paired_ratios(row, shape, floor)
+        elif row.kind is Kind.BOUND:
+            value = shape.median()
+            paired = []
+        else:
+            value = 1 / shape.median()
+            paired = []
+        found.append(Result(row, shape, floor, value, paired))
+    return found
 
 
 def _target(row: Comparison) -> str:
@@ -150,8 +199,7 @@ def _target(row: Comparison) -> str:
 
 
 def table(suite: pyperf.BenchmarkSuite) -> list[list[str]]:
-    """The comparison rows for one result file, as strings."""
-    benches = {bench.get_name(): bench for bench in suite.get_benchmarks()}
+    """The comparison rows for one result file, as strings (a header row first)."""
     rows = [
         [
             "shape",
@@ -164,37 +212,23 @@ def table(suite: pyperf.BenchmarkSuite) -> list[list[str]]:
             "met",
         ]
     ]
-    for row in COMPARISONS:
-        shape = benches.get(row.shape)
-        floor = benches.get(row.floor) if row.floor is not None else None
-        if shape is None or (row.floor is not None and floor is None):
-            continue
-        if floor is not None:
-            value = _ratio(row.kind, shape.median(), floor.median() * row.floor_scale)
-            ratio = f"{value:.3f}"
-            paired = _paired(row, shape, floor)
+    for result in results(suite):
+        row, value = result.row, result.value
+        if result.floor is not None:
+            shown = f"{value:.3f}"
         elif row.kind is Kind.BOUND:
-            value = shape.median()
-            ratio = f"{value * 1000:.3f} ms"
-            paired = "-"
+            shown = f"{value * 1000:.3f} ms"
         else:
-            value = 1 / shape.median()
-            ratio = f"{value / 1000:.1f} K/s"
-            paired = "-"
-        if row.target is None:
-            met = ""
-        elif row.kind is Kind.LATENCY or row.kind is Kind.BOUND:
-            met = "yes" if value <= row.target else "NO"
-        else:
-            met = "yes" if value >= row.target else "NO"
+            shown = f"{value / 1000:.1f} K/s"
+        met = {None: "", True: "yes", False: "NO"}[result.met]
         rows.append(
             [
                 row.shape,
                 row.floor_label(),
-                _us(shape),
-                _us(floor, row.floor_scale) if floor is not None else "-",
-                ratio,
-                paired,
+                _us(result.shape),
+                _us(result.floor, row.floor_scale) if result.floor is not None else "-",
+                shown,
+                _paired(result.paired),
                 _target(row),
                 met,
             ]

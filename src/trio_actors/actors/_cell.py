@@ -93,6 +93,7 @@ class ActorCell(ActorRef):
         "__dict__",
         "__weakref__",
         "accepting",
+        "actor_name",
         "asks_queued",
         "dispatcher",
         "fast_tell",
@@ -102,7 +103,6 @@ class ActorCell(ActorRef):
         "instance",
         "kinds",
         "mailbox",
-        "name",
         "needs_task",
         "receive",
         "scheduled",
@@ -180,7 +180,7 @@ class ActorCell(ActorRef):
         # An async receive is bound now; a plain one on its first activation (see
         # Dispatcher._prepare_inline): a bound method is one more object per spawn.
         self.receive: Any = instance.receive if kinds.receive_async else None
-        self.name = name
+        self.actor_name = name
         self.state = _STARTING
         self.accepting = True
         self.started = False

@@ -32,16 +32,18 @@ class ActorRef:
 
     __slots__ = ()
 
-    # Every ActorRef is an ActorCell; the cell's slots include ``name``.
-    name: str
-    """The name given at spawn, or the unique one generated for it."""
+    @property
+    def name(self) -> str:
+        """The name given at spawn, or the unique one generated for it."""
+        cell: ActorCell = self  # type: ignore[assignment]
+        return cell.actor_name
 
     @property
     def path(self) -> str:
         """Where the actor lives, e.g. ``system/parent/child`` (computed when asked)."""
         cell: ActorCell = self  # type: ignore[assignment]
         parent = cell.parent
-        return f"{parent.path if parent is not None else 'system'}/{cell.name}"
+        return f"{parent.path if parent is not None else 'system'}/{cell.actor_name}"
 
     def tell(self, message: Any) -> None:
         """Send ``message`` without waiting for anything.

@@ -200,8 +200,8 @@ class ActorSystem:
 
     def _forget(self, cell: ActorCell) -> None:
         siblings = self._cells if cell.parent is None else cell.parent.children
-        if siblings is not None and siblings.get(cell.name) is cell:
-            del siblings[cell.name]
+        if siblings is not None and siblings.get(cell.actor_name) is cell:
+            del siblings[cell.actor_name]
         self._live -= 1
 
     @property
