@@ -1,0 +1,222 @@
+"""What the sweep compares and how it chooses: candidates, results, the rule, the JSON.
+
+Pure data and decisions, no measuring: the sweep driver fills :class:`CandidateResult`
+records (contracts from the suite, speeds from pyperf) and this module turns them
+into a recommendation and into the pinned JSON of the sweep specification.
+
+The recommendation rule
+    Among the candidates that pass **every** contract, the one with the highest tell
+    throughput wins. Candidates whose throughput interval overlaps the best one's
+    count as ties (the measurements cannot tell them apart), and a tie goes to the
+    smaller batch -- less latency for the same speed. Where that still leaves more
+    than one (candidates of the same batch differing in cleanup batch or time
+    slice), the tie goes to the shipped default of the other dimension if it is
+    among them, else to the smaller cleanup batch and then the shorter time slice
+    (``None``, no slice, counts as the longest). A candidate that fails any
+    contract is never recommended, however fast; if none passes, there is no
+    recommendation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .._policy import DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE, ServingPolicy
+
+DEFAULT_BATCHES = (16, 32, 64, 128, 256, 512)
+DEFAULT_CLEANUP_BATCHES = (16, 32, 64)
+DEFAULT_TIME_SLICES: tuple[float | None, ...] = (None, 0.004, 0.016, 0.064)
+
+
+@attrs.frozen(order=False)
+class Candidate:
+    """One serving policy the sweep tries."""
+
+    batch: int
+    cleanup_batch: int
+    time_slice: float | None
+
+    def policy(self) -> ServingPolicy:
+        return ServingPolicy(self.batch, self.cleanup_batch, self.time_slice)
+
+    def describe(self) -> str:
+        return self.policy().describe()
+
+    @property
+    def is_cleanup_candidate(self) -> bool:
+        """Whether it differs from the defaults in its cleanup batch (S7 is measured)."""
+        return self.cleanup_batch != DEFAULT_CLEANUP_BATCH
+
+
+def candidates(
+    batches: Sequence[int] = DEFAULT_BATCHES,
+    cleanup_batches: Sequence[int] = DEFAULT_CLEANUP_BATCHES,
+    time_slices: Sequence[float | None] = DEFAULT_TIME_SLICES,
+) -> list[Candidate]:
+    """Each dimension swept around the defaults, the other two held at theirs.
+
+    The all-defaults policy appears once (first among the batches), whatever the
+    lists hold; order: the batches, then the cleanup batches, then the time slices,
+    each in the order given.
+    """
+    found: list[Candidate] = []
+    for batch in batches:
+        found.append(Candidate(batch, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE))
+    for cleanup_batch in cleanup_batches:
+        found.append(Candidate(DEFAULT_BATCH, cleanup_batch, DEFAULT_TIME_SLICE))
+    for time_slice in time_slices:
+        found.append(Candidate(DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, time_slice))
+    unique: list[Candidate] = []
+    for candidate in found:
+        if candidate not in unique:
+            unique.append(candidate)
+    return unique
+
+
+@attrs.frozen
+class Spread:
+    """A measured value: its median and the interval the sweep compares (low, high)."""
+
+    median: float
+    low: float
+    high: float
+
+    def overlaps(self, other: Spread) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+
+@attrs.frozen
+class Measurement:
+    """What pyperf measured for one candidate (``None``: not measured)."""
+
+    tell_per_second: Spread
+    ask_round_trip_seconds: Spread
+    probe_delay_p99_seconds: Spread
+    cleanup_per_second: Spread | None = None
+    cleanup_probe_delay_p99_seconds: Spread | None = None
+
+
+@attrs.frozen
+class CandidateResult:
+    """One candidate: its contracts (id -> passed, with reasons) and its speed."""
+
+    candidate: Candidate
+    contracts: Mapping[str, bool]
+    reasons: Mapping[str, str] = attrs.field(factory=dict)  # failed id -> why
+    measurement: Measurement | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.contracts) and all(self.contracts.values())
+
+    @property
+    def failed(self) -> list[str]:
+        return [cid for cid, ok in self.contracts.items() if not ok]
+
+
+def _slice_rank(time_slice: float | None) -> float:
+    return math.inf if time_slice is None else time_slice
+
+
+def _preference(result: CandidateResult) -> tuple[Any, ...]:
+    """Among ties: the smaller batch, then the default (else smaller) cleanup batch,
+    then the default (else shorter) time slice."""
+    c = result.candidate
+    return (
+        c.batch,
+        c.cleanup_batch != DEFAULT_CLEANUP_BATCH,
+        c.cleanup_batch,
+        c.time_slice != DEFAULT_TIME_SLICE,
+        _slice_rank(c.time_slice),
+    )
+
+
+def recommend(results: Iterable[CandidateResult]) -> CandidateResult | None:
+    """The recommended candidate by the rule of the module docstring, or ``None``."""
+    eligible = [
+        (result, result.measurement.tell_per_second)
+        for result in results
+        if result.passed and result.measurement is not None
+    ]
+    if not eligible:
+        return None
+    best = max((tell for _, tell in eligible), key=lambda tell: tell.median)
+    ties = [result for result, tell in eligible if tell.overlaps(best)]
+    return min(ties, key=_preference)
+
+
+def _spread_json(spread: Spread | None) -> dict[str, float] | None:
+    if spread is None:
+        return None
+    return {"median": spread.median, "low": spread.low, "high": spread.high}
+
+
+def to_json(
+    results: Sequence[CandidateResult],
+    recommended: CandidateResult | None,
+    environment: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The sweep's JSON document, with the keys pinned by the sweep specification.
+
+    Each measured number is the median; ``*_spread`` keys (extra to the pinned ones)
+    hold the median and the interval the rule compared.
+    """
+
+    def candidate_json(result: CandidateResult) -> dict[str, Any]:
+        c = result.candidate
+        m = result.measurement
+        entry: dict[str, Any] = {
+            "batch": c.batch,
+            "cleanup_batch": c.cleanup_batch,
+            "time_slice": c.time_slice,
+            "contracts": dict(result.contracts),
+            "passed": result.passed,
+            "failure_reasons": dict(result.reasons),
+            "tell_per_second": m.tell_per_second.median if m else None,
+            "ask_round_trip_seconds": m.ask_round_trip_seconds.median if m else None,
+            "probe_delay_p99_seconds": m.probe_delay_p99_seconds.median if m else None,
+        }
+        if m is not None:
+            entry["tell_per_second_spread"] = _spread_json(m.tell_per_second)
+            entry["ask_round_trip_seconds_spread"] = _spread_json(m.ask_round_trip_seconds)
+            entry["probe_delay_p99_seconds_spread"] = _spread_json(m.probe_delay_p99_seconds)
+            if m.cleanup_per_second is not None:
+                entry["cleanup_per_second"] = m.cleanup_per_second.median
+                entry["cleanup_probe_delay_p99_seconds"] = (
+                    m.cleanup_probe_delay_p99_seconds.median
+                    if m.cleanup_probe_delay_p99_seconds is not None
+                    else None
+                )
+        return entry
+
+    return {
+        "recommended": (
+            None
+            if recommended is None
+            else {
+                "batch": recommended.candidate.batch,
+                "cleanup_batch": recommended.candidate.cleanup_batch,
+                "time_slice": recommended.candidate.time_slice,
+            }
+        ),
+        "candidates": [candidate_json(r) for r in results],
+        "environment": dict(environment),
+    }
+
+
+__all__ = [
+    "DEFAULT_BATCHES",
+    "DEFAULT_CLEANUP_BATCHES",
+    "DEFAULT_TIME_SLICES",
+    "Candidate",
+    "CandidateResult",
+    "Measurement",
+    "Spread",
+    "candidates",
+    "recommend",
+    "to_json",
+]
