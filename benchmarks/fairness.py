@@ -82,106 +82,32 @@ which has neither stop nor dead letters), with the default policy.
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from collections import deque
-from collections.abc import Sequence
 
 import trio
 
-import trio_actors as ta
+from trio_actors.sweeps import _shapes
+from trio_actors.sweeps._shapes import Flood, Probe, percentile, probe_delays, window_delays
 
-from .shapes import BATCH, POLICY, Counter, FloorMailbox, Teller, f1_floor
+from .shapes import BATCH, POLICY, Counter, FloorMailbox, f1_floor
 
 CLEANUP_BATCH = POLICY.cleanup_batch
 """Stranded messages cleaned per group (per shielded yield): 32."""
 
 S6_PROBE_STEPS = 10_000
 S6_FLOOR_BATCHES = 1_000_000 // BATCH  # F1's million messages, as batches of 64
-S6_BACKLOG = 4 * BATCH
-S6_WARMUP_STEPS = 100
+S6_BACKLOG = _shapes.FLOOD_BATCHES * BATCH
+S6_WARMUP_STEPS = _shapes.PROBE_WARMUP_STEPS
 S7_TELLS = 1_000_000
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-quantile (0 < q <= 1) of ``values`` by nearest rank.
-
-    The smallest value with at least ``q`` of all values at or below it, as the
-    quantile anchors of S8 use: ``percentile(v, 1.0)`` is the maximum.
-    """
-    if not values:
-        raise ValueError("no values")
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-def window_delays(steps: Sequence[float], start: float, end: float) -> list[float]:
-    """The probe's delays inside ``[start, end]`` (see S7 in the module docstring).
-
-    ``steps`` are the probe's step times in order; the delays run from ``start`` to
-    the first step after it, between consecutive steps, and from the last step at or
-    before ``end`` to ``end``.
-    """
-    points = [start, *(t for t in steps if start < t <= end), end]
-    return [b - a for a, b in itertools.pairwise(points)]
 
 
 # --- S6: fairness -------------------------------------------------------------------
 
 
-class Flood(ta.Actor):
-    """S6: re-tells itself every message while ``flooding``; counts what it handled."""
-
-    def __init__(self) -> None:
-        self.me: Teller | None = None
-        self.flooding = True
-        self.handled = 0
-
-    def receive(self, message: int) -> None:
-        self.handled += 1
-        if self.flooding:
-            self.me.tell(message)  # type: ignore[union-attr]
-
-
-async def probe_delays(steps: int) -> list[float]:
-    """Step ``steps`` times with ``trio.sleep(0)``; the delay of each step."""
-    now = time.perf_counter
-    sleep = trio.sleep
-    times = [0.0] * (steps + 1)
-    times[0] = now()
-    for i in range(1, steps + 1):
-        await sleep(0)
-        times[i] = now()
-    return [b - a for a, b in itertools.pairwise(times)]
-
-
 def s6_probe_runtime(loops: int, size: int) -> float:
     """S6 on trio-actors: ``loops`` sessions of ``size`` probe steps; sum of p99 x size."""
-
-    async def main() -> float:
-        total = 0.0
-        async with ta.open_actor_system(serving=POLICY) as system:
-            for _ in range(loops):
-                flood = Flood()
-                ref = system.spawn(lambda: flood)  # noqa: B023 - called at once
-                flood.me = ref
-                for _ in range(S6_BACKLOG):
-                    ref.tell(1)
-                for _ in range(S6_WARMUP_STEPS):
-                    await trio.lowlevel.checkpoint()
-                handled = flood.handled
-                delays = await probe_delays(size)
-                handled = flood.handled - handled
-                flood.flooding = False
-                await ref.stop()
-                if handled <= size:
-                    raise AssertionError(
-                        f"S6: the flood handled {handled} messages in {size} probe steps"
-                    )
-                total += percentile(delays, 0.99) * size
-        return total
-
-    return trio.run(main)
+    return _shapes.s6_probe(POLICY, loops, size)
 
 
 def s6_floor(loops: int, size: int) -> float:
@@ -235,88 +161,19 @@ def f1_probe_runtime(loops: int, size: int) -> float:
 # --- S7: stranded cleanup -----------------------------------------------------------
 
 
-async def _strand(system: ta.ActorSystem, size: int) -> tuple[ta.ActorRef, int]:
-    """A started actor holding ``size`` unhandled tells; the stranded count so far.
-
-    The tells are made after the last checkpoint here, and the caller stops the
-    actor before its own next checkpoint, so none of them can be handled.
-    """
-    ref = system.spawn(Counter)
-    await ref.ask(None)
-    stranded = system.dead_letters.by_reason["stranded"]
-    tell = ref.tell
-    for _ in range(size):
-        tell(1)
-    return ref, stranded
-
-
-def _check_stranded(system: ta.ActorSystem, before: int, size: int) -> None:
-    stranded = system.dead_letters.by_reason["stranded"] - before
-    if stranded != size:
-        raise AssertionError(f"S7: {stranded} stranded dead letters, not {size}")
-
-
 def s7_runtime(loops: int, size: int) -> float:
     """S7 on trio-actors: time ``stop()`` of an actor holding ``size`` tells."""
-
-    async def main() -> float:
-        elapsed = 0.0
-        async with ta.open_actor_system(serving=POLICY) as system:
-            for _ in range(loops):
-                ref, before = await _strand(system, size)
-                start = time.perf_counter()
-                await ref.stop()
-                elapsed += time.perf_counter() - start
-                _check_stranded(system, before, size)
-        return elapsed
-
-    return trio.run(main)
+    return _shapes.s7_cleanup(POLICY, loops, size)
 
 
 def s7_probe_samples(size: int) -> int:
     """About how many probe delays one S7 session samples: one per cleanup group."""
-    return max(1, size // CLEANUP_BATCH)
-
-
-class Probe:
-    """A probe task for S7: steps with ``trio.sleep(0)`` and records each step's time."""
-
-    def __init__(self) -> None:
-        self.steps: list[float] = []
-        self.running = True
-
-    async def run(self) -> None:
-        now = time.perf_counter
-        record = self.steps.append
-        sleep = trio.sleep
-        while self.running:
-            await sleep(0)
-            record(now())
+    return _shapes.s7_probe_samples(size, POLICY)
 
 
 def s7_probe_runtime(loops: int, size: int) -> float:
     """S7's probe on trio-actors: sum of each session's p99 x :func:`s7_probe_samples`."""
-    samples = s7_probe_samples(size)
-
-    async def main() -> float:
-        total = 0.0
-        probe = Probe()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(probe.run)
-            async with ta.open_actor_system(serving=POLICY) as system:
-                for _ in range(loops):
-                    ref, before = await _strand(system, size)
-                    start = time.perf_counter()
-                    await ref.stop()
-                    end = time.perf_counter()
-                    _check_stranded(system, before, size)
-                    delays = window_delays(probe.steps, start, end)
-                    probe.steps.clear()
-                    total += percentile(delays, 0.99) * samples
-            probe.running = False
-        return total
-
-    return trio.run(main)
+    return _shapes.s7_probe(POLICY, loops, size)
 
 
 def f7_probe_runtime(loops: int, size: int) -> float:

@@ -77,6 +77,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from trio_actors.sweeps._shapes import Counter, Echo, s1, s2
 
 BATCH = ta.DEFAULT_BATCH
 """Messages per turn of the runtime, and per checkpoint in F1."""
@@ -122,31 +123,6 @@ def open_runtime() -> AbstractAsyncContextManager[System]:
 
 
 # --- handlers, shared by each shape and its floor ----------------------------------
-
-
-class Counter(ta.Actor):
-    """S1: adds each message to a count; ``None`` asks for the count.
-
-    A tell returns ``None``, as a counting handler does: a handler that returns a
-    value costs the runtime a test of that value per message (is it a coroutine?),
-    which is not the hot-tell shape.
-    """
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def receive(self, message: int | None) -> int | None:
-        if message is None:
-            return self.count
-        self.count += message
-        return None
-
-
-class Echo(ta.Actor):
-    """S2: replies with the message."""
-
-    def receive(self, message: Any) -> Any:
-        return message
 
 
 class Teller(Protocol):
@@ -206,26 +182,6 @@ class Idle(ta.Actor):
 # --- S1: hot tell -------------------------------------------------------------------
 
 
-def s1(open_system: OpenSystem, loops: int, size: int) -> float:
-    """S1 on any system: ``size`` tells then one ask, ``loops`` times."""
-
-    async def main() -> float:
-        async with open_system() as system:
-            ref = system.spawn(Counter)
-            await ref.ask(None)  # the actor has started and been served once
-            start = time.perf_counter()
-            for _ in range(loops):
-                for _ in range(size):
-                    ref.tell(1)
-                count = await ref.ask(None)
-            elapsed = time.perf_counter() - start
-            if count != loops * size:
-                raise AssertionError(f"S1 counted {count}, not {loops * size}")
-            return elapsed
-
-    return trio.run(main)
-
-
 def s1_runtime(loops: int, size: int) -> float:
     """S1 on trio-actors."""
     return s1(open_runtime, loops, size)
@@ -276,22 +232,6 @@ def f0_bare(loops: int, size: int) -> float:
 
 
 # --- S2: ask round trip -------------------------------------------------------------
-
-
-def s2(open_system: OpenSystem, loops: int, size: int) -> float:
-    """S2 on any system: ``size`` asks to an echo actor, one at a time."""
-
-    async def main() -> float:
-        async with open_system() as system:
-            ref = system.spawn(Echo)
-            await ref.ask(0)
-            start = time.perf_counter()
-            for _ in range(loops):
-                for i in range(size):
-                    await ref.ask(i)
-            return time.perf_counter() - start
-
-    return trio.run(main)
 
 
 def s2_runtime(loops: int, size: int) -> float:
