@@ -180,7 +180,8 @@ def f7_probe_runtime(loops: int, size: int) -> float:
     """S7's probe next to the least a cleanup with a yield per 32 messages can do.
 
     A task moves ``size`` queued messages to a list (the dead letters), 32 at a
-    time with a shielded ``checkpoint()`` after each group, while the probe steps;
+    time with a schedule point that is not a cancel point after each group
+    (``cancel_shielded_checkpoint``, as the runtime), while the probe steps;
     the value is the probe's p99 over the cleanup's window, as in
     :func:`s7_probe_runtime`. Like F1's probe (:func:`f1_probe_runtime`) it shows
     what trio's shuffled scheduler passes cost the probe by themselves.
@@ -202,14 +203,11 @@ def f7_probe_runtime(loops: int, size: int) -> float:
                 while queue:
                     for _ in range(min(CLEANUP_BATCH, len(queue))):
                         record(popleft())
-                    with trio.CancelScope(shield=True):
-                        await trio.lowlevel.checkpoint()
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                 end = time.perf_counter()
                 if len(letters) != size:
                     raise AssertionError(f"F7: {len(letters)} letters, not {size}")
-                delays = window_delays(probe.steps, start, end)
-                probe.steps.clear()
-                total += percentile(delays, 0.99) * samples
+                total += probe.p99_between(start, end) * samples
             probe.running = False
         return total
 

@@ -136,6 +136,12 @@ class Probe:
             await sleep(0)
             record(now())
 
+    def p99_between(self, start: float, end: float) -> float:
+        """The p99 of the delays inside ``[start, end]``; forgets the steps so far."""
+        delays = window_delays(self.steps, start, end)
+        self.steps.clear()
+        return percentile(delays, 0.99)
+
 
 # --- S1 and S2 ----------------------------------------------------------------------
 
@@ -275,9 +281,7 @@ def s7_probe(policy: ServingPolicy, loops: int, size: int) -> float:
                     await ref.stop()
                     end = time.perf_counter()
                     _check_stranded(system, before, size)
-                    delays = window_delays(probe.steps, start, end)
-                    probe.steps.clear()
-                    total += percentile(delays, 0.99) * samples
+                    total += probe.p99_between(start, end) * samples
             probe.running = False
         return total
 
