@@ -363,8 +363,22 @@ def _draw_lifecycle_diagram(app: Sphinx) -> None:
     lifecycle_diagram.write(HERE / "_generated" / "lifecycle.svg")
 
 
+def _plot_performance(app: Sphinx) -> None:
+    # The plot and the table of docs/performance.rst come from the committed result
+    # file on every build, like the lifecycle diagram.
+    sys.path.insert(0, str(HERE))
+    try:
+        import performance_plot
+    finally:
+        sys.path.remove(str(HERE))
+    results_file = performance_plot.RESULTS_OF_RECORD
+    performance_plot.write(results_file, HERE / "_generated" / "performance.svg")
+    performance_plot.write_table(results_file, HERE / "_generated" / "performance_table.rst")
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("builder-inited", _draw_lifecycle_diagram)
+    app.connect("builder-inited", _plot_performance)
     # Before napoleon (priority 500), so that the replacement is napoleon-processed.
     app.connect("autodoc-process-docstring", _docstring_of_reexported_data, priority=400)
     app.add_directive("lifecycle-transitions", LifecycleTransitions)
