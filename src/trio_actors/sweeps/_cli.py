@@ -2,8 +2,14 @@
 
 ``trio-actors contracts [--batch N] [--cleanup-batch N] [--time-slice S|none]
 [--only T1,T2]`` runs the contract suite under one policy, prints a table and exits
-non-zero when any contract fails. Bad options are one-line errors with exit code 2,
-never tracebacks.
+non-zero when any contract fails.
+
+``trio-actors sweep [--batches LIST] [--cleanup-batches LIST] [--time-slices LIST]
+[--quick] [--rounds N] [--json PATH] [--plot PATH]`` checks and measures candidate
+policies and recommends one (:mod:`trio_actors.sweeps._sweep`); exit code 1 when no
+candidate passes every contract.
+
+Bad options are one-line errors with exit code 2, never tracebacks.
 """
 
 from __future__ import annotations
@@ -11,7 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._policy import (
     DEFAULT_BATCH,
@@ -45,10 +52,22 @@ def _time_slice(text: str) -> float | None:
     return value
 
 
+def _listed(item: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
+        parts = [part.strip() for part in text.split(",")]
+        if not text.strip() or any(not part for part in parts):
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list without empty items, got {text!r}"
+            )
+        return [item(part) for part in parts]
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trio-actors",
-        description="trio-actors tools: the contract suite (and, later, the sweep).",
+        description="trio-actors tools: the contract suite and the batch-size sweep.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     contracts = commands.add_parser(
@@ -84,7 +103,112 @@ def _parser() -> argparse.ArgumentParser:
         metavar="IDS",
         help="comma-separated contract ids to run (default: all)",
     )
+    sweep = commands.add_parser(
+        "sweep",
+        help="check and measure candidate serving policies; recommend one",
+        description="Run the contract suite and pyperf measurements (S1 tell "
+        "throughput, S2 ask round trip, S6 probe delay; S7 for cleanup candidates) "
+        "for each candidate policy, and recommend the fastest that keeps every "
+        "contract. Each dimension is swept around the defaults, the others held.",
+    )
+    sweep.add_argument(
+        "--batches",
+        type=_listed(_positive_int),
+        metavar="LIST",
+        help="candidate batch sizes (default 16,32,64,128,256,512; --quick 32,64,128)",
+    )
+    sweep.add_argument(
+        "--cleanup-batches",
+        type=_listed(_positive_int),
+        metavar="LIST",
+        help="candidate cleanup batches (default 16,32,64; --quick 32,64)",
+    )
+    sweep.add_argument(
+        "--time-slices",
+        type=_listed(_time_slice),
+        metavar="LIST",
+        help="candidate time slices in seconds or 'none' (default none,0.004,0.016,0.064; "
+        "--quick none,0.016)",
+    )
+    sweep.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer candidates, one round at small sizes (about a minute)",
+    )
+    sweep.add_argument(
+        "--rounds",
+        type=_positive_int,
+        metavar="N",
+        help="interleaved measuring rounds (default 5; --quick 1)",
+    )
+    sweep.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    sweep.add_argument("--plot", metavar="PATH", help="write a PNG plot (needs matplotlib)")
     return parser
+
+
+def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import json
+
+    import attrs
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ._recommend import DEFAULT_BATCHES, DEFAULT_CLEANUP_BATCHES, DEFAULT_TIME_SLICES, to_json
+    from ._recommend import candidates as make_candidates
+    from ._report import PLOT_MISSING, plot, table
+    from ._sweep import QUICK, Settings, SweepError, run_sweep, steps_of
+
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            parser.error(PLOT_MISSING)
+    quick_lists = ([32, 64, 128], [32, 64], [None, 0.016])
+    full_lists = (list(DEFAULT_BATCHES), list(DEFAULT_CLEANUP_BATCHES), list(DEFAULT_TIME_SLICES))
+    batches, cleanups, slices = quick_lists if args.quick else full_lists
+    candidates = make_candidates(
+        args.batches or batches, args.cleanup_batches or cleanups, args.time_slices or slices
+    )
+    settings = QUICK if args.quick else Settings()
+    if args.rounds is not None:
+        settings = attrs.evolve(settings, rounds=args.rounds)
+    console = Console()
+    errors = Console(stderr=True)
+    errors.print(
+        f"sweeping {len(candidates)} candidates: contracts, then {settings.rounds} "
+        f"interleaved measuring round(s) at scale {settings.scale:g}"
+    )
+    with Progress(console=errors, transient=True) as progress:
+        task = progress.add_task("starting", total=steps_of(candidates, settings))
+        first = [True]
+
+        def step(next_step: str) -> None:
+            if not first[0]:
+                progress.advance(task)
+            first[0] = False
+            progress.update(task, description=next_step)
+
+        try:
+            sweep = run_sweep(candidates, settings, step)
+        except SweepError as error:
+            errors.print(f"trio-actors sweep: {error}")
+            return 2
+        progress.advance(task)
+    console.print(table(sweep))
+    if sweep.recommended is None:
+        console.print("no candidate passed every contract: no recommendation")
+    else:
+        console.print(f"recommended: {sweep.recommended.candidate.describe()}")
+    if args.json is not None:
+        document = to_json(sweep.results, sweep.recommended, sweep.environment)
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(document, out, indent=2)
+            out.write("\n")
+    if args.plot is not None:
+        from pathlib import Path
+
+        plot(sweep, Path(args.plot))
+    return 0 if sweep.recommended is not None else 1
 
 
 def _run_contracts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -124,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "contracts":
         return _run_contracts(args, parser)
+    if args.command == "sweep":
+        return _run_sweep(args, parser)
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse
     return 2  # pragma: no cover
 
