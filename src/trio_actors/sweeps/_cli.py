@@ -5,9 +5,10 @@
 non-zero when any contract fails.
 
 ``trio-actors sweep [--batches LIST] [--cleanup-batches LIST] [--time-slices LIST]
-[--quick] [--rounds N] [--json PATH] [--plot PATH]`` checks and measures candidate
-policies and recommends one (:mod:`trio_actors.sweeps._sweep`); exit code 1 when no
-candidate passes every contract.
+[--workload MODULE:FACTORY] [--quick] [--rounds N] [--json PATH] [--plot PATH]``
+checks and measures candidate policies and recommends one
+(:mod:`trio_actors.sweeps._sweep`); exit code 1 when no candidate passes every
+contract.
 
 Bad options are one-line errors with exit code 2, never tracebacks.
 """
@@ -141,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="interleaved measuring rounds (default 5; --quick 1)",
     )
+    sweep.add_argument(
+        "--workload",
+        metavar="MODULE:FACTORY",
+        help="measure tell throughput with your own actor and messages: FACTORY() returns "
+        "(actor, messages); see trio_actors.sweeps.example_workload",
+    )
     sweep.add_argument("--json", metavar="PATH", help="write the results as JSON")
     sweep.add_argument("--plot", metavar="PATH", help="write a PNG plot (needs matplotlib)")
     return parser
@@ -157,6 +164,8 @@ def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from ._recommend import candidates as make_candidates
     from ._report import PLOT_MISSING, plot, table
     from ._sweep import QUICK, Settings, SweepError, run_sweep, steps_of
+    from ._workload import WorkloadError, load_workload, make_workload
+    from .bench import tell_count
 
     if args.plot is not None:
         try:
@@ -172,6 +181,13 @@ def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     settings = QUICK if args.quick else Settings()
     if args.rounds is not None:
         settings = attrs.evolve(settings, rounds=args.rounds)
+    if args.workload is not None:
+        try:  # here, before measuring anything: a bad workload is a bad option
+            count = tell_count(settings.scale)
+            make_workload(load_workload(args.workload), args.workload, count)
+        except WorkloadError as error:
+            parser.error(str(error))
+        settings = attrs.evolve(settings, workload=args.workload)
     console = Console()
     errors = Console(stderr=True)
     errors.print(

@@ -182,6 +182,32 @@ def s2(open_system: OpenSystem, loops: int, size: int) -> float:
     return trio.run(main)
 
 
+def workload_tells(
+    policy: ServingPolicy, make: Callable[[int], tuple[Actor, list[Any]]], loops: int, size: int
+) -> float:
+    """S1 with a user's workload: ``size`` of its messages told, until all are handled.
+
+    ``make(size)`` returns a new actor and its messages (taken before the clock
+    starts); the clock stops when ``stop(drain=True)`` returns.
+    """
+
+    async def main() -> float:
+        elapsed = 0.0
+        async with open_actor_system(serving=policy) as system:
+            for _ in range(loops):
+                actor, messages = make(size)
+                ref = system.spawn(lambda: actor)  # noqa: B023 - called at once
+                tell = ref.tell
+                start = time.perf_counter()
+                for message in messages:
+                    tell(message)
+                await ref.stop(drain=True)
+                elapsed += time.perf_counter() - start
+        return elapsed
+
+    return trio.run(main)
+
+
 def opener(policy: ServingPolicy) -> OpenSystem:
     """An :data:`OpenSystem` for trio-actors under ``policy``."""
     return lambda: open_actor_system(serving=policy)
@@ -306,4 +332,5 @@ __all__ = [
     "s7_probe",
     "s7_probe_samples",
     "window_delays",
+    "workload_tells",
 ]

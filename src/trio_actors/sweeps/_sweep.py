@@ -49,6 +49,7 @@ class Settings:
     values: int = 3  # pyperf values per worker process
     warmups: int = 1
     scale: float = 1.0  # of trio_actors.sweeps.bench.SIZES
+    workload: str | None = None  # MODULE:FACTORY replacing S1's handler
 
 
 QUICK = Settings(rounds=1, values=2, warmups=1, scale=0.05)
@@ -121,6 +122,8 @@ def bench_command(candidate: Candidate, settings: Settings, output: Path) -> lis
     ]
     if candidate.is_cleanup_candidate:
         command.append("--cleanup")
+    if settings.workload is not None:
+        command.extend(["--workload", settings.workload])
     return command
 
 
@@ -198,7 +201,10 @@ def run_sweep(
             candidates, checked, measurements, strict=True
         )
     ]
-    return Sweep(results, recommend(results), environment())
+    found = environment()
+    if settings.workload is not None:
+        found["workload"] = settings.workload
+    return Sweep(results, recommend(results), found)
 
 
 def steps_of(candidates: Sequence[Candidate], settings: Settings) -> int:

@@ -13,6 +13,8 @@ same command line, so the candidate's policy travels as options of this script
 It registers, with the values in seconds per unit (``inner_loops`` = units):
 
 * ``tell`` -- S1: seconds per tell (the sweep reports its inverse, tells per second);
+  with ``--workload MODULE:FACTORY``, the user's actor and messages instead
+  (:mod:`trio_actors.sweeps._workload`);
 * ``ask`` -- S2: seconds per ask round trip;
 * ``probe`` -- S6: the p99 delay of a probe task next to an endless mailbox, seconds;
 * with ``--cleanup``: ``cleanup`` (S7, seconds per stranded message) and
@@ -32,6 +34,7 @@ import pyperf  # type: ignore[import-untyped]
 
 from trio_actors._policy import ServingPolicy
 from trio_actors.sweeps import _shapes
+from trio_actors.sweeps._workload import load_workload, make_workload
 
 SIZES = {"tell": 200_000, "ask": 5_000, "probe": 2_000, "cleanup": 200_000}
 """Units per value at ``--scale 1``: tells, asks, probe steps, stranded messages."""
@@ -48,10 +51,17 @@ def _add_cmdline_args(cmd: list[str], args: argparse.Namespace) -> None:
     cmd.extend(["--scale", repr(args.scale)])
     if args.cleanup:
         cmd.append("--cleanup")
+    if args.workload:
+        cmd.extend(["--workload", args.workload])
 
 
 def _size(name: str, scale: float) -> int:
     return max(MINIMUM[name], round(SIZES[name] * scale))
+
+
+def tell_count(scale: float) -> int:
+    """How many messages one ``tell`` measurement takes at ``scale``."""
+    return _size("tell", scale)
 
 
 def main() -> None:
@@ -62,6 +72,7 @@ def main() -> None:
     parser.add_argument("--time-slice", type=_time_slice, required=True)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--cleanup", action="store_true", help="also measure S7")
+    parser.add_argument("--workload", help="MODULE:FACTORY replacing S1's handler")
     args = runner.parse_args()
     policy = ServingPolicy(args.batch, args.cleanup_batch, args.time_slice)
     metadata: dict[str, Any] = {"policy": policy.describe()}
@@ -72,7 +83,17 @@ def main() -> None:
         )
 
     tells = _size("tell", args.scale)
-    bench("tell", partial(_tell, policy, size=tells), tells, "seconds per tell (S1)")
+    if args.workload:
+        factory = load_workload(args.workload)
+        spec = args.workload
+
+        def make(count: int) -> tuple[Any, list[Any]]:
+            return make_workload(factory, spec, count)
+
+        tell = partial(_shapes.workload_tells, policy, make, size=tells)
+        bench("tell", tell, tells, f"seconds per tell of workload {spec} (S1)")
+    else:
+        bench("tell", partial(_tell, policy, size=tells), tells, "seconds per tell (S1)")
     asks = _size("ask", args.scale)
     bench("ask", partial(_ask, policy, size=asks), asks, "seconds per ask round trip (S2)")
     steps = _size("probe", args.scale)
