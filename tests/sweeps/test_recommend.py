@@ -129,3 +129,40 @@ def test_the_json_has_the_pinned_keys_and_survives_a_round_trip() -> None:
     assert failing["contracts"] == {"T1": True, "T10": False}
     assert failing["failure_reasons"] == {"T10": "the ask was handled"}
     assert json.loads(json.dumps(document)) == document
+
+
+def _rounds(candidate: Candidate, rates: list[float], ok: bool = True) -> CandidateResult:
+    ordered = sorted(rates)
+    spread = Spread(ordered[len(ordered) // 2], ordered[0], ordered[-1])
+    t = Spread(1e-5, 1e-5, 1e-5)
+    measurement = Measurement(spread, t, t, tell_per_second_rounds=tuple(rates))
+    return CandidateResult(candidate, {"T1": True, "T10": ok}, {}, measurement)
+
+
+def test_rounds_are_compared_paired_with_the_defaults_so_drift_cancels() -> None:
+    # The machine drifts: round 2 is slow for everyone. Unpaired, 32 and 64 overlap
+    # (a tie, which the smaller batch would win); paired, 32 is slower every round.
+    drift = [1.0, 0.6, 1.0, 0.9, 1.0]
+    results = [
+        _rounds(Candidate(32, 32, 0.016), [1.2e6 * d for d in drift]),
+        _rounds(DEFAULT, [1.4e6 * d for d in drift]),
+    ]
+    assert _chosen(results) == DEFAULT
+
+
+def test_a_candidate_not_faster_in_every_round_ties_with_the_defaults() -> None:
+    # Same work as the default (only the cleanup batch differs): faster in some
+    # rounds, slower in others -- a tie, which the default wins.
+    results = [
+        _rounds(DEFAULT, [1.4e6, 1.5e6, 1.4e6, 1.3e6, 1.45e6]),
+        _rounds(Candidate(64, 16, 0.016), [1.6e6, 1.4e6, 1.5e6, 1.35e6, 1.7e6]),
+    ]
+    assert _chosen(results) == DEFAULT
+
+
+def test_a_candidate_faster_in_every_round_beats_the_defaults() -> None:
+    results = [
+        _rounds(DEFAULT, [1.4e6, 1.5e6, 1.4e6, 1.3e6, 1.45e6]),
+        _rounds(Candidate(128, 32, 0.016), [1.8e6, 1.9e6, 1.85e6, 1.7e6, 1.9e6]),
+    ]
+    assert _chosen(results) == Candidate(128, 32, 0.016)

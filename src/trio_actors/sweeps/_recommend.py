@@ -8,7 +8,18 @@ The recommendation rule
     Among the candidates that pass **every** contract, the one with the highest tell
     throughput wins. Candidates whose throughput interval overlaps the best one's
     count as ties (the measurements cannot tell them apart), and a tie goes to the
-    smaller batch -- less latency for the same speed. Where that still leaves more
+    smaller batch -- less latency for the same speed.
+
+    The interval is of throughput *relative to the reference* -- the all-defaults
+    candidate (else the first one) -- measured in the same round: the sweep measures
+    every candidate once per round, one after the other, so each round gives each
+    candidate a ratio to the reference taken seconds apart, and the interval is the
+    range of those ratios over the rounds (their first to third quartile from five
+    rounds on). On a shared machine whose speed drifts from one process to the next
+    (tens of percent on the 2-core development VM) this pairing is what makes a
+    difference between candidates mean something; the reference's own interval is
+    exactly 1. With a single round, or without per-round values, the interval of
+    the candidate's own pyperf values is used instead. Where that still leaves more
     than one (candidates of the same batch differing in cleanup batch or time
     slice), the tie goes to the shipped default of the other dimension if it is
     among them, else to the smaller cleanup batch and then the shorter time slice
@@ -20,7 +31,8 @@ The recommendation rule
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import statistics
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -98,6 +110,9 @@ class Measurement:
     probe_delay_p99_seconds: Spread
     cleanup_per_second: Spread | None = None
     cleanup_probe_delay_p99_seconds: Spread | None = None
+    # Tells per second in each interleaved round (one worker process per round), in
+    # round order: what the rule compares, paired with the reference's rounds.
+    tell_per_second_rounds: tuple[float, ...] = ()
 
 
 @attrs.frozen
@@ -135,10 +150,40 @@ def _preference(result: CandidateResult) -> tuple[Any, ...]:
     )
 
 
-def recommend(results: Iterable[CandidateResult]) -> CandidateResult | None:
+def reference_of(results: Sequence[CandidateResult]) -> CandidateResult | None:
+    """The candidate others are compared with: the all-defaults one, else the first."""
+    measured = [r for r in results if r.measurement is not None]
+    default = Candidate(DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE)
+    for result in measured:
+        if result.candidate == default:
+            return result
+    return measured[0] if measured else None
+
+
+def relative_tell(result: CandidateResult, reference: CandidateResult | None) -> Spread:
+    """``result``'s tell throughput relative to ``reference``'s, paired by round."""
+    m = result.measurement
+    assert m is not None
+    base = None if reference is None else reference.measurement
+    rounds = m.tell_per_second_rounds
+    if base is None or len(rounds) < 2 or len(rounds) != len(base.tell_per_second_rounds):
+        ref = 1.0 if base is None else base.tell_per_second.median
+        own = m.tell_per_second
+        return Spread(own.median / ref, own.low / ref, own.high / ref)
+    ratios = sorted(a / b for a, b in zip(rounds, base.tell_per_second_rounds, strict=True))
+    if len(ratios) >= 5:
+        quartiles = statistics.quantiles(ratios, n=4)
+        low, high = quartiles[0], quartiles[2]
+    else:
+        low, high = ratios[0], ratios[-1]
+    return Spread(statistics.median(ratios), low, high)
+
+
+def recommend(results: Sequence[CandidateResult]) -> CandidateResult | None:
     """The recommended candidate by the rule of the module docstring, or ``None``."""
+    reference = reference_of(results)
     eligible = [
-        (result, result.measurement.tell_per_second)
+        (result, relative_tell(result, reference))
         for result in results
         if result.passed and result.measurement is not None
     ]
@@ -166,6 +211,8 @@ def to_json(
     hold the median and the interval the rule compared.
     """
 
+    reference = reference_of(results)
+
     def candidate_json(result: CandidateResult) -> dict[str, Any]:
         c = result.candidate
         m = result.measurement
@@ -182,6 +229,8 @@ def to_json(
         }
         if m is not None:
             entry["tell_per_second_spread"] = _spread_json(m.tell_per_second)
+            entry["tell_per_second_rounds"] = list(m.tell_per_second_rounds)
+            entry["tell_relative_to_reference"] = _spread_json(relative_tell(result, reference))
             entry["ask_round_trip_seconds_spread"] = _spread_json(m.ask_round_trip_seconds)
             entry["probe_delay_p99_seconds_spread"] = _spread_json(m.probe_delay_p99_seconds)
             if m.cleanup_per_second is not None:
@@ -218,5 +267,7 @@ __all__ = [
     "Spread",
     "candidates",
     "recommend",
+    "reference_of",
+    "relative_tell",
     "to_json",
 ]
