@@ -166,3 +166,25 @@ def test_a_candidate_faster_in_every_round_beats_the_defaults() -> None:
         _rounds(Candidate(128, 32, 0.016), [1.8e6, 1.9e6, 1.85e6, 1.7e6, 1.9e6]),
     ]
     assert _chosen(results) == Candidate(128, 32, 0.016)
+
+
+def test_recorded_noise_does_not_move_the_defaults() -> None:
+    # Tells per second per round from a full sweep on the 2-core machine (the first
+    # run of the paired rule): other dimensions' candidates do the same S1 work as
+    # the defaults and differ only by noise; batch 16 and 32 are slower every round.
+    measured = {
+        (16, 32, 0.016, True): [864, 844, 894, 1483, 1346],
+        (32, 32, 0.016, True): [1157, 1145, 1451, 1238, 1257],
+        (64, 32, 0.016, True): [1738, 1443, 2742, 1967, 1754],
+        (128, 32, 0.016, False): [1863, 1945, 1907, 2283, 2169],
+        (64, 16, 0.016, True): [1358, 1525, 1803, 2506, 2782],
+        (64, 64, 0.016, False): [1505, 1564, 1915, 1632, 1583],
+        (64, 32, None, False): [2845, 2555, 3192, 3302, 1943],
+        (64, 32, 0.004, True): [2782, 1555, 2733, 1433, 1324],
+        (64, 32, 0.064, False): [1531, 1759, 2836, 1486, 2835],
+    }
+    results = [
+        _rounds(Candidate(b, c, s), [k * 1e3 for k in rates], ok=ok)
+        for (b, c, s, ok), rates in measured.items()
+    ]
+    assert _chosen(results) == DEFAULT

@@ -67,13 +67,18 @@ def test_spread_is_the_quartiles_from_four_values_else_the_range() -> None:
     assert (rate.median, rate.low, rate.high) == (5e5, 2.5e5, 1e6)
 
 
-def test_only_cleanup_candidates_measure_the_cleanup() -> None:
+def test_only_the_cleanup_dimension_measures_the_cleanup() -> None:
     settings = Settings(rounds=1, values=1, warmups=0, scale=0.01)
-    default = bench_command(Candidate(64, 32, 0.016), settings, Path("out.json"))
-    cleanup = bench_command(Candidate(64, 64, None), settings, Path("out.json"))
-    assert "--cleanup" not in default
-    assert "--cleanup" in cleanup
-    assert cleanup[cleanup.index("--time-slice") + 1] == "none"
+
+    def command(candidate: Candidate) -> list[str]:
+        return bench_command(candidate, settings, Path("out.json"))
+
+    assert "--cleanup" in command(Candidate(64, 32, 0.016))  # the defaults: the reference
+    assert "--cleanup" in command(Candidate(64, 64, 0.016))
+    assert "--cleanup" not in command(Candidate(128, 32, 0.016))
+    no_slice = command(Candidate(64, 32, None))
+    assert "--cleanup" not in no_slice
+    assert no_slice[no_slice.index("--time-slice") + 1] == "none"
 
 
 def test_a_tiny_sweep_checks_measures_and_recommends(tmp_path: Path) -> None:

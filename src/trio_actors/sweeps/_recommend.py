@@ -10,6 +10,17 @@ The recommendation rule
     count as ties (the measurements cannot tell them apart), and a tie goes to the
     smaller batch -- less latency for the same speed.
 
+    Each dimension is decided among its own candidates (the sweep varies one at a
+    time around the defaults): the batch among the batch sizes, by tell throughput;
+    the cleanup batch among the cleanup batches, by cleanup rate (S7); the time
+    slice among the slices, by tell throughput. Candidates of different dimensions
+    never race each other: a cleanup batch does not change S1's work, so a
+    difference there is only noise. The winners' combination is recommended (it is
+    a measured candidate whenever at most one dimension moved away from its default;
+    otherwise the batch winner with the other defaults is, and the other winners
+    are shown in the table). Ties go to the smaller batch, and in the other two
+    dimensions to the default, else the smaller cleanup batch or shorter slice.
+
     The interval is of throughput *relative to the reference* -- the all-defaults
     candidate (else the first one) -- measured in the same round: the sweep measures
     every candidate once per round, one after the other, so each round gives each
@@ -32,7 +43,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -59,9 +70,20 @@ class Candidate:
         return self.policy().describe()
 
     @property
+    def is_batch_candidate(self) -> bool:
+        """In the batch dimension: cleanup batch and slice at their defaults."""
+        return self.cleanup_batch == DEFAULT_CLEANUP_BATCH and self.time_slice == DEFAULT_TIME_SLICE
+
+    @property
+    def is_slice_candidate(self) -> bool:
+        """In the time-slice dimension: batch and cleanup batch at their defaults."""
+        return self.batch == DEFAULT_BATCH and self.cleanup_batch == DEFAULT_CLEANUP_BATCH
+
+    @property
     def is_cleanup_candidate(self) -> bool:
-        """Whether it differs from the defaults in its cleanup batch (S7 is measured)."""
-        return self.cleanup_batch != DEFAULT_CLEANUP_BATCH
+        """Whether it is in the cleanup dimension (batch and slice at their defaults,
+        the all-defaults candidate included): S7 is measured for these."""
+        return self.batch == DEFAULT_BATCH and self.time_slice == DEFAULT_TIME_SLICE
 
 
 def candidates(
@@ -113,6 +135,7 @@ class Measurement:
     # Tells per second in each interleaved round (one worker process per round), in
     # round order: what the rule compares, paired with the reference's rounds.
     tell_per_second_rounds: tuple[float, ...] = ()
+    cleanup_per_second_rounds: tuple[float, ...] = ()
 
 
 @attrs.frozen
@@ -160,17 +183,13 @@ def reference_of(results: Sequence[CandidateResult]) -> CandidateResult | None:
     return measured[0] if measured else None
 
 
-def relative_tell(result: CandidateResult, reference: CandidateResult | None) -> Spread:
-    """``result``'s tell throughput relative to ``reference``'s, paired by round."""
-    m = result.measurement
-    assert m is not None
-    base = None if reference is None else reference.measurement
-    rounds = m.tell_per_second_rounds
-    if base is None or len(rounds) < 2 or len(rounds) != len(base.tell_per_second_rounds):
-        ref = 1.0 if base is None else base.tell_per_second.median
-        own = m.tell_per_second
+def _paired(
+    own: Spread, rounds: tuple[float, ...], base: Spread | None, base_rounds: tuple[float, ...]
+) -> Spread:
+    if base is None or len(rounds) < 2 or len(rounds) != len(base_rounds):
+        ref = 1.0 if base is None else base.median
         return Spread(own.median / ref, own.low / ref, own.high / ref)
-    ratios = sorted(a / b for a, b in zip(rounds, base.tell_per_second_rounds, strict=True))
+    ratios = sorted(a / b for a, b in zip(rounds, base_rounds, strict=True))
     if len(ratios) >= 5:
         quartiles = statistics.quantiles(ratios, n=4)
         low, high = quartiles[0], quartiles[2]
@@ -179,19 +198,71 @@ def relative_tell(result: CandidateResult, reference: CandidateResult | None) ->
     return Spread(statistics.median(ratios), low, high)
 
 
+def relative_tell(result: CandidateResult, reference: CandidateResult | None) -> Spread:
+    """``result``'s tell throughput relative to ``reference``'s, paired by round."""
+    m = result.measurement
+    assert m is not None
+    base = None if reference is None else reference.measurement
+    return _paired(
+        m.tell_per_second,
+        m.tell_per_second_rounds,
+        None if base is None else base.tell_per_second,
+        () if base is None else base.tell_per_second_rounds,
+    )
+
+
+def relative_cleanup(result: CandidateResult, reference: CandidateResult | None) -> Spread:
+    """The cleanup rate relative to ``reference``'s, paired by round (else the tell)."""
+    m = result.measurement
+    base = None if reference is None else reference.measurement
+    if m is None or m.cleanup_per_second is None or base is None or base.cleanup_per_second is None:
+        return relative_tell(result, reference)
+    return _paired(
+        m.cleanup_per_second,
+        m.cleanup_per_second_rounds,
+        base.cleanup_per_second,
+        base.cleanup_per_second_rounds,
+    )
+
+
+def _winner(
+    results: Sequence[CandidateResult],
+    metric: Callable[[CandidateResult], Spread],
+    preference: Callable[[CandidateResult], tuple[Any, ...]],
+) -> CandidateResult | None:
+    """The rule within one set of candidates: best median; overlaps tie; preference."""
+    eligible = [(r, metric(r)) for r in results if r.passed and r.measurement is not None]
+    if not eligible:
+        return None
+    best = max((value for _, value in eligible), key=lambda value: value.median)
+    return min((r for r, value in eligible if value.overlaps(best)), key=preference)
+
+
 def recommend(results: Sequence[CandidateResult]) -> CandidateResult | None:
     """The recommended candidate by the rule of the module docstring, or ``None``."""
     reference = reference_of(results)
-    eligible = [
-        (result, relative_tell(result, reference))
-        for result in results
-        if result.passed and result.measurement is not None
-    ]
-    if not eligible:
-        return None
-    best = max((tell for _, tell in eligible), key=lambda tell: tell.median)
-    ties = [result for result, tell in eligible if tell.overlaps(best)]
-    return min(ties, key=_preference)
+    if reference is None or reference.candidate != Candidate(
+        DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE
+    ):
+        # No all-defaults candidate to sweep around: one race over all of them.
+        return _winner(results, lambda r: relative_tell(r, reference), _preference)
+    batches = [r for r in results if r.candidate.is_batch_candidate]
+    cleanups = [r for r in results if r.candidate.is_cleanup_candidate]
+    slices = [r for r in results if r.candidate.is_slice_candidate]
+    batch = _winner(batches, lambda r: relative_tell(r, reference), _preference)
+    cleanup = _winner(cleanups, lambda r: relative_cleanup(r, reference), _preference)
+    time_slice = _winner(slices, lambda r: relative_tell(r, reference), _preference)
+    if batch is None:
+        return None  # even the defaults fail a contract
+    combined = Candidate(
+        batch.candidate.batch,
+        (cleanup or reference).candidate.cleanup_batch,
+        (time_slice or reference).candidate.time_slice,
+    )
+    for result in results:
+        if result.candidate == combined and result.passed:
+            return result
+    return batch  # the winners' combination was not measured: the batch decides
 
 
 def _spread_json(spread: Spread | None) -> dict[str, float] | None:

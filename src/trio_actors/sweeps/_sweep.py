@@ -84,11 +84,15 @@ def measurement_of(suite: pyperf.BenchmarkSuite) -> Measurement:
     benches = {bench.get_name(): bench for bench in suite.get_benchmarks()}
     cleanup = benches.get("cleanup")
     cleanup_probe = benches.get("cleanup-probe")
-    tell_rounds = tuple(
-        1 / statistics.median(run.values) for run in benches["tell"].get_runs() if run.values
-    )
+
+    def rounds(bench: pyperf.Benchmark | None) -> tuple[float, ...]:
+        if bench is None:
+            return ()
+        return tuple(1 / statistics.median(run.values) for run in bench.get_runs() if run.values)
+
     return Measurement(
-        tell_per_second_rounds=tell_rounds,
+        tell_per_second_rounds=rounds(benches["tell"]),
+        cleanup_per_second_rounds=rounds(cleanup),
         tell_per_second=spread(benches["tell"], invert=True),
         ask_round_trip_seconds=spread(benches["ask"]),
         probe_delay_p99_seconds=spread(benches["probe"]),
