@@ -8,8 +8,8 @@ For each candidate policy (:func:`~trio_actors.sweeps._recommend.candidates`) it
    candidate whose cleanup batch differs from the default, S7 (cleanup rate and
    probe delay), by running :mod:`trio_actors.sweeps.bench` -- a pyperf script --
    in a subprocess; the candidates are *interleaved*: round 1 measures every
-   candidate once, then round 2, ..., so that the machine's drift spreads evenly
-   over them;
+   candidate once, then round 2 (in an order rotated by one), ..., so that the
+   machine's drift spreads evenly over them;
 3. recommends by the rule of :mod:`~trio_actors.sweeps._recommend`.
 
 A rich progress bar shows how many steps are done and which candidate is being
@@ -190,8 +190,12 @@ def run_sweep(
         )
     with tempfile.TemporaryDirectory(prefix="trio-actors-sweep-") as tmp:
         files = [Path(tmp) / f"candidate-{index}.json" for index in range(len(candidates))]
+        pairs = list(zip(candidates, files, strict=True))
         for number in range(1, settings.rounds + 1):
-            for candidate, output in zip(candidates, files, strict=True):
+            # Rotated by one each round, so that no candidate always runs right
+            # after the same one, or always first.
+            shift = (number - 1) % len(pairs)
+            for candidate, output in pairs[shift:] + pairs[:shift]:
                 done(f"round {number}/{settings.rounds}, {candidate.describe()}")
                 command = bench_command(candidate, settings, output)
                 finished = subprocess.run(command, capture_output=True, text=True, check=False)
