@@ -39,14 +39,16 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   overshoot is bounded by k handlers whose cost differs from the mean (heavy tails).
 * **An ask to an idle plain actor is answered in the asker's task** (``ask_idle``):
   no hop to the dispatcher and back, one checkpoint instead of two task switches.
-* **Stranded cleanup** (``_stranded.py``) has its own cadence and shielded yields.
+* **Stranded cleanup** (``_stranded.py``) has its own cadence and yields that cannot
+  be cancelled.
 
 Measured with pyperf against the floors of performance.md (``benchmarks/``, paired
-ratios, 2-core machine): this design reaches S3 0.41 and S4 0.20 of their floors
-where a task per actor reaches 0.035 and 0.020 -- a task switch per activation costs
-10--12x, which decided the architecture. Remaining per-message costs (S1's clock
-reads, the idle-tell call chain) are listed with the alternatives and all numbers in
-``docs/design.rst``.
+ratios, 2-core machine): when the architecture was chosen this design reached S3
+0.41 and S4 0.20 of their floors where a task per actor reached 0.035 and 0.020 -- a
+task switch per activation costs 10--12x (``docs/design.rst``). The fast paths since
+(inline idle tell, one-message activations, asks located by position, the tell loop
+reading the clock itself, asks answered in the asker's task) and where the time goes
+now per path are in ``docs/performance.rst``.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ class Dispatcher:
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
         self._first_check = 1  # when a round first reads the clock (see _next_check)
-        # The current round's clock, start and deadline (with a time slice).
+        # The run's clock, and the current round's start and deadline (with a slice).
         self._clock: trio.abc.Clock = trio.lowlevel.current_clock()
         self._round_start = 0.0
         self._deadline = 0.0
@@ -128,14 +130,13 @@ class Dispatcher:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The dispatcher task: serve rounds while there is work, park otherwise."""
         run_queue = self.run_queue
-        clock = trio.lowlevel.current_clock()
         task_status.started()
         while True:
             if not run_queue:
                 self.parked = trio.lowlevel.current_task()
                 await trio.lowlevel.wait_task_rescheduled(self._unpark)
                 continue
-            self._serve_round(run_queue, clock)
+            self._serve_round(run_queue)
             if run_queue:
                 await trio.lowlevel.checkpoint()
 
@@ -183,7 +184,7 @@ class Dispatcher:
 
     # --- the round ----------------------------------------------------------------
 
-    def _serve_round(self, run_queue: deque[ActorCell], clock: trio.abc.Clock) -> None:
+    def _serve_round(self, run_queue: deque[ActorCell]) -> None:
         """Serve actors from the run queue until the round is over. Never a checkpoint.
 
         Each actor gets a *turn* of at most ``batch`` messages. An actor whose turn
@@ -206,8 +207,7 @@ class Dispatcher:
         if policy.time_slice is None:
             next_check = batch  # without a slice, the batch bounds the round too
         else:
-            self._clock = clock
-            self._round_start = clock.current_time()
+            self._round_start = self._clock.current_time()
             self._deadline = self._round_start + policy.time_slice
             next_check = self._first_check  # from the handlers' cost in the last round
         used = 0

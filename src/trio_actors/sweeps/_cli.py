@@ -140,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
         "--rounds",
         type=_positive_int,
         metavar="N",
-        help="interleaved measuring rounds (default 5; --quick 1)",
+        help="interleaved measuring rounds (default 10; --quick 1)",
     )
     sweep.add_argument(
         "--workload",
