@@ -215,6 +215,11 @@ def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         console.print("no candidate passed every contract: no recommendation")
     else:
         console.print(f"recommended: {sweep.recommended.candidate.describe()}")
+    if settings.rounds < 5:
+        console.print(
+            f"({settings.rounds} measuring round(s): the contracts columns are exact, the "
+            "timings only indicative; choose with a full sweep, 10 rounds by default)"
+        )
     if args.json is not None:
         document = to_json(sweep.results, sweep.recommended, sweep.environment)
         with open(args.json, "w", encoding="utf-8") as out:
