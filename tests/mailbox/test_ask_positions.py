@@ -4,6 +4,7 @@ under them."""
 
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -45,52 +46,30 @@ async def _queue_mixed(actor: ta.ActorRef, nursery: trio.Nursery, replies: list[
         await trio.testing.wait_all_tasks_blocked()  # the ask is queued, in order
 
 
-def test_asks_behind_tells_are_answered_in_order() -> None:
+@pytest.mark.parametrize(
+    ("withdraw_a_notice", "batch"),
+    [
+        (False, 64),  # asks behind tells, in one turn
+        (True, 64),  # a queued Terminated withdrawn ahead of them: every ask moves up
+        (False, 2),  # batch 2: turns end between a tell and an ask
+    ],
+)
+def test_asks_behind_tells_are_answered_in_order(withdraw_a_notice: bool, batch: int) -> None:
     async def main() -> None:
         log: list[Any] = []
         replies: list[Any] = []
         gate = trio.Event()
-        async with ta.open_actor_system() as system, trio.open_nursery() as nursery:
-            actor = system.spawn(Log, log, gate, None)
-            await _queue_mixed(actor, nursery, replies)
-            gate.set()
-        assert log == ["t0", "u0", "a0", "t1", "u1", "a1", "t2", "u2", "a2"]
-        # (the askers resume in one scheduler batch, which trio may shuffle)
-        assert sorted(replies) == [("reply", "a0"), ("reply", "a1"), ("reply", "a2")]
-
-    run(main)
-
-
-def test_asks_are_found_after_a_queued_notice_is_withdrawn() -> None:
-    async def main() -> None:
-        log: list[Any] = []
-        replies: list[Any] = []
-        gate = trio.Event()
-        async with ta.open_actor_system() as system, trio.open_nursery() as nursery:
-            gone = system.spawn(Log, [], trio.Event(), None)
-            await gone.stop()
+        policy = ta.ServingPolicy(batch=batch, cleanup_batch=min(batch, 32))
+        async with ta.open_actor_system(serving=policy) as system, trio.open_nursery() as nursery:
+            gone = None
+            if withdraw_a_notice:
+                gone = system.spawn(Log, [], trio.Event(), None)
+                await gone.stop()
             actor = system.spawn(Log, log, gate, gone)
             await _queue_mixed(actor, nursery, replies)
             gate.set()
         assert log == ["t0", "u0", "a0", "t1", "u1", "a1", "t2", "u2", "a2"]
         # (the askers resume in one scheduler batch, which trio may shuffle)
-        assert sorted(replies) == [("reply", "a0"), ("reply", "a1"), ("reply", "a2")]
-
-    run(main)
-
-
-def test_asks_stay_in_place_across_small_batches() -> None:
-    # batch 2: every turn ends between a tell and an ask at some point.
-    async def main() -> None:
-        log: list[Any] = []
-        replies: list[Any] = []
-        gate = trio.Event()
-        policy = ta.ServingPolicy(batch=2, cleanup_batch=2)
-        async with ta.open_actor_system(serving=policy) as system, trio.open_nursery() as nursery:
-            actor = system.spawn(Log, log, gate, None)
-            await _queue_mixed(actor, nursery, replies)
-            gate.set()
-        assert log == ["t0", "u0", "a0", "t1", "u1", "a1", "t2", "u2", "a2"]
         assert sorted(replies) == [("reply", "a0"), ("reply", "a1"), ("reply", "a2")]
 
     run(main)
