@@ -5,21 +5,25 @@ records (contracts from the suite, speeds from pyperf) and this module turns the
 into a recommendation and into the pinned JSON of the sweep specification.
 
 The recommendation rule
-    Among the candidates that pass **every** contract, the one with the highest tell
-    throughput wins. Candidates whose throughput interval overlaps the best one's
-    count as ties (the measurements cannot tell them apart), and a tie goes to the
-    smaller batch -- less latency for the same speed.
+    Among the candidates that pass **every** contract, the one with the highest
+    throughput wins. Candidates whose interval overlaps the best one's count as ties
+    (the measurements cannot tell them apart), and a tie goes to the smaller batch
+    -- less latency for the same speed. A candidate that fails any contract is never
+    recommended, however fast; if no batch candidate passes, there is no
+    recommendation.
 
     Each dimension is decided among its own candidates (the sweep varies one at a
     time around the defaults): the batch among the batch sizes, by tell throughput;
     the cleanup batch among the cleanup batches, by cleanup rate (S7); the time
     slice among the slices, by tell throughput. Candidates of different dimensions
     never race each other: a cleanup batch does not change S1's work, so a
-    difference there is only noise. The winners' combination is recommended (it is
-    a measured candidate whenever at most one dimension moved away from its default;
-    otherwise the batch winner with the other defaults is, and the other winners
-    are shown in the table). Ties go to the smaller batch, and in the other two
-    dimensions to the default, else the smaller cleanup batch or shorter slice.
+    difference there is only noise. In those two dimensions a tie goes to the
+    default, else to the smaller cleanup batch or the shorter slice (``None``, no
+    slice, counts as the longest). The winners' combination is recommended; it is
+    a measured candidate whenever at most one dimension moved away from its default,
+    and otherwise the batch winner with the other two defaults is recommended.
+    Without an all-defaults candidate to sweep around, all candidates race by tell
+    throughput under the same tie rules.
 
     The interval is of throughput *relative to the reference* -- the all-defaults
     candidate (else the first one) -- measured in the same round: the sweep measures
@@ -30,13 +34,7 @@ The recommendation rule
     (tens of percent on the 2-core development VM) this pairing is what makes a
     difference between candidates mean something; the reference's own interval is
     exactly 1. With a single round, or without per-round values, the interval of
-    the candidate's own pyperf values is used instead. Where that still leaves more
-    than one (candidates of the same batch differing in cleanup batch or time
-    slice), the tie goes to the shipped default of the other dimension if it is
-    among them, else to the smaller cleanup batch and then the shorter time slice
-    (``None``, no slice, counts as the longest). A candidate that fails any
-    contract is never recommended, however fast; if none passes, there is no
-    recommendation.
+    the candidate's own pyperf values (divided by the reference's median) is used.
 """
 
 from __future__ import annotations
@@ -253,7 +251,7 @@ def recommend(results: Sequence[CandidateResult]) -> CandidateResult | None:
     cleanup = _winner(cleanups, lambda r: relative_cleanup(r, reference), _preference)
     time_slice = _winner(slices, lambda r: relative_tell(r, reference), _preference)
     if batch is None:
-        return None  # even the defaults fail a contract
+        return None  # no batch size keeps every contract
     combined = Candidate(
         batch.candidate.batch,
         (cleanup or reference).candidate.cleanup_batch,
