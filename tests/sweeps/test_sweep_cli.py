@@ -122,3 +122,18 @@ def test_the_command_writes_the_json(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert only["passed"] is True
     assert all(only["contracts"].values())
     assert "recommended: batch=64 cleanup=32 slice=16ms" in capsys.readouterr().out
+
+
+def test_a_failed_measurement_names_the_workers_error() -> None:
+    from trio_actors.sweeps._sweep import first_error
+
+    stderr = (
+        "Traceback (most recent call last):\n"
+        '  File "bench.py", line 3, in <module>\n'
+        "ZeroDivisionError: division by zero\n"
+        "Traceback (most recent call last):\n"
+        "RuntimeError: python failed with exit code 1\n"
+    )
+    assert first_error(stderr) == "ZeroDivisionError: division by zero"
+    assert first_error("just this\n") == "just this"
+    assert first_error("") == "(no output)"

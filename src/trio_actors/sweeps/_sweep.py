@@ -204,10 +204,9 @@ def run_sweep(
                 command = bench_command(candidate, settings, output)
                 finished = subprocess.run(command, capture_output=True, text=True, check=False)
                 if finished.returncode != 0:
-                    tail = "\n".join(finished.stderr.strip().splitlines()[-5:])
                     raise SweepError(
                         f"measuring {candidate.describe()} failed "
-                        f"(exit code {finished.returncode}):\n{tail}"
+                        f"(exit code {finished.returncode}): {first_error(finished.stderr)}"
                     )
         measurements = [measurement_of(pyperf.BenchmarkSuite.load(str(f))) for f in files]
     done("recommendation")
@@ -223,6 +222,17 @@ def run_sweep(
     return Sweep(results, recommend(results), found)
 
 
+def first_error(stderr: str) -> str:
+    """The first exception line of a failed measurement's output (the worker's own
+    error comes before pyperf's report that the worker failed), else its last line."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    for line in lines:
+        head = line.split(":", 1)[0]
+        if not line.startswith(" ") and (head.endswith("Error") or head.endswith("Exception")):
+            return line
+    return lines[-1] if lines else "(no output)"
+
+
 def steps_of(candidates: Sequence[Candidate], settings: Settings) -> int:
     """How many steps :func:`run_sweep` reports (for a progress bar's total)."""
     return len(candidates) * (1 + settings.rounds) + 1
@@ -235,6 +245,7 @@ __all__ = [
     "SweepError",
     "bench_command",
     "environment",
+    "first_error",
     "measurement_of",
     "run_sweep",
     "spread",
