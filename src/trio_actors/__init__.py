@@ -14,13 +14,18 @@ This module only re-exports the public API.
 
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
+from ._errors import MailboxFull as MailboxFull
 from ._policy import DEFAULT_BATCH as DEFAULT_BATCH
 from ._policy import DEFAULT_CLEANUP_BATCH as DEFAULT_CLEANUP_BATCH
 from ._policy import DEFAULT_TIME_SLICE as DEFAULT_TIME_SLICE
 from ._policy import ServingPolicy as ServingPolicy
+from ._statistics import ActorStatistics as ActorStatistics
+from ._statistics import DeadLetterCounts as DeadLetterCounts
+from ._statistics import SystemStatistics as SystemStatistics
 from .actors import Actor as Actor
 from .actors import ActorRef as ActorRef
 from .actors import ActorSystem as ActorSystem
+from .actors import Timer as Timer
 from .actors import open_actor_system as open_actor_system
 from .lifecycle import Backoff as Backoff
 from .lifecycle import DeadLetter as DeadLetter
@@ -31,26 +36,33 @@ from .lifecycle import Resume as Resume
 from .lifecycle import Stop as Stop
 from .lifecycle import SupervisionStrategy as SupervisionStrategy
 from .lifecycle import Terminated as Terminated
+from .mailbox import Bounded as Bounded
 
 __all__ = [
     "Actor",
     "ActorError",
     "ActorRef",
+    "ActorStatistics",
     "ActorStopped",
     "ActorSystem",
     "Backoff",
+    "Bounded",
     "DEFAULT_BATCH",
     "DEFAULT_CLEANUP_BATCH",
     "DEFAULT_TIME_SLICE",
     "DeadLetter",
+    "DeadLetterCounts",
     "DeadLetters",
     "Escalate",
+    "MailboxFull",
     "Restart",
     "Resume",
     "ServingPolicy",
     "Stop",
     "SupervisionStrategy",
+    "SystemStatistics",
     "Terminated",
+    "Timer",
     "open_actor_system",
 ]
 

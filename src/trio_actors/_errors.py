@@ -8,6 +8,8 @@ Each error says whose fault it is, in the manner of trio's ``ClosedResourceError
   own stop from inside your handler).
 * :class:`ActorStopped` -- the actor you asked has stopped or is stopping; not your
   mistake, but the ask cannot be answered.
+* :class:`MailboxFull` -- a bounded mailbox had no room (your sender outpaced the
+  actor; use ``send`` to wait for room instead).
 * :class:`LifecycleError` -- an illegal lifecycle transition: always a bug in the
   runtime, never in user code; it names the actor, the state and the event.
 """
@@ -28,6 +30,17 @@ class ActorStopped(ActorError):
     """
 
 
+class MailboxFull(ActorError):
+    """A bounded mailbox had no room for a message.
+
+    Raised by :meth:`ActorRef.tell <trio_actors.ActorRef.tell>` to a full mailbox
+    whose overflow policy is ``"fail"``, and delivered to an asker whose ask a full
+    bounded mailbox refused or dropped. The message names the actor and the
+    capacity. Use :meth:`ActorRef.send <trio_actors.ActorRef.send>` to wait for
+    room instead.
+    """
+
+
 class LifecycleError(ActorError):
     """An illegal lifecycle transition was attempted.
 
@@ -36,4 +49,4 @@ class LifecycleError(ActorError):
     """
 
 
-__all__ = ["ActorError", "ActorStopped", "LifecycleError"]
+__all__ = ["ActorError", "ActorStopped", "LifecycleError", "MailboxFull"]

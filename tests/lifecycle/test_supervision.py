@@ -196,7 +196,7 @@ async def test_watch_needs_a_ref() -> None:
             self.watch(message)
 
     async with ta.open_actor_system() as system:
-        with pytest.raises(TypeError, match="take an ActorRef"):
+        with pytest.raises(TypeError, match="needs an ActorRef"):
             await system.spawn(Watcher, supervision=ta.Resume()).ask("not a ref")
 
 

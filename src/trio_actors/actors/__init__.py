@@ -4,5 +4,6 @@ from ._actor import Actor as Actor
 from ._ref import ActorRef as ActorRef
 from ._system import ActorSystem as ActorSystem
 from ._system import open_actor_system as open_actor_system
+from ._timers import Timer as Timer
 
-__all__ = ["Actor", "ActorRef", "ActorSystem", "open_actor_system"]
+__all__ = ["Actor", "ActorRef", "ActorSystem", "Timer", "open_actor_system"]

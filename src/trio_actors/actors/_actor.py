@@ -12,8 +12,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import ActorError
+from ..lifecycle._state import ActorState
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy
 from ..lifecycle._watch import unwatch, watch
+from ..mailbox._bounded import Bounded
+from ._timers import Timer, check_delay
+
+_MAY_START_TIMERS = frozenset({ActorState.STARTING, ActorState.RUNNING})
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -21,11 +26,11 @@ if TYPE_CHECKING:
     from ._system import ActorSystem
 
 
-def _target(ref: object) -> ActorCell:
+def _target(ref: object, what: str = "watch()/unwatch()") -> ActorCell:
     from ._ref import ActorRef
 
     if not isinstance(ref, ActorRef):
-        raise TypeError(f"watch()/unwatch() take an ActorRef, got {ref!r}")
+        raise TypeError(f"{what} needs an ActorRef, got {ref!r}")
     return cast("ActorCell", ref)  # every ActorRef is its actor's cell
 
 
@@ -100,6 +105,7 @@ class Actor:
         *args: Any,
         name: str | None = None,
         supervision: SupervisionStrategy = DEFAULT_SUPERVISION,
+        mailbox: Bounded | None = None,
     ) -> ActorRef:
         """Spawn a child of this actor and return its ref. Never a checkpoint.
 
@@ -114,7 +120,70 @@ class Actor:
                 spawned then would outlive the stop or restart that should end it).
         """
         cell = self._cell()
-        return cell.system._spawn(actor_factory, args, name, supervision, cell)
+        return cell.system._spawn(actor_factory, args, name, supervision, cell, mailbox)
+
+    def tell_after(
+        self, delay: float, message: Any, *, to: ActorRef | None = None, key: Any = None
+    ) -> Timer:
+        """Tell ``message`` to this actor (or ``to``) once, ``delay`` seconds of trio
+        clock from now. Never a checkpoint.
+
+        Returns a :class:`~trio_actors.Timer`; ``timer.cancel()`` withdraws it, even
+        if its message is already queued. The timer ends when this actor stops or
+        restarts. Starting a timer with the ``key`` of an active one replaces it.
+
+        Raises:
+            TypeError, ValueError: ``delay`` is not a number of seconds ``>= 0``, or
+                ``to`` is not an ``ActorRef``.
+            ActorError: this actor is not running (stopping, restarting, ...).
+        """
+        return self._start_timer("tell_after", delay, message, None, to, key)
+
+    def tell_every(
+        self,
+        interval: float,
+        message: Any,
+        *,
+        to: ActorRef | None = None,
+        key: Any = None,
+        first: float | None = None,
+    ) -> Timer:
+        """Tell ``message`` to this actor (or ``to``) every ``interval`` seconds of
+        trio clock, the first time after ``first`` seconds (default: ``interval``).
+        Never a checkpoint.
+
+        Ticks stay on the grid ``first + k * interval``. No pile-up: while the
+        previous tick is still queued, a due tick is skipped (counted in
+        ``timer.skipped``), and so are ticks the system was too busy to send on
+        time. Cancelling, stopping and restarting as for :meth:`tell_after`.
+
+        Raises:
+            TypeError, ValueError: ``interval`` is not a number of seconds ``> 0``
+                (or ``first`` not ``>= 0``), or ``to`` is not an ``ActorRef``.
+            ActorError: this actor is not running (stopping, restarting, ...).
+        """
+        period = check_delay("tell_every() interval", interval, positive=True)
+        delay = period if first is None else first
+        return self._start_timer("tell_every", delay, message, period, to, key)
+
+    def _start_timer(
+        self,
+        what: str,
+        delay: object,
+        message: Any,
+        interval: float | None,
+        to: ActorRef | None,
+        key: Any,
+    ) -> Timer:
+        cell = self._cell()
+        seconds = check_delay(f"{what}() delay", delay, positive=False)
+        target = cell if to is None else _target(to, f"{what}(to=...)")
+        if cell.state not in _MAY_START_TIMERS:
+            raise ActorError(
+                f"{cell.path} cannot start a timer: it is {cell.state.value} (its timers "
+                "end when it stops or restarts)"
+            )
+        return cell.system._timers().start(cell, target, message, seconds, interval, key)
 
     def watch(self, ref: ActorRef) -> None:
         """Get one :class:`~trio_actors.Terminated` when ``ref``'s actor stops.

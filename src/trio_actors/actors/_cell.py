@@ -31,6 +31,7 @@ import trio
 import trio.lowlevel
 
 from .._errors import ActorError, ActorStopped
+from .._statistics import ActorStatistics, DeadLetterCounts
 from ..lifecycle._state import ActorState, LifecycleEvent, advance
 from ..lifecycle._supervision import (
     DEFAULT_SUPERVISION,
@@ -39,9 +40,11 @@ from ..lifecycle._supervision import (
     handle_failure,
 )
 from ..lifecycle._watch import forget_watches, notify_watchers
-from ..mailbox._envelope import NO_MESSAGE, Ask
+from ..mailbox._bounded import Bounded, WaitingSenders
+from ..mailbox._envelope import NO_MESSAGE, Ask, Tick
 from ._kinds import HandlerKinds
 from ._ref import ActorRef
+from ._timers import Timer, cancel_timers
 
 if TYPE_CHECKING:
     from ._actor import Actor
@@ -124,11 +127,14 @@ class ActorCell(ActorRef):
     factory: Any = None
     args: tuple[Any, ...] = ()
     popped = 0  # items ever taken from the front of the deque (once it is used)
+    bounded: Bounded | None = None  # the mailbox's bound (BoundedCell), or None
+    senders: WaitingSenders | None = None  # parked in send() (BoundedCell only)
     children: dict[str, ActorCell] | None = None
     restart_window: RestartWindow | None = None
     watchers: set[ActorCell] | None = None  # who watches this actor
     watching: set[ActorCell] | None = None  # whom this actor watches
     stop_error: BaseException | None = None
+    timers: dict[Any, Timer] | None = None  # the timers it started, by key (or self)
     # Where the asks queued in the deque are, as values of ``popped`` (below): the
     # serving loop handles the tells before an ask without checking each item.
     ask_at: deque[int] | None = None
@@ -145,8 +151,14 @@ class ActorCell(ActorRef):
     handler_scope: trio.CancelScope | None = None  # of a running async handler
     withdrawn = 0
     failed_back = 0
-    dead_lettered = 0
+    # Dead letters of this actor's messages, by reason.
+    stopped_letters = 0
+    stranded_letters = 0
+    overflow_letters = 0
     failures = 0
+    restarts = 0
+    longest_turn = 0  # messages (turns of more than one message; see statistics())
+    longest_turn_time = 0.0
     last_error: BaseException | None = None
     _drained: trio.Event | None = None
     _stopped: trio.Event | None = None
@@ -212,6 +224,31 @@ class ActorCell(ActorRef):
     def describe(self) -> str:
         return f"actor {self.path}"
 
+    def snapshot(self) -> ActorStatistics:
+        """:meth:`ActorRef.statistics`."""
+        mailbox = self.mailbox
+        bounded = self.bounded
+        return ActorStatistics(
+            path=self.path,
+            state=self.state.value,
+            mailbox_depth=(self.head is not NO_MESSAGE) + len(mailbox or ()),
+            mailbox_capacity=None if bounded is None else bounded.capacity,
+            senders_waiting=len(self.senders or ()),
+            handled=self.handled,
+            dead_letters=DeadLetterCounts(
+                self.stopped_letters, self.stranded_letters, self.overflow_letters
+            ),
+            withdrawn=self.withdrawn,
+            failed_back=self.failed_back,
+            failures=self.failures,
+            restarts=self.restarts,
+            # A one-message turn (the common activation) is not counted as it
+            # happens: it would cost every activation a comparison.
+            longest_turn_messages=max(self.longest_turn, 1 if self.handled else 0),
+            longest_turn_seconds=self.longest_turn_time,
+            timers=len(self.timers or ()),
+        )
+
     # --- messages -----------------------------------------------------------------
 
     def tell_refused(self, message: Any) -> None:
@@ -219,7 +256,7 @@ class ActorCell(ActorRef):
         if get_ident() != self.thread_id:
             self._tell_from_thread(message)
         else:
-            self.dead_lettered += 1
+            self.stopped_letters += 1
             self.system.dead_letters.record(self.ref, message, "stopped")
 
     def enqueue(self, item: Any) -> None:
@@ -254,7 +291,7 @@ class ActorCell(ActorRef):
             self.head = NO_MESSAGE
             return item
         item = self.mailbox.popleft()  # type: ignore[union-attr]
-        if type(item) is Ask:
+        if isinstance(item, Ask):  # an ask or a timer's tick
             self.ask_at.popleft()  # type: ignore[union-attr]
         self.popped += 1
         return item
@@ -297,13 +334,44 @@ class ActorCell(ActorRef):
     async def queue_ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
         """Queue an ask behind the mailbox and wait for its answer. A checkpoint."""
         ask = Ask(self, message, task)
+        self.queue_envelope(ask)
+        return await ask.wait()
+
+    def queue_envelope(self, envelope: Ask) -> None:
+        """Queue an ask or a timer's tick, noting its position (the actor accepts)."""
         self.asks_queued += 1
         if self.scheduled:  # behind others, in the deque: note where
             if self.ask_at is None:
                 self.ask_at = deque()
             self.ask_at.append(self.popped + len(self.mailbox or ()))
-        self.enqueue(ask)
-        return await ask.wait()
+        self.enqueue(envelope)
+
+    def queue_tick(self, tick: Tick) -> None:
+        """A timer fired for this actor (which accepts messages): queue its tick."""
+        self.queue_envelope(tick)
+
+    async def send_message(self, message: Any) -> None:
+        """:meth:`ActorRef.send` to an unbounded mailbox: a tell that is a checkpoint."""
+        current_task_of(self.system, "send")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not self.accepting:
+            await self.refuse_send()
+        self.enqueue(message)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def refuse_send(self) -> None:
+        """Fail a ``send`` to an actor that no longer accepts (after a schedule point)."""
+        self.failed_back += 1
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        raise ActorStopped(f"{self.path} is {self.state.value}; send not accepted")
+
+    def tell_notice(self, notice: Any) -> None:
+        """Queue a runtime notice (``Terminated``): like ``tell``, but never dropped
+        or refused by a bounded mailbox's capacity."""
+        if self.accepting:
+            self.enqueue(notice)
+        else:
+            self.tell_refused(notice)
 
     def mark_started(self) -> None:
         """``on_start`` finished (or there is none): serve messages from now on."""
@@ -318,6 +386,10 @@ class ActorCell(ActorRef):
         return state is ActorState.RUNNING or state is _DRAINING
 
     def note_withdrawn(self) -> None:
+        self.withdrawn += 1
+
+    def withdraw(self, envelope: Ask) -> None:
+        """A queued ask (or tick) was withdrawn: it stays queued, to be skipped."""
         self.withdrawn += 1
 
     # --- stopping -----------------------------------------------------------------
@@ -352,6 +424,9 @@ class ActorCell(ActorRef):
         self.fast_tell = False
         if self.watching:
             forget_watches(self)  # it accepts nothing more: no Terminated either
+        if self.senders:
+            self.refuse_senders()  # senders still waiting were never queued
+        self.end_timers()
         if drain:
             if state is not _DRAINING:
                 advance(self, LifecycleEvent.DRAIN)
@@ -385,6 +460,18 @@ class ActorCell(ActorRef):
         if mailbox:
             self.stranded.extend(mailbox)
             mailbox.clear()
+
+    def end_timers(self) -> None:
+        """End every timer this actor started (it stops or restarts)."""
+        if self.timers:
+            cancel_timers(self)
+
+    def refuse_senders(self) -> None:
+        """The actor stops accepting: every ``send`` still waiting raises ActorStopped."""
+        assert self.senders is not None
+        self.failed_back += self.senders.refuse_all(
+            lambda: ActorStopped(f"{self.path} stopped while a send waited for room")
+        )
 
     def _own_stop(self) -> None:
         if not self.stop_owned:
@@ -480,9 +567,15 @@ class ActorCell(ActorRef):
             mailbox.extend(kept)
         if self.ask_at:  # the asks moved up: locate them again
             self.ask_at = deque(
-                self.popped + i for i, item in enumerate(mailbox or ()) if type(item) is Ask
+                self.popped + i for i, item in enumerate(mailbox or ()) if isinstance(item, Ask)
             )
+        if removed and self.senders:
+            self.room_freed()
         return removed
+
+    def room_freed(self) -> None:
+        """Messages left the mailbox other than by being served (a bounded mailbox
+        admits waiting senders here)."""
 
     # --- failures -----------------------------------------------------------------
 

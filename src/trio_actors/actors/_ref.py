@@ -17,15 +17,17 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .._statistics import ActorStatistics
     from ._cell import ActorCell
 
 
 class ActorRef:
-    """A handle on an actor: ``tell``, ``ask`` and ``stop``.
+    """A handle on an actor: ``tell``, ``send``, ``ask`` and ``stop``.
 
     Refs are cheap, hashable and safe to share between actors and tasks of the same
     trio run. From another thread, ``tell`` forwards the message safely to the
-    system's trio thread; ``ask`` and ``stop`` raise (use ``trio.from_thread.run``).
+    system's trio thread; ``send``, ``ask`` and ``stop`` raise (use
+    ``trio.from_thread.run``).
     (That guarantee relies on the GIL; on a free-threaded CPython build, reach the
     system with ``trio.from_thread.run_sync(ref.tell, message)`` instead.)
     """
@@ -52,7 +54,10 @@ class ActorRef:
         handled in the order they were told (FIFO per mailbox). To an actor that is
         stopping or stopped the message becomes a
         :class:`~trio_actors.DeadLetter` with reason ``"stopped"`` -- never an
-        exception.
+        exception. To a full :class:`~trio_actors.Bounded` mailbox it does what the
+        overflow policy says: raise :class:`~trio_actors.MailboxFull` (``"fail"``)
+        or make a dead letter with reason ``"overflow"`` of the new message
+        (``"drop_new"``) or the oldest queued one (``"drop_old"``).
         """
         cell: ActorCell = self  # type: ignore[assignment]
         if cell.fast_tell:
@@ -105,6 +110,28 @@ class ActorRef:
         cell: ActorCell = self  # type: ignore[assignment]
         return await cell.ask_message(message)
 
+    async def send(self, message: Any) -> None:
+        """Send ``message``, waiting for room in a bounded mailbox (backpressure).
+
+        A checkpoint, always. To an unbounded mailbox (or one with room) this is
+        ``tell`` plus a checkpoint. To a full :class:`~trio_actors.Bounded` mailbox
+        it waits until the actor has taken enough messages, whatever the overflow
+        policy; waiting senders are queued first come, first served, and while any
+        wait, ``tell`` and ``ask`` treat the mailbox as full (nobody overtakes a
+        waiting sender). When this returns, the message is queued.
+
+        Cancellation: cancelled before or while waiting, nothing is queued and
+        ``Cancelled`` is raised -- as if ``send`` had not been called.
+
+        Raises:
+            ActorStopped: the actor is stopping or stopped, or stops while this
+                waits (the message was not queued).
+            ActorError: an actor sending to its own full mailbox from its own
+                handler (it would wait forever), or a call from another thread.
+        """
+        cell: ActorCell = self  # type: ignore[assignment]
+        await cell.send_message(message)
+
     async def stop(self, *, drain: bool = False) -> None:
         """Stop the actor and wait until it has stopped.
 
@@ -122,6 +149,15 @@ class ActorRef:
         """
         cell: ActorCell = self  # type: ignore[assignment]
         await cell.stop_and_wait(drain=drain)
+
+    def statistics(self) -> ActorStatistics:
+        """A snapshot of the actor's counters: an :class:`~trio_actors.ActorStatistics`.
+
+        Never a checkpoint, and cheap: it reads counters the runtime keeps anyway.
+        Works after the actor has stopped (its final counts).
+        """
+        cell: ActorCell = self  # type: ignore[assignment]
+        return cell.snapshot()
 
     def __repr__(self) -> str:
         return f"<ActorRef {self.path}>"

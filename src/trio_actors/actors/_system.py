@@ -13,23 +13,27 @@ import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from threading import get_ident
-from typing import Any
+from typing import Any, cast
 
 import trio
 
 from .._errors import ActorError
 from .._policy import ServingPolicy
+from .._statistics import DeadLetterCounts, SystemStatistics
 from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
 from ..lifecycle._restarting import run_restart
 from ..lifecycle._state import ActorState
 from ..lifecycle._stopping import finish_stop
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy, check_strategy
+from ..mailbox._bounded import Bounded
 from ..mailbox._serving import Dispatcher
 from ..mailbox._stranded import CleanupCadence
 from ._actor import Actor
+from ._bounded_cell import BoundedCell
 from ._cell import ActorCell
 from ._kinds import HandlerKinds, handler_kinds
 from ._ref import ActorRef
+from ._timers import TimerService
 
 _NAME = re.compile(r"[^/\s]+")
 _MAY_SPAWN_CHILDREN = frozenset({ActorState.STARTING, ActorState.RUNNING})
@@ -59,6 +63,8 @@ class ActorSystem:
         self._closed = False
         self._failed = False
         self._random = random.Random()
+        self.restarts = 0  # of all its actors, for statistics
+        self._timer_service: TimerService | None = None  # made with the first timer
 
     @property
     def serving(self) -> ServingPolicy:
@@ -71,6 +77,7 @@ class ActorSystem:
         *args: Any,
         name: str | None = None,
         supervision: SupervisionStrategy = DEFAULT_SUPERVISION,
+        mailbox: Bounded | None = None,
     ) -> ActorRef:
         """Create a top-level actor and return its ref. Synchronous; never a checkpoint.
 
@@ -84,6 +91,8 @@ class ActorSystem:
                 :class:`~trio_actors.Restart` (the default), :class:`~trio_actors.Stop`,
                 :class:`~trio_actors.Resume` or :class:`~trio_actors.Escalate` (which,
                 for a top-level actor, fails the system block).
+            mailbox: ``None`` (the default) for an unbounded mailbox, or a
+                :class:`~trio_actors.Bounded` capacity and overflow policy.
 
         ``on_start`` runs before the actor's first message; messages told
         meanwhile are queued.
@@ -91,12 +100,13 @@ class ActorSystem:
         Raises:
             TypeError: ``actor_factory`` is not callable or did not return a new
                 ``Actor``, the actor class does not define ``receive``, or
-                ``supervision`` is not a strategy.
+                ``supervision`` is not a strategy, or ``mailbox`` is neither ``None``
+                nor a ``Bounded``.
             ValueError: ``name`` is empty, contains ``/`` or whitespace, or is
                 taken.
             ActorError: the system has been closed.
         """
-        return self._spawn(actor_factory, args, name, supervision, None)
+        return self._spawn(actor_factory, args, name, supervision, None, mailbox)
 
     def _spawn(
         self,
@@ -105,6 +115,7 @@ class ActorSystem:
         name: str | None,
         supervision: SupervisionStrategy,
         parent: ActorCell | None,
+        mailbox: Bounded | None = None,
     ) -> ActorRef:
         if self._closed:
             raise ActorError("cannot spawn: the actor system has been closed")
@@ -114,6 +125,10 @@ class ActorSystem:
             raise ActorError(f"cannot spawn a child of {parent.path}: it is {parent.state.value}")
         if supervision is not DEFAULT_SUPERVISION:
             check_strategy(supervision)
+        if mailbox is not None and not isinstance(mailbox, Bounded):
+            raise TypeError(
+                f"mailbox must be None (unbounded) or a trio_actors.Bounded, got {mailbox!r}"
+            )
         siblings = self._cells if parent is None else parent.children
         if name is not None:
             self._check_name(name, siblings, parent)
@@ -122,9 +137,11 @@ class ActorSystem:
         self._spawned += 1
         if name is None:
             name = f"{type(instance).__name__}-{self._spawned}"
-        cell = ActorCell(
+        cell = (ActorCell if mailbox is None else BoundedCell)(
             self, instance, kinds, name, parent, supervision, self._spawned, factory, args
         )
+        if mailbox is not None:
+            cast(BoundedCell, cell).set_bound(mailbox)
         instance._trio_actors_cell = cell
         if parent is None:
             self._cells[name] = cell
@@ -203,6 +220,35 @@ class ActorSystem:
         if siblings is not None and siblings.get(cell.actor_name) is cell:
             del siblings[cell.actor_name]
         self._live -= 1
+
+    def statistics(self) -> SystemStatistics:
+        """A snapshot of the system's counters: a :class:`~trio_actors.SystemStatistics`.
+
+        Never a checkpoint; costs the same however many actors there are.
+        """
+        dispatcher = self._dispatcher
+        by_reason = self.dead_letters.by_reason
+        return SystemStatistics(
+            live_actors=self._live,
+            spawned=self._spawned,
+            restarts=self.restarts,
+            dead_letters=DeadLetterCounts(
+                by_reason["stopped"], by_reason["stranded"], by_reason["overflow"]
+            ),
+            rounds=dispatcher.rounds,
+            longest_round_messages=dispatcher.longest_round_messages,
+            longest_round_seconds=dispatcher.longest_round,
+            timers=self.timers_active(),
+        )
+
+    def timers_active(self) -> int:
+        """How many timers of this system's actors are active."""
+        return 0 if self._timer_service is None else self._timer_service.active
+
+    def _timers(self) -> TimerService:
+        if self._timer_service is None:
+            self._timer_service = TimerService(self._nursery)
+        return self._timer_service
 
     @property
     def live_actors(self) -> int:

@@ -52,6 +52,8 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
                     delay = next_delay
                     continue
                 cell.install(instance)
+                cell.restarts += 1
+                cell.system.restarts += 1
                 replaced = True
                 break
     finally:

@@ -210,6 +210,7 @@ def handle_failure(
         delay = restart_delay(cell, strategy, error, cancel_handler=escalated)
         if delay is not None:
             advance(cell, LifecycleEvent.FAILED)
+            cell.end_timers()  # the fresh instance starts with none
             cell.inline_ready = False
             cell.restart_delay = delay
             if not cell.scheduled:

@@ -39,7 +39,7 @@ class Terminated:
 def watch(watcher: ActorCell, target: ActorCell) -> None:
     """Register ``watcher`` for ``target``'s stop (idempotent). Never a checkpoint."""
     if target.state is ActorState.STOPPED:
-        watcher.ref.tell(Terminated(target.ref, target.stop_error))
+        watcher.tell_notice(Terminated(target.ref, target.stop_error))
         return
     if watcher.watching is None:
         watcher.watching = set()
@@ -69,7 +69,7 @@ def notify_watchers(target: ActorCell) -> None:
     for watcher in sorted(watchers, key=lambda cell: cell.serial):
         if watcher.watching is not None:
             watcher.watching.discard(target)
-        watcher.ref.tell(notice)
+        watcher.tell_notice(notice)
 
 
 def forget_watches(watcher: ActorCell) -> None:

@@ -2,7 +2,8 @@
 asks in flight, and stranded cleanup. The one sub-package that uses trio's
 scheduling primitives."""
 
+from ._bounded import Bounded as Bounded
 from ._serving import Dispatcher as Dispatcher
 from ._stranded import CleanupCadence as CleanupCadence
 
-__all__ = ["CleanupCadence", "Dispatcher"]
+__all__ = ["Bounded", "CleanupCadence", "Dispatcher"]

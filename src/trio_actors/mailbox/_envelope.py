@@ -13,8 +13,8 @@ contract exactly: it undoes only what was done before sleeping and returns
 state        what a cancellation of the asker does
 ===========  ==================================================================
 QUEUED       *withdrawn* (state WITHDRAWN): the ask stays in the deque but is
-             skipped when popped;
-             the actor never handles it.
+             skipped when popped (a bounded mailbox removes it at once, to free
+             its room); the actor never handles it.
 RUNNING      *abandoned* (state ABANDONED): an async handler's cancel scope is
              cancelled; a plain handler runs on and its reply is discarded.
 DONE         nothing: the reply is already on its way (``Abort.FAILED``).
@@ -86,7 +86,7 @@ class Ask:
         state = self.state
         if state is _QUEUED:
             self.state = _WITHDRAWN
-            self.cell.note_withdrawn()
+            self.cell.withdraw(self)
             return trio.lowlevel.Abort.SUCCEEDED
         if state is _RUNNING:
             self.state = _ABANDONED
@@ -129,7 +129,55 @@ class Ask:
         return self.state is _ABANDONED
 
     def __repr__(self) -> str:
-        return f"<Ask {self.message!r} {self.state.value}>"
+        return f"<{type(self).__name__} {self.message!r} {self.state.value}>"
 
 
-__all__ = ["NO_MESSAGE", "Ask", "AskState"]
+class Tick(Ask):
+    """A timer's message, queued like an ask so that the serving loop finds it by
+    position and nothing is checked per tell.
+
+    Nobody waits for it: the handler's result is dropped. Its timer may *withdraw*
+    it while it is queued (the timer was cancelled, or its actor is restarting): it
+    is then skipped, never handled. While it is queued, a periodic timer sends no
+    further tick (no pile-up).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, cell: ActorCell, message: Any) -> None:
+        self.cell = cell
+        self.message = message
+        self.state = _QUEUED
+        self.scope = None
+
+    def withdraw(self) -> None:
+        """Its timer was cancelled: if still queued, it will be skipped."""
+        if self.state is _QUEUED:
+            self.state = _WITHDRAWN
+            self.cell.withdraw(self)
+
+    def reply(self, value: Any) -> None:
+        if self.state is _RUNNING:
+            self.state = _DONE
+
+    def fail(self, error: BaseException) -> bool:
+        """The handler raised (supervision sees it), or the tick was stranded: nobody
+        to tell. Returns False: nothing was failed back."""
+        if self.state is _RUNNING or self.state is _QUEUED:
+            self.state = _DONE
+        return False
+
+    def take_back(self) -> bool:
+        """The tick will not be handled (stranded, or dropped by a full mailbox):
+        return True if it was still queued, so its message becomes a dead letter."""
+        if self.state is _QUEUED:
+            self.state = _DONE
+            return True
+        return False
+
+    @property
+    def queued(self) -> bool:
+        return self.state is _QUEUED
+
+
+__all__ = ["NO_MESSAGE", "Ask", "AskState", "Tick"]

@@ -103,6 +103,12 @@ class Dispatcher:
         self._clock: trio.abc.Clock = trio.lowlevel.current_clock()
         self._round_start = 0.0
         self._deadline = 0.0
+        # The last clock reading of the round, and the round's count of messages then.
+        self._read_time = 0.0
+        self._read_used = 0
+        # Statistics: the longest round, in trio-clock seconds and in messages.
+        self.longest_round = 0.0
+        self.longest_round_messages = 0
 
     # --- scheduling ---------------------------------------------------------------
 
@@ -201,22 +207,45 @@ class Dispatcher:
         pop, the call and two counters: this loop is the hot path of S1, S3 and S4.
         """
         self.rounds += 1
-        this_round = self.rounds
         policy = self.policy
-        batch = policy.batch
+        start = self._read_time = self._round_start = self._clock.current_time()
+        self._read_used = 0
         if policy.time_slice is None:
-            next_check = batch  # without a slice, the batch bounds the round too
+            next_check = policy.batch  # without a slice, the batch bounds the round too
         else:
-            self._round_start = self._clock.current_time()
-            self._deadline = self._round_start + policy.time_slice
+            self._deadline = start + policy.time_slice
             next_check = self._first_check  # from the handlers' cost in the last round
-        used = 0
+        used, last, turn = self._serve_turns(run_queue, next_check)
+        # One more clock reading per round, for statistics and for the next round's
+        # first check (a round is up to a time slice of handlers, or ends in a park,
+        # which costs far more than the reading).
+        now = self._clock.current_time()
+        elapsed = now - start
+        if elapsed > self.longest_round:
+            self.longest_round = elapsed
+        if used > self.longest_round_messages:
+            self.longest_round_messages = used
+        if last is not None:
+            self._attribute(now, used, last, turn)
+        if policy.time_slice is not None and used:
+            self._first_check = self._fit(policy.time_slice, used, elapsed)
+
+    def _serve_turns(
+        self, run_queue: deque[ActorCell], next_check: int
+    ) -> tuple[int, ActorCell | None, int]:
+        """The body of :meth:`_serve_round`. Returns the messages it handled, and the
+        actor served last with the messages of its last turn (for statistics)."""
+        this_round = self.rounds
+        batch = self.policy.batch
+        used = turn = 0
+        cell = None
         while run_queue:
             cell = run_queue.popleft()
             if cell.served_in == this_round:
                 run_queue.appendleft(cell)  # its turn is over and work remains: yield
-                return
+                return used, None, 0
             if not cell.inline_ready and not self._prepare_inline(cell):
+                turn = 0
                 continue
             item = cell.head
             if item is not NO_MESSAGE:
@@ -224,7 +253,7 @@ class Dispatcher:
                 # in the deque: an actor that gets one message per activation (S3,
                 # S4) never touches its deque at all.
                 cell.head = NO_MESSAGE
-                if cell.asks_queued and type(item) is Ask:
+                if cell.asks_queued and isinstance(item, Ask):  # or a Tick
                     cell.asks_queued -= 1
                     self._answer_inline(cell, cell.receive, item)
                 else:
@@ -240,6 +269,7 @@ class Dispatcher:
                             cell.handler_failed(_coroutine_returned(cell, result), item)
                 cell.handled += 1
                 used += 1
+                turn = 1
                 if not cell.mailbox and cell.inline_ready:
                     # One message and the mailbox ran dry (the common activation):
                     # the actor goes idle, as at the end of the loop below.
@@ -247,37 +277,45 @@ class Dispatcher:
                     if not cell.accepting:
                         cell.went_idle_refusing()
                     if used == next_check:
-                        next_check = self._next_check(used)
+                        next_check = self._next_check(used, cell, 1)
                         if not next_check:
-                            return
+                            return used, cell, 1
                     continue
-                turn = 1
                 if used == next_check:
-                    next_check = self._next_check(used)
+                    next_check = self._next_check(used, cell, 1)
             else:
                 turn = 0
             receive = cell.receive
             mailbox = cell.mailbox
             if next_check and mailbox and cell.inline_ready and turn < batch:
-                while True:
-                    limit = batch - turn
-                    ask_at = cell.ask_at
-                    tells = ask_at[0] - cell.popped if ask_at else limit
-                    if tells:
-                        # The tells before the next queued ask (if any).
-                        n, next_check = self._serve_tells(
-                            cell, receive, mailbox, min(tells, limit), used, next_check
-                        )
-                    else:
-                        self._answer_next_ask(cell, receive, mailbox, ask_at)  # type: ignore[arg-type]
-                        n = 1
-                        if used + 1 >= next_check:
-                            next_check = self._next_check(used + 1)
-                    cell.handled += n
+                if cell.bounded is not None:
+                    n, next_check = self._serve_checked(
+                        cell, receive, batch - turn, used, turn, next_check
+                    )
                     used += n
                     turn += n
-                    if not (next_check and mailbox and cell.inline_ready and turn < batch):
-                        break
+                else:
+                    while True:
+                        limit = batch - turn
+                        ask_at = cell.ask_at
+                        tells = ask_at[0] - cell.popped if ask_at else limit
+                        if tells:
+                            # The tells before the next queued ask (if any).
+                            n, next_check = self._serve_tells(
+                                cell, receive, mailbox, min(tells, limit), used, turn, next_check
+                            )
+                        else:
+                            self._answer_next_ask(cell, receive, mailbox, ask_at)  # type: ignore[arg-type]
+                            n = 1
+                            if used + 1 >= next_check:
+                                next_check = self._next_check(used + 1, cell, turn + 1)
+                        cell.handled += n
+                        used += n
+                        turn += n
+                        if not (next_check and mailbox and cell.inline_ready and turn < batch):
+                            break
+                if turn > cell.longest_turn:
+                    cell.longest_turn = turn
             if not cell.inline_ready:
                 self._release(cell)  # it failed (a restart takes over) or stopped
             elif mailbox:
@@ -289,7 +327,8 @@ class Dispatcher:
                 if not cell.accepting:
                     cell.went_idle_refusing()
             if not next_check:
-                return
+                return used, cell, turn
+        return used, cell, turn
 
     def _serve_tells(
         self,
@@ -298,6 +337,7 @@ class Dispatcher:
         mailbox: deque[Any],
         limit: int,
         used: int,
+        turn: int,
         next_check: int,
     ) -> tuple[int, int]:
         """Handle up to ``limit`` tells from the front of ``mailbox``.
@@ -335,32 +375,87 @@ class Dispatcher:
                 n -= 1  # it stopped itself: the mailbox was stranded
             served += n
             if used + served >= next_check:
-                next_check = self._next_check(used + served)
+                next_check = self._next_check(used + served, cell, turn + served)
             if served == limit or not next_check or not mailbox or not cell.inline_ready:
                 break
         cell.popped += served
         return served, next_check
 
-    def _next_check(self, used: int) -> int:
-        """When to read the clock next, as the round's count of messages; 0 ends the
-        round. ``used``: the messages handled this round so far."""
+    def _serve_checked(
+        self, cell: ActorCell, receive: Any, limit: int, used: int, turn: int, next_check: int
+    ) -> tuple[int, int]:
+        """Handle up to ``limit`` messages of a bounded mailbox, one checked pop each.
+
+        A bounded mailbox may lose its front to ``"drop_old"`` while the turn runs
+        (a handler telling its own full mailbox), so nothing is counted ahead:
+        each message is popped, checked for an ask, and handled; the pop hands its
+        room to a waiting sender. Arguments and result as for :meth:`_serve_tells`.
+        """
+        n = 0
+        while n < limit and cell.inline_ready and cell.has_queued():
+            item = cell.pop_next()
+            if isinstance(item, Ask):  # or a Tick
+                cell.asks_queued -= 1
+                self._answer_inline(cell, receive, item)
+            else:
+                try:
+                    result = receive(item)
+                except Exception as error:
+                    cell.handler_failed(error, item)
+                else:
+                    if result is not None and type(result) is CoroutineType:
+                        cell.handler_failed(_coroutine_returned(cell, result), item)
+            n += 1
+            if used + n >= next_check:
+                next_check = self._next_check(used + n, cell, turn + n)
+                if not next_check:
+                    break
+        cell.handled += n
+        return n, next_check
+
+    def _next_check(self, used: int, cell: ActorCell, turn: int) -> int:
+        """Read the clock; return when to read it next, as the round's count of
+        messages (0 ends the round).
+
+        ``used``: the messages handled this round so far; ``cell`` and ``turn``: the
+        actor being served and the messages of its turn so far. If every message
+        since the last reading was of this turn, the time between the readings is
+        this turn's (at least): it goes to the actor's longest-turn statistic.
+        """
+        now = self._clock.current_time()
+        self._attribute(now, used, cell, turn)
         if self.policy.time_slice is None:
             return 0  # called only when the round's batch is used up
-        now = self._clock.current_time()
-        round_start = self._round_start
-        deadline = self._deadline
-        elapsed = now - round_start
+        elapsed = now - self._round_start
         # The next round starts with a look after as many messages as fit in a
         # whole slice at this round's mean cost (so cheap handlers cost no early
         # clock read, and a round of expensive ones looks after the first).
-        fit = self.policy.time_slice * used / (elapsed or 1e-12)
-        self._first_check = _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
+        self._first_check = self._fit(self.policy.time_slice, used, elapsed)
+        deadline = self._deadline
         if now >= deadline:
             return 0
         # The messages that fit in the rest of the slice at this round's mean cost so
         # far, at most 16 between clock reads, at least 1.
-        fit = (deadline - now) * used / (elapsed or 1e-12)
-        return used + (_MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1))
+        return used + self._fit(deadline - now, used, elapsed)
+
+    @staticmethod
+    def _fit(seconds: float, used: int, elapsed: float) -> int:
+        """How many messages fit in ``seconds`` at the mean cost ``elapsed / used``,
+        between 1 and 16 (the most messages between two clock readings)."""
+        fit = seconds * used / (elapsed or 1e-12)
+        return _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
+
+    def _attribute(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
+        """A clock reading at ``now``, after ``used`` messages of the round, during
+        (or at the end of) ``cell``'s turn of ``turn`` messages so far: if every
+        message since the last reading was of this turn, the time between the
+        readings is the turn's (at least), for its longest-turn statistic."""
+        if used - self._read_used <= turn:
+            interval = now - self._read_time
+            if interval > cell.longest_turn_time:
+                cell.longest_turn_time = interval
+        self._read_time = now
+        self._read_used = used
 
     def _answer_next_ask(
         self, cell: ActorCell, receive: Any, mailbox: deque[Any], ask_at: deque[int]
@@ -520,11 +615,13 @@ class Dispatcher:
             while n < policy.batch and cell.has_queued() and cell.serving_may_go_on():
                 n += 1
                 await self._handle_async(cell, cell.pop_next())
-                if (
-                    policy.time_slice is not None
-                    and clock.current_time() - turn_start >= policy.time_slice
-                ):
+                elapsed = clock.current_time() - turn_start
+                if elapsed > cell.longest_turn_time:
+                    cell.longest_turn_time = elapsed
+                if policy.time_slice is not None and elapsed >= policy.time_slice:
                     break
+            if n > cell.longest_turn:
+                cell.longest_turn = n
             if cell.has_queued():
                 await trio.lowlevel.checkpoint()
 
@@ -535,7 +632,7 @@ class Dispatcher:
         cancellation, or the whole system being cancelled -- the asker is answered
         exactly once (or was released already, if it was cancelled itself).
         """
-        if type(item) is Ask:
+        if isinstance(item, Ask):  # or a Tick
             ask: Ask | None = item
             cell.asks_queued -= 1
             if not item.start():

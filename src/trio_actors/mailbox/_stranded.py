@@ -25,7 +25,7 @@ import trio
 import trio.lowlevel
 
 from .._errors import ActorStopped
-from ._envelope import Ask
+from ._envelope import Ask, Tick
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
@@ -68,14 +68,18 @@ async def clean_stranded(cell: ActorCell, stranded: deque[Any], cadence: Cleanup
             tells = []
             for _ in range(group):
                 item = popleft()
-                if type(item) is Ask:
+                if type(item) is Tick:
+                    cell.stranded_asks -= 1
+                    if item.take_back():  # a timer's message: a dead letter like a tell
+                        tells.append(item.message)
+                elif type(item) is Ask:
                     cell.stranded_asks -= 1
                     if item.fail(ActorStopped(f"{cell.path} stopped before answering")):
                         cell.failed_back += 1
                 else:
                     tells.append(item)
         if tells:
-            cell.dead_lettered += dead_letters.record_many(ref, tells, "stranded")
+            cell.stranded_letters += dead_letters.record_many(ref, tells, "stranded")
         await cadence.spend(group)
 
 

@@ -1,0 +1,114 @@
+"""Statistics: frozen snapshots of what an actor, or a whole system, has done.
+
+``ref.statistics()`` and ``system.statistics()`` build these records from counters
+the runtime keeps anyway (a few integer additions per turn, none per message on the
+fast paths), so asking is cheap and keeping them costs nothing. Each call returns a
+new snapshot; the records never change after they are made.
+
+Turn lengths. A *turn* is one stretch of one actor's messages handled without a
+yield (at most ``ServingPolicy.batch`` messages). The serving loop reads the trio
+clock only every few messages (at least once per 16; after every message once
+handlers are slow), so an inline turn's time is known when the readings around it
+saw only that actor's messages: ``longest_turn_seconds`` is the longest such
+stretch. The system's ``longest_round_seconds`` is exact: the longest the
+dispatcher held the trio thread without yielding, whoever's handler it was. A
+handler that blocks (a ``time.sleep``) shows in both: at once in the system's
+record, and in the actor's from its next slow message on.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class DeadLetterCounts:
+    """Dead letters by reason (see :class:`~trio_actors.DeadLetter`).
+
+    Attributes:
+        stopped: told to an actor that had stopped or was stopping.
+        stranded: left queued when the actor stopped.
+        overflow: dropped by a full bounded mailbox.
+    """
+
+    stopped: int = 0
+    stranded: int = 0
+    overflow: int = 0
+
+    @property
+    def total(self) -> int:
+        """All dead letters, whatever the reason."""
+        return self.stopped + self.stranded + self.overflow
+
+
+@attrs.frozen
+class ActorStatistics:
+    """A snapshot of one actor, from :meth:`ActorRef.statistics
+    <trio_actors.ActorRef.statistics>`.
+
+    Attributes:
+        path: where the actor lives (``system/parent/name``).
+        state: its lifecycle state: ``"starting"``, ``"running"``,
+            ``"restarting"``, ``"draining"``, ``"stopping"`` or ``"stopped"``.
+        mailbox_depth: messages queued now (not counting one being handled).
+        mailbox_capacity: the bound of a bounded mailbox, or ``None``.
+        senders_waiting: tasks waiting in ``send`` for room.
+        handled: messages its handlers have taken (answered, failed or not).
+        dead_letters: its messages that became dead letters, by reason.
+        withdrawn: asks withdrawn and sends cancelled before the actor took
+            them, and ticks of timers cancelled while queued.
+        failed_back: messages refused with an exception to their sender: asks
+            failed with ``ActorStopped`` or ``MailboxFull``, sends refused, tells
+            refused with ``MailboxFull``.
+        failures: exceptions from its handlers (and from factories in restarts).
+        restarts: fresh instances made for it by ``Restart`` supervision.
+        longest_turn_messages: the most messages it handled in one turn.
+        longest_turn_seconds: the longest trio-clock time one of its turns was
+            seen to take (see the module docstring).
+        timers: its timers still active.
+    """
+
+    path: str
+    state: str
+    mailbox_depth: int
+    mailbox_capacity: int | None
+    senders_waiting: int
+    handled: int
+    dead_letters: DeadLetterCounts
+    withdrawn: int
+    failed_back: int
+    failures: int
+    restarts: int
+    longest_turn_messages: int
+    longest_turn_seconds: float
+    timers: int
+
+
+@attrs.frozen
+class SystemStatistics:
+    """A snapshot of a whole actor system, from :meth:`ActorSystem.statistics
+    <trio_actors.ActorSystem.statistics>`.
+
+    Attributes:
+        live_actors: actors alive now (at every level), not yet stopped.
+        spawned: actors spawned since the system opened.
+        restarts: restarts of all its actors.
+        dead_letters: all dead letters so far, by reason.
+        rounds: dispatcher rounds served (each ends with a yield or a park).
+        longest_round_messages: the most messages handled in one round.
+        longest_round_seconds: the longest trio-clock time the dispatcher ran
+            handlers without yielding.
+        timers: active timers of all its actors.
+    """
+
+    live_actors: int
+    spawned: int
+    restarts: int
+    dead_letters: DeadLetterCounts
+    rounds: int
+    longest_round_messages: int
+    longest_round_seconds: float
+    timers: int
+
+
+__all__ = ["ActorStatistics", "DeadLetterCounts", "SystemStatistics"]

@@ -1,0 +1,214 @@
+"""The cell of an actor with a bounded mailbox.
+
+:class:`BoundedCell` is an :class:`~trio_actors.actors._cell.ActorCell` whose
+``tell``, ``ask`` and ``send`` check the capacity first (the policy is in
+:mod:`trio_actors.mailbox._bounded`). It is a subclass so that an unbounded actor --
+the default, and the hot path -- pays nothing for bounds: its ``tell`` never looks
+at a capacity.
+
+Two differences in how the mailbox is kept:
+
+* every message goes to the deque (never the head slot), so the depth is
+  ``len(mailbox)`` and a drop from the front is a ``popleft``;
+* the dispatcher serves a bounded mailbox one checked message at a time
+  (``Dispatcher._serve_checked``), because ``"drop_old"`` may take messages from its
+  front while a turn runs; each message taken hands its room to the oldest waiting
+  sender at once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from threading import get_ident
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .._errors import ActorError, MailboxFull
+from ..mailbox._bounded import Bounded, WaitingSenders
+from ..mailbox._envelope import Ask, Tick
+from ._cell import ActorCell, current_task_of
+
+if TYPE_CHECKING:
+    pass
+
+
+class BoundedCell(ActorCell):
+    """An actor whose mailbox holds at most ``bounded.capacity`` messages."""
+
+    __slots__ = ()
+
+    bounded: Bounded
+
+    def set_bound(self, bounded: Bounded) -> None:
+        self.bounded = bounded
+        self.senders = WaitingSenders()
+
+    # --- arrivals -----------------------------------------------------------------
+
+    def tell(self, message: Any) -> None:  # ActorRef.tell, for a bounded mailbox
+        if get_ident() != self.thread_id:
+            self._tell_from_thread(message)
+        elif not self.accepting:
+            self.tell_refused(message)
+        elif self.is_full():
+            self.overflow(message, raising=True)
+        else:
+            self.enqueue(message)
+
+    def _tell_from_thread(self, message: Any) -> None:
+        # In the trio thread there is nobody to raise MailboxFull to: an overflow
+        # under "fail" becomes a dead letter instead.
+        try:
+            self.system.trio_token.run_sync_soon(self._tell_without_raising, message)
+        except trio.RunFinishedError:
+            raise ActorError(
+                f"tell to {self.path} from another thread after its trio run finished"
+            ) from None
+
+    def _tell_without_raising(self, message: Any) -> None:
+        if not self.accepting:
+            self.tell_refused(message)
+        elif self.is_full():
+            self.overflow(message, raising=False)
+        else:
+            self.enqueue(message)
+
+    async def queue_ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
+        if self.is_full():
+            if self.bounded.overflow != "drop_old":
+                self.failed_back += 1
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                raise MailboxFull(self.full_text("the ask was refused"))
+            self.drop_oldest()
+        ask = Ask(self, message, task)
+        self.queue_envelope(ask)
+        return await ask.wait()
+
+    def queue_envelope(self, envelope: Ask) -> None:
+        self.asks_queued += 1
+        if self.ask_at is None:
+            self.ask_at = deque()
+        self.ask_at.append(self.popped + len(self.mailbox or ()))  # always in the deque
+        self.enqueue(envelope)
+
+    def queue_tick(self, tick: Tick) -> None:
+        """A timer's tick obeys the overflow policy; with nobody to raise to, a
+        ``"fail"`` overflow is a dead letter."""
+        if not self.is_full():
+            self.queue_envelope(tick)
+        elif self.bounded.overflow == "drop_old":
+            self.drop_oldest()
+            self.queue_envelope(tick)
+        else:
+            tick.take_back()
+            self.overflow_letters += 1
+            self.system.dead_letters.record(self, tick.message, "overflow")
+
+    async def send_message(self, message: Any) -> None:
+        """:meth:`ActorRef.send`: queue ``message``, waiting for room first."""
+        task = current_task_of(self.system, "send")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not self.accepting:
+            await self.refuse_send()
+        if not self.is_full():
+            self.enqueue(message)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        if task is self.serving_task:
+            raise ActorError(
+                f"{self.path} sent to its own full mailbox from its own handler, which "
+                "would wait forever; use tell() (and its overflow policy) instead"
+            )
+        assert self.senders is not None
+        await self.senders.wait(task, message, self.note_withdrawn)
+
+    # --- the bound ------------------------------------------------------------------
+
+    def is_full(self) -> bool:
+        """No room: ``capacity`` messages queued, or senders already waiting."""
+        mailbox = self.mailbox
+        return (mailbox is not None and len(mailbox) >= self.bounded.capacity) or bool(self.senders)
+
+    def full_text(self, what: str) -> str:
+        return (
+            f"the mailbox of {self.path} is full (capacity {self.bounded.capacity}, "
+            f"overflow={self.bounded.overflow!r}): {what}"
+        )
+
+    def overflow(self, message: Any, *, raising: bool) -> None:
+        """A tell found the mailbox full: apply the overflow policy."""
+        policy = self.bounded.overflow
+        if policy == "drop_old":
+            self.drop_oldest()
+            self.enqueue(message)
+        elif policy == "fail" and raising:
+            self.failed_back += 1
+            raise MailboxFull(self.full_text(f"{message!r} was not queued"))
+        else:
+            self.overflow_letters += 1
+            self.system.dead_letters.record(self, message, "overflow")
+
+    def drop_oldest(self) -> None:
+        """Drop the oldest queued message to make room (``"drop_old"``)."""
+        item = ActorCell.pop_next(self)  # not self.pop_next: this room is taken
+        if type(item) is Tick:
+            self.asks_queued -= 1
+            if item.take_back():
+                self.overflow_letters += 1
+                self.system.dead_letters.record(self, item.message, "overflow")
+        elif type(item) is Ask:
+            self.asks_queued -= 1
+            if item.fail(MailboxFull(self.full_text("the oldest ask was dropped"))):
+                self.failed_back += 1
+            # (a withdrawn ask was counted when its asker was cancelled)
+        else:
+            self.overflow_letters += 1
+            self.system.dead_letters.record(self, item, "overflow")
+
+    # --- the mailbox ------------------------------------------------------------------
+
+    def withdraw(self, envelope: Ask) -> None:
+        """A withdrawn ask (or tick) leaves the mailbox at once: its room is free."""
+        self.withdrawn += 1
+        mailbox = self.mailbox
+        if mailbox is None:
+            return
+        # By identity: deque.remove() would compare user messages with ==.
+        index = next((i for i, item in enumerate(mailbox) if item is envelope), None)
+        if index is None:
+            return  # not queued here any more (being stranded)
+        del mailbox[index]
+        self.asks_queued -= 1
+        popped = self.popped
+        self.ask_at = deque(popped + i for i, item in enumerate(mailbox) if isinstance(item, Ask))
+        if self.senders:
+            self.room_freed()
+
+    def enqueue(self, item: Any) -> None:
+        """Queue ``item`` in the deque (a bounded mailbox never uses the head slot)."""
+        mailbox = self.mailbox
+        if mailbox is None:
+            mailbox = self.mailbox = deque()
+        mailbox.append(item)
+        if not self.scheduled:
+            self.dispatcher.schedule(self)
+
+    def pop_next(self) -> Any:
+        item = ActorCell.pop_next(self)
+        if self.senders:
+            self.room_freed()
+        return item
+
+    def room_freed(self) -> None:
+        """Queue the messages of the oldest waiting senders while there is room."""
+        senders = self.senders
+        mailbox = self.mailbox
+        assert senders is not None
+        assert mailbox is not None
+        capacity = self.bounded.capacity
+        while senders and len(mailbox) < capacity:
+            self.enqueue(senders.admit_oldest())
+
+
+__all__ = ["BoundedCell"]

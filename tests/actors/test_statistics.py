@@ -1,0 +1,169 @@
+"""Statistics: frozen snapshots of counters, per actor and per system."""
+
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+import trio_actors as ta
+
+Clock = trio.testing.MockClock
+
+
+class Worker(ta.Actor):
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock
+
+    def receive(self, message: Any) -> Any:
+        if message == "boom":
+            raise RuntimeError("boom")
+        if isinstance(message, float) and self.clock is not None:
+            self.clock.jump(message)  # a handler that holds the thread this long
+        return message
+
+
+async def test_a_fresh_actor_has_all_zero_statistics() -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Worker, name="w")
+        stats = ref.statistics()
+        assert stats == ta.ActorStatistics(
+            path="system/w",
+            state="running",
+            mailbox_depth=0,
+            mailbox_capacity=None,
+            senders_waiting=0,
+            handled=0,
+            dead_letters=ta.DeadLetterCounts(),
+            withdrawn=0,
+            failed_back=0,
+            failures=0,
+            restarts=0,
+            longest_turn_messages=0,
+            longest_turn_seconds=0.0,
+            timers=0,
+        )
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            stats.handled = 3  # type: ignore[misc]
+
+
+async def test_depth_handled_and_the_longest_turn_in_messages() -> None:
+    async with ta.open_actor_system(serving=ta.ServingPolicy(batch=16)) as system:
+        ref = system.spawn(Worker, mailbox=ta.Bounded(100))
+        for n in range(40):
+            ref.tell(n)
+        stats = ref.statistics()
+        assert (stats.mailbox_depth, stats.mailbox_capacity, stats.handled) == (40, 100, 0)
+        await trio.testing.wait_all_tasks_blocked()
+        stats = ref.statistics()
+        assert (stats.mailbox_depth, stats.handled) == (0, 40)
+        assert stats.longest_turn_messages == 16  # turns of one batch
+        assert system.statistics().longest_round_messages == 16
+
+
+async def test_dead_letters_failures_and_restarts_are_counted_by_actor_and_system() -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Worker, mailbox=ta.Bounded(1, overflow="drop_new"))
+        ref.tell(1)
+        ref.tell(2)  # overflow
+        ref.tell("boom")  # overflow too: the mailbox is still full
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(RuntimeError):
+            await ref.ask("boom")
+        await trio.testing.wait_all_tasks_blocked()
+        other = system.spawn(Worker)
+        await other.stop()
+        other.tell("late")
+        stats = ref.statistics()
+        assert stats.dead_letters == ta.DeadLetterCounts(overflow=2)
+        assert (stats.failures, stats.restarts, stats.handled) == (1, 1, 2)
+        assert other.statistics().dead_letters == ta.DeadLetterCounts(stopped=1)
+        assert other.statistics().state == "stopped"
+        system_stats = system.statistics()
+        assert system_stats.dead_letters == ta.DeadLetterCounts(stopped=1, overflow=2)
+        assert system_stats.dead_letters.total == system.dead_letters.count == 3
+        assert (system_stats.live_actors, system_stats.spawned) == (1, 2)
+        assert system_stats.restarts == 1
+
+
+async def test_stranded_messages_and_failed_back_asks_are_counted(autojump_clock: Clock) -> None:
+    class Stuck(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            await trio.sleep_forever()
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Stuck)
+        ref.tell("busy")
+        ref.tell("stranded")
+        failures: list[BaseException] = []
+
+        async def ask() -> None:
+            try:
+                await ref.ask("q")
+            except ta.ActorStopped as error:
+                failures.append(error)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await trio.testing.wait_all_tasks_blocked()
+            await ref.stop()
+        stats = ref.statistics()
+        assert len(failures) == 1
+        assert stats.dead_letters == ta.DeadLetterCounts(stranded=1)
+        assert stats.failed_back == 1
+
+
+async def test_a_handler_that_holds_the_thread_shows_in_the_turn_statistics(
+    autojump_clock: Clock,
+) -> None:
+    async with ta.open_actor_system() as system:
+        quick = system.spawn(Worker, autojump_clock)
+        slow = system.spawn(Worker, autojump_clock)
+        for n in range(10):
+            quick.tell(n)
+        slow.tell(0.5)  # 500 ms with no checkpoint, as a time.sleep would
+        await trio.testing.wait_all_tasks_blocked()
+        assert system.statistics().longest_round_seconds == pytest.approx(0.5)
+        slow.tell(0.25)
+        await trio.testing.wait_all_tasks_blocked()
+        # The first long turn shared its clock readings with quick's messages; from
+        # then on the loop reads the clock after every message, so the next is seen.
+        assert slow.statistics().longest_turn_seconds == pytest.approx(0.25)
+        assert quick.statistics().longest_turn_seconds < 0.001
+
+
+async def test_async_turns_are_timed_exactly(autojump_clock: Clock) -> None:
+    class Sleeper(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            await trio.sleep(message)
+
+    async with ta.open_actor_system(serving=ta.ServingPolicy(time_slice=None)) as system:
+        ref = system.spawn(Sleeper)
+        for delay in (0.1, 0.2, 0.3):
+            ref.tell(delay)
+        await trio.sleep(1)
+        stats = ref.statistics()
+        assert stats.longest_turn_messages == 3
+        assert stats.longest_turn_seconds == pytest.approx(0.6)
+
+
+async def test_withdrawn_asks_and_waiting_senders_are_counted(autojump_clock: Clock) -> None:
+    class Stuck(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            await trio.sleep(100)
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Stuck, mailbox=ta.Bounded(1))
+        ref.tell("busy")
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.move_on_after(1):
+            await ref.ask("withdrawn")
+        ref.tell("fills it")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ref.send, "waits")
+            await trio.testing.wait_all_tasks_blocked()
+            assert ref.statistics().senders_waiting == 1
+            nursery.cancel_scope.cancel()
+        stats = ref.statistics()
+        assert (stats.withdrawn, stats.senders_waiting) == (2, 0)
