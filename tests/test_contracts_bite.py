@@ -16,10 +16,10 @@ import trio
 import trio.lowlevel
 
 from trio_actors import ActorStopped, ServingPolicy
-from trio_actors.actors import _cell, _system
+from trio_actors.actors import _bounded_cell, _cell, _system
 from trio_actors.contracts import REGISTRY
 from trio_actors.lifecycle import _stopping, _supervision
-from trio_actors.mailbox import _envelope, _serving, _stranded
+from trio_actors.mailbox import _bounded, _envelope, _serving, _stranded
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
 
@@ -239,6 +239,70 @@ def parents_stop_before_children(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_stopping, "stop_children", stop_children)
 
 
+def send_does_not_wait_for_room(mp: pytest.MonkeyPatch) -> None:
+    async def send(self: Any, message: Any) -> None:
+        self.enqueue(message)  # whether or not there is room
+        await trio.lowlevel.checkpoint()
+
+    mp.setattr(_bounded_cell.BoundedCell, "send_message", send)
+
+
+def waiting_senders_are_admitted_newest_first(mp: pytest.MonkeyPatch) -> None:
+    def admit_newest(self: Any) -> Any:
+        task = list(self._waiting)[-1]
+        message = self._waiting.pop(task)
+        trio.lowlevel.reschedule(task)
+        return message
+
+    mp.setattr(_bounded.WaitingSenders, "admit_oldest", admit_newest)
+
+
+def cancelled_send_is_queued_anyway(mp: pytest.MonkeyPatch) -> None:
+    async def wait(self: Any, task: Any, message: Any, on_cancelled: Any) -> None:
+        self._waiting[task] = message
+        cell = on_cancelled.__self__
+
+        def abort(raise_cancel: Any) -> trio.lowlevel.Abort:
+            del self._waiting[task]
+            cell.enqueue(message)  # queued although its sender was cancelled
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    mp.setattr(_bounded.WaitingSenders, "wait", wait)
+
+
+def overflow_is_ignored(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_bounded_cell.BoundedCell, "is_full", lambda self: False)
+
+
+def drop_old_drops_the_newest(mp: pytest.MonkeyPatch) -> None:
+    def overflow(self: Any, message: Any, *, raising: bool) -> None:
+        self.overflow_letters += 1
+        self.system.dead_letters.record(self, message, "overflow")
+
+    mp.setattr(_bounded_cell.BoundedCell, "overflow", overflow)
+
+
+def overflow_letters_vanish(mp: pytest.MonkeyPatch) -> None:
+    original = _bounded_cell.BoundedCell.overflow
+
+    def overflow(self: Any, message: Any, *, raising: bool) -> None:
+        if self.bounded.overflow == "drop_new":
+            return  # the message is dropped without a dead letter
+        original(self, message, raising=raising)
+
+    mp.setattr(_bounded_cell.BoundedCell, "overflow", overflow)
+
+
+def timers_outlive_their_actor(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_cell.ActorCell, "end_timers", lambda self: None)
+
+
+def cancel_leaves_the_queued_tick(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_envelope.Tick, "withdraw", lambda self: None)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -260,7 +324,18 @@ MUTANTS: dict[str, list[Mutant]] = {
     "T18": [intensity_is_never_exceeded],
     "T19": [watchers_are_never_told],
     "T20": [self_ask_is_not_detected],
-    "T21": [stranded_tells_vanish, cancelled_ask_is_not_withdrawn],
+    "T21": [
+        stranded_tells_vanish,
+        cancelled_ask_is_not_withdrawn,
+        overflow_letters_vanish,
+    ],
+    "T22": [
+        send_does_not_wait_for_room,
+        waiting_senders_are_admitted_newest_first,
+        cancelled_send_is_queued_anyway,
+    ],
+    "T23": [overflow_is_ignored, drop_old_drops_the_newest, overflow_letters_vanish],
+    "T24": [timers_outlive_their_actor, cancel_leaves_the_queued_tick],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

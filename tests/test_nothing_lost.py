@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from trio_actors import ServingPolicy
 from trio_actors.contracts._nothing_lost import (
     OP_KINDS,
+    OVERFLOWS,
     STRATEGIES,
     ActorSpec,
     Op,
@@ -30,6 +31,8 @@ def programs(draw: st.DrawFn) -> Program:
                 cost=draw(st.sampled_from([0.0, 0.0001, 0.002])),
                 strategy=draw(st.sampled_from(STRATEGIES)),
                 parent=parent,
+                capacity=draw(st.sampled_from([0, 0, 1, 2, 4])),
+                overflow=draw(st.sampled_from(OVERFLOWS)),
             )
         )
     op = st.builds(

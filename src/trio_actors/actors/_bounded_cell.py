@@ -108,7 +108,7 @@ class BoundedCell(ActorCell):
     async def send_message(self, message: Any) -> None:
         """:meth:`ActorRef.send`: queue ``message``, waiting for room first."""
         task = current_task_of(self.system, "send")
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await self.send_checkpoint()
         if not self.accepting:
             await self.refuse_send()
         if not self.is_full():

@@ -353,11 +353,19 @@ class ActorCell(ActorRef):
     async def send_message(self, message: Any) -> None:
         """:meth:`ActorRef.send` to an unbounded mailbox: a tell that is a checkpoint."""
         current_task_of(self.system, "send")
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await self.send_checkpoint()
         if not self.accepting:
             await self.refuse_send()
         self.enqueue(message)
         await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def send_checkpoint(self) -> None:
+        """The cancel point at the start of ``send``: cancelled, it sent nothing."""
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
+            self.note_withdrawn()
+            raise
 
     async def refuse_send(self) -> None:
         """Fail a ``send`` to an actor that no longer accepts (after a schedule point)."""

@@ -10,14 +10,24 @@ sweep tool (every candidate policy).
 True
 """
 
-from . import _cancellation, _messaging, _nothing_lost, _scheduling, _stopping, _supervision
+from . import (
+    _bounded,
+    _cancellation,
+    _messaging,
+    _nothing_lost,
+    _scheduling,
+    _stopping,
+    _supervision,
+    _timers,
+)
 from ._registry import REGISTRY as REGISTRY
 from ._registry import Contract as Contract
 from ._registry import ContractResult as ContractResult
 from ._registry import ContractViolation as ContractViolation
 from ._registry import run_contracts as run_contracts
 
-del _cancellation, _messaging, _nothing_lost, _scheduling, _stopping, _supervision
+del _bounded, _cancellation, _messaging, _nothing_lost, _scheduling, _stopping, _supervision
+del _timers
 
 __all__ = [
     "REGISTRY",

@@ -3,16 +3,21 @@
 A *program* is drawn up front (so each example is one deterministic ``trio.run``
 under a ``MockClock``) and then run: actors of both handler kinds, top-level or
 children of earlier ones, each with a supervision strategy (restart, resume, stop,
-and for children escalate), virtual handler costs and failing messages, receive
-tells and asks (with and without deadlines) while asks are cancelled, actors watch
-each other, and actors are stopped and drain-stopped; then the system block is left.
+and for children escalate) and an unbounded or a small bounded mailbox (any overflow
+policy), virtual handler costs and failing messages, receive tells, sends and asks
+(with and without deadlines) while asks and sends are cancelled, actors watch each
+other, and actors are stopped and drain-stopped; then the system block is left.
 The invariant checked at the end:
 
-* every tell was either handled (its handler ran) or is exactly one dead letter;
+* every tell was handled (its handler ran), is exactly one dead letter, or was
+  refused at once with ``MailboxFull`` -- exactly one of these;
+* every send ended in its sender exactly once: returned (then the message was
+  handled or became a dead letter, once), ``ActorStopped`` (never queued) or
+  ``Cancelled`` (never queued, never handled);
 * every ask ended in its asker exactly once, as one of: a reply or the handler's
   exception (handled), ``Cancelled`` (withdrawn, or abandoned while handled), or
-  ``ActorStopped`` (failed back); a withdrawn ask never ran, an answered one did,
-  and no ask became a dead letter;
+  ``ActorStopped`` or ``MailboxFull`` (failed back); a withdrawn ask never ran,
+  an answered one did, and no ask became a dead letter;
 * no handler ran twice for one message, and no task is left behind;
 * no watcher got more ``Terminated`` notices for an actor than it asked for, and
   none for an actor that did not stop.
@@ -34,12 +39,13 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from .._errors import ActorStopped
+from .._errors import ActorStopped, MailboxFull
 from .._policy import ServingPolicy
 from ..actors._actor import Actor
 from ..actors._ref import ActorRef
 from ..lifecycle._supervision import Escalate, Restart, Resume, Stop, SupervisionStrategy
 from ..lifecycle._watch import Terminated
+from ..mailbox._bounded import Bounded
 from ._harness import count_tasks, require, run_virtual, system_for
 from ._registry import contract
 
@@ -54,26 +60,32 @@ class ActorSpec:
     ``cost`` is virtual seconds per message; ``strategy`` one of
     :data:`STRATEGIES`; ``parent`` the index of an earlier actor (``-1``: top
     level). Top-level actors never escalate (that would end the program early).
+    ``capacity`` bounds the mailbox (0: unbounded) with ``overflow`` one of
+    :data:`OVERFLOWS`.
     """
 
     is_async: bool
     cost: float
     strategy: str = "restart"
     parent: int = -1
+    capacity: int = 0
+    overflow: str = "fail"
 
 
 STRATEGIES = ("restart", "resume", "stop", "escalate")
+OVERFLOWS = ("fail", "drop_new", "drop_old")
 
 
 @attrs.frozen
 class Op:
     """One step of a program.
 
-    ``kind`` is one of ``tell``, ``ask``, ``ask_deadline``, ``cancel_ask``,
-    ``stop``, ``drain_stop``, ``watch``, ``sleep``, ``checkpoint``; ``actor``
-    indexes the program's actors; ``fail`` makes the handler raise; ``value`` is a
-    deadline or a sleep in virtual seconds, or (for ``cancel_ask``) which earlier
-    ask to cancel, or (for ``watch``) which actor to watch.
+    ``kind`` is one of ``tell``, ``send``, ``ask``, ``ask_deadline``,
+    ``cancel_ask``, ``stop``, ``drain_stop``, ``watch``, ``sleep``,
+    ``checkpoint``; ``actor`` indexes the program's actors; ``fail`` makes the
+    handler raise; ``value`` is a deadline or a sleep in virtual seconds, or (for
+    ``cancel_ask``) which earlier ask or send to cancel, or (for ``watch``) which
+    actor to watch.
     """
 
     kind: str
@@ -90,6 +102,7 @@ class Program:
 
 OP_KINDS = (
     "tell",
+    "send",
     "ask",
     "ask_deadline",
     "cancel_ask",
@@ -98,7 +111,7 @@ OP_KINDS = (
     "sleep",
     "checkpoint",
 )
-_WEIGHTS = (30, 15, 8, 8, 2, 2, 8, 8)
+_WEIGHTS = (30, 10, 15, 8, 8, 2, 2, 8, 8)
 
 
 def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60) -> Program:
@@ -113,6 +126,8 @@ def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60
                 cost=rng.choice((0.0, 0.0001, 0.002)),
                 strategy=rng.choice(strategies),
                 parent=parent,
+                capacity=rng.choice((0, 0, 1, 2, 4)),
+                overflow=rng.choice(OVERFLOWS),
             )
         )
     ops = []
@@ -127,6 +142,13 @@ def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60
             value = float(rng.randint(0, 20))
         ops.append(Op(kind, rng.randrange(len(actors)), rng.random() < 0.1, value))
     return Program(tuple(actors), tuple(ops))
+
+
+def mailbox_for(spec: ActorSpec) -> Bounded | None:
+    """The mailbox an :class:`ActorSpec` names (``None``: unbounded)."""
+    if not spec.capacity:
+        return None
+    return Bounded(spec.capacity, overflow=spec.overflow)  # type: ignore[arg-type]
 
 
 def strategy_for(spec: ActorSpec) -> SupervisionStrategy:
@@ -202,6 +224,8 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
     notices: Counter[tuple[int, Any]] = Counter()
     watches: Counter[tuple[int, Any]] = Counter()
     tells: dict[int, int] = {}  # message id -> actor index
+    refused: set[int] = set()  # tells refused at once with MailboxFull
+    sends: dict[int, int] = {}
     asks: dict[int, int] = {}
     outcome: dict[int, list[str]] = {}
     dead: list[Any] = []
@@ -222,13 +246,25 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
             except _Failure:
                 outcome[ident].append("handled")
                 return
-            except ActorStopped:
+            except (ActorStopped, MailboxFull):
                 outcome[ident].append("failed back")
                 return
             except trio.Cancelled:
                 outcome[ident].append("cancelled")
                 raise
             outcome[ident].append("handled")
+
+    async def sender(ref: Any, ident: int, fail: bool, scope: trio.CancelScope) -> None:
+        with scope:
+            try:
+                await ref.send((ident, fail))
+            except ActorStopped:
+                outcome[ident].append("failed back")
+                return
+            except trio.Cancelled:
+                outcome[ident].append("cancelled")
+                raise
+            outcome[ident].append("queued")
 
     async def main(clock: trio.testing.MockClock) -> None:
         before = count_tasks()
@@ -250,6 +286,7 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                         None,
                         strategy,
                         parent,
+                        mailbox_for(spec),
                     )
                 )
             for op in program.ops:
@@ -257,7 +294,17 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                 if op.kind == "tell":
                     ident += 1
                     tells[ident] = op.actor
-                    ref.tell((ident, op.fail))
+                    try:
+                        ref.tell((ident, op.fail))
+                    except MailboxFull:
+                        refused.add(ident)
+                elif op.kind == "send":
+                    ident += 1
+                    sends[ident] = op.actor
+                    outcome[ident] = []
+                    scope = trio.CancelScope()
+                    scopes.append(scope)
+                    outside.start_soon(sender, ref, ident, op.fail, scope)
                 elif op.kind in ("ask", "ask_deadline"):
                     ident += 1
                     asks[ident] = op.actor
@@ -276,8 +323,11 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                 elif op.kind == "watch":
                     target = refs[int(op.value) % len(refs)]
                     if target != ref:
+                        try:
+                            ref.tell(target)  # the probe watches it from its handler
+                        except MailboxFull:
+                            continue
                         watches[op.actor, target] += 1
-                        ref.tell(target)  # the probe watches it from its handler
                 elif op.kind == "sleep":
                     await trio.sleep(op.value)
                 else:
@@ -298,13 +348,27 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
     )
     lettered = Counter(letters)
     for ident in tells:
-        fates = invoked[ident] + lettered[ident]
+        fates = invoked[ident] + lettered[ident] + (ident in refused)
         require(
             fates == 1,
-            f"tell {ident}: handled {invoked[ident]} times and dead-lettered "
-            f"{lettered[ident]} times (must be exactly one in all)",
+            f"tell {ident}: handled {invoked[ident]} times, dead-lettered "
+            f"{lettered[ident]} times, refused {int(ident in refused)} times (must be "
+            "exactly one in all)",
         )
     cancelled_never_ran = 0
+    for ident in sends:
+        ends = outcome[ident]
+        require(len(ends) == 1, f"send {ident} ended {len(ends)} times: {ends}")
+        fates = invoked[ident] + lettered[ident]
+        if ends[0] == "queued":
+            require(
+                fates == 1,
+                f"send {ident} returned, then was handled {invoked[ident]} times and "
+                f"dead-lettered {lettered[ident]} times (must be exactly one in all)",
+            )
+        else:
+            require(fates == 0, f"send {ident} ended {ends[0]} but its message went on")
+            cancelled_never_ran += ends[0] == "cancelled"
     for ident in asks:
         ends = outcome[ident]
         require(len(ends) == 1, f"ask {ident} ended {len(ends)} times: {ends}")
@@ -356,11 +420,13 @@ def nothing_lost(policy: ServingPolicy) -> None:
 
 __all__ = [
     "OP_KINDS",
+    "OVERFLOWS",
     "STRATEGIES",
     "ActorSpec",
     "Op",
     "Program",
     "random_program",
     "run_program",
+    "mailbox_for",
     "strategy_for",
 ]
