@@ -131,7 +131,7 @@ nitpick_ignore: list[tuple[str, str]] = [
     for target in targets
 ]
 # A TypeVar in a signature: Sphinx renders it as a class reference it cannot find.
-nitpick_ignore.append(("py:class", "trio_actors.testing.T"))
+nitpick_ignore.append(("py:class", "trio_actors.testing._virtual.T"))
 
 # -- HTML ----------------------------------------------------------------------------
 

@@ -1,48 +1,50 @@
-"""Helpers for testing your own actors deterministically.
+"""The testing kit: for people who test their own actors.
 
-The runtime reads only the trio clock, so a test that runs under
-``trio.testing.MockClock`` controls every time slice, deadline and backoff. The
-full testing kit (a probe actor, assertions on dead letters and statistics, a
-pytest-trio friendly system fixture) is planned; for now this module offers the one
-piece every such test needs:
+* :func:`run_virtual` -- ``trio.run`` under an autojumping ``MockClock``: sleeps,
+  timers, restart backoffs and timeouts cost no real time, and the run is
+  deterministic. In pytest-trio tests, ask for its ``autojump_clock`` fixture
+  instead.
+* :class:`Probe` -- an actor that records what it receives; a test awaits "the next
+  message", "the next message matching X", or "no message".
+* :func:`assert_dead_letters`, :func:`assert_no_dead_letters`,
+  :func:`dead_letters` and :func:`assert_statistics` -- assertions whose failure
+  messages say what differed.
+* the ``actor_system`` pytest fixture (:mod:`trio_actors.testing.pytest_plugin`,
+  registered automatically when trio-actors is installed).
 
+>>> import trio
 >>> import trio_actors as ta
->>> from trio_actors.testing import run_virtual
->>> class Echo(ta.Actor):
+>>> from trio_actors.testing import Probe, assert_no_dead_letters, run_virtual
+>>> class Greeter(ta.Actor):
 ...     def receive(self, message):
-...         return message
+...         name, reply_to = message
+...         reply_to.tell(f"hello, {name}")
 >>> async def main():
 ...     async with ta.open_actor_system() as system:
-...         ref = system.spawn(Echo)
+...         probe = Probe(system)
+...         system.spawn(Greeter).tell(("Ada", probe.ref))
 ...         await trio.sleep(3600)  # an hour of virtual time passes at once
-...         return await ref.ask("hi")
->>> import trio
+...         greeting = await probe.expect(str)
+...         assert_no_dead_letters(system)
+...         return greeting
 >>> run_virtual(main)
-'hi'
+'hello, Ada'
 """
 
-from __future__ import annotations
+from ._assertions import assert_dead_letters as assert_dead_letters
+from ._assertions import assert_no_dead_letters as assert_no_dead_letters
+from ._assertions import assert_statistics as assert_statistics
+from ._assertions import dead_letters as dead_letters
+from ._probe import Probe as Probe
+from ._probe import matches as matches
+from ._virtual import run_virtual as run_virtual
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
-
-import trio
-import trio.testing
-
-T = TypeVar("T")
-
-
-def run_virtual(
-    async_fn: Callable[..., Awaitable[T]], *args: Any, autojump_threshold: float = 0
-) -> T:
-    """``trio.run(async_fn, *args)`` under a fresh ``MockClock`` that autojumps.
-
-    With the default ``autojump_threshold=0`` virtual time jumps to the next
-    deadline as soon as every task is blocked, so sleeps, timeouts and restart
-    backoffs cost no real time and the run is deterministic.
-    """
-    clock = trio.testing.MockClock(autojump_threshold=autojump_threshold)
-    return trio.run(async_fn, *args, clock=clock)
-
-
-__all__ = ["run_virtual"]
+__all__ = [
+    "Probe",
+    "assert_dead_letters",
+    "assert_no_dead_letters",
+    "assert_statistics",
+    "dead_letters",
+    "matches",
+    "run_virtual",
+]

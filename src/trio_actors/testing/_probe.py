@@ -1,0 +1,143 @@
+"""The :class:`Probe`: a test's window on the messages an actor sends.
+
+A probe is a real actor (its :attr:`Probe.ref` can be given to the actors under
+test, watched, asked, stopped) whose handler only records what arrives. The test
+then awaits what it expects, in order, with a timeout in trio-clock seconds -- under
+an autojumping ``MockClock`` a missing message fails at once instead of hanging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from ..actors._actor import Actor
+from ..actors._ref import ActorRef
+from ..actors._system import ActorSystem
+
+DEFAULT_WITHIN = 1.0
+"""Trio-clock seconds a probe waits for a message before failing the test."""
+
+
+def matches(match: Any, message: Any) -> bool:
+    """Whether ``message`` matches ``match``: a type (``isinstance``), a predicate
+    (a callable returning true), or a value (``==``)."""
+    if isinstance(match, type):
+        return isinstance(message, match)
+    if callable(match):
+        return bool(match(message))
+    return bool(message == match)
+
+
+def describe(match: Any) -> str:
+    if isinstance(match, type):
+        return f"an instance of {match.__qualname__}"
+    if callable(match):
+        return f"a message for which {getattr(match, '__qualname__', match)!s} is true"
+    return repr(match)
+
+
+class _ProbeActor(Actor):
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    def receive(self, message: Any) -> Any:
+        return self.probe._arrived(message)
+
+
+class Probe:
+    """An actor that records every message it receives, for tests to await.
+
+    Args:
+        system: the actor system to spawn the probe actor in.
+        name: the probe actor's name (generated if omitted).
+        reply: called with each message; its result answers an ``ask`` to the
+            probe (default: every ask is answered with ``None``).
+
+    Attributes:
+        ref: the probe actor's ref: hand it to the actors under test.
+        messages: every message received so far, oldest first.
+
+    ``receive``, ``expect``, ``wait_for`` and ``expect_no_message`` are checkpoints
+    and raise ``AssertionError`` (with what did arrive) when their expectation
+    fails; cancellation leaves the unread messages unread.
+    """
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        *,
+        name: str | None = None,
+        reply: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.messages: list[Any] = []
+        self._read = 0  # messages[:_read] have been consumed by receive/expect/wait_for
+        self._reply = reply
+        self._event = trio.Event()
+        self.ref: ActorRef = system.spawn(_ProbeActor, self, name=name)
+
+    def _arrived(self, message: Any) -> Any:
+        self.messages.append(message)
+        self._event.set()
+        self._event = trio.Event()
+        return None if self._reply is None else self._reply(message)
+
+    @property
+    def unread(self) -> list[Any]:
+        """Messages received and not yet consumed, oldest first."""
+        return self.messages[self._read :]
+
+    async def receive(self, *, within: float = DEFAULT_WITHIN) -> Any:
+        """The next unread message, waiting up to ``within`` seconds for it."""
+        with trio.move_on_after(within):
+            while self._read >= len(self.messages):
+                await self._event.wait()
+            self._read += 1
+            await trio.lowlevel.checkpoint()
+            return self.messages[self._read - 1]
+        raise AssertionError(
+            f"{self.ref.name} received no message within {within:g}s "
+            f"(received so far: {self.messages!r})"
+        )
+
+    async def expect(self, match: Any, *, within: float = DEFAULT_WITHIN) -> Any:
+        """The next unread message, which must match ``match`` (see :func:`matches`)."""
+        message = await self.receive(within=within)
+        if not matches(match, message):
+            raise AssertionError(
+                f"{self.ref.name} expected {describe(match)}, received {message!r}"
+            )
+        return message
+
+    async def wait_for(self, match: Any, *, within: float = DEFAULT_WITHIN) -> Any:
+        """Skip unread messages until one matches ``match``, waiting up to ``within``
+        seconds in all; return it. The skipped ones count as read."""
+        skipped: list[Any] = []
+        with trio.move_on_after(within):
+            while True:
+                while self._read >= len(self.messages):
+                    await self._event.wait()
+                message = self.messages[self._read]
+                self._read += 1
+                if matches(match, message):
+                    await trio.lowlevel.checkpoint()
+                    return message
+                skipped.append(message)
+        raise AssertionError(
+            f"{self.ref.name} received no message matching {describe(match)} within "
+            f"{within:g}s (skipped: {skipped!r})"
+        )
+
+    async def expect_no_message(self, *, within: float = 0.1) -> None:
+        """Wait ``within`` seconds; fail if any unread message is (or arrives) there."""
+        await trio.sleep(within)
+        if self.unread:
+            raise AssertionError(f"{self.ref.name} expected no message, received {self.unread!r}")
+
+    def __repr__(self) -> str:
+        return f"<Probe {self.ref.path}: {len(self.messages)} received, {len(self.unread)} unread>"
+
+
+__all__ = ["DEFAULT_WITHIN", "Probe", "matches"]

@@ -1,0 +1,25 @@
+"""pytest fixtures for testing actors (registered through the ``pytest11`` entry
+point when trio-actors is installed; they need pytest-trio).
+
+``actor_system``
+    an :class:`~trio_actors.ActorSystem` opened for the test and closed after it
+    (every actor stopped, as at the end of an ``async with open_actor_system()``).
+    Ask for pytest-trio's ``autojump_clock`` fixture in the same test to run it
+    in virtual time: sleeps, timers, backoffs and probe timeouts then cost no real
+    time, and the test is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from ..actors._system import ActorSystem, open_actor_system
+
+
+@pytest.fixture
+async def actor_system() -> AsyncIterator[ActorSystem]:
+    """An actor system for the test, closed after it."""
+    async with open_actor_system() as system:
+        yield system
