@@ -300,7 +300,7 @@ def timers_outlive_their_actor(mp: pytest.MonkeyPatch) -> None:
 
 
 def cancel_leaves_the_queued_tick(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(_envelope.Tick, "withdraw", lambda self: None)
+    mp.setattr(_envelope.Notice, "withdraw", lambda self: None)
 
 
 MUTANTS: dict[str, list[Mutant]] = {

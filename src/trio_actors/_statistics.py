@@ -56,7 +56,8 @@ class ActorStatistics:
         handled: messages its handlers have taken (answered, failed or not).
         dead_letters: its messages that became dead letters, by reason.
         withdrawn: asks withdrawn and sends cancelled before the actor took
-            them, and ticks of timers cancelled while queued.
+            them, ticks of timers cancelled while queued, and ``Terminated``
+            notices withdrawn by ``unwatch``.
         failed_back: messages refused with an exception to their sender: asks
             failed with ``ActorStopped`` or ``MailboxFull``, sends refused, tells
             refused with ``MailboxFull``.

@@ -254,3 +254,88 @@ def test_a_child_escalating_during_its_parents_async_on_start_is_never_served_tw
 
     run(main)
     assert events == ["start 1 (1 active)", "start 2 (1 active)", "m1 by 2 while RUNNING"]
+
+
+def test_unwatch_from_the_handler_with_an_ask_queued_behind_does_not_hang() -> None:
+    # unwatch used to remove queued notices from the deque in the middle of the
+    # actor's own turn, which moved the asks queued behind it while the serving
+    # loop was counting on their positions: the loop spun forever.
+    class Watcher(ta.Actor):
+        def __init__(self) -> None:
+            self.got: list[Any] = []
+
+        def receive(self, message: Any) -> Any:
+            if isinstance(message, ta.ActorRef):
+                self.other = message
+                self.watch(message)
+            elif message == "unwatch":
+                self.unwatch(self.other)
+            elif message == "get":
+                return list(self.got)
+            else:
+                self.got.append(message)
+            return None
+
+    async def main() -> list[Any]:
+        async with ta.open_actor_system() as system:
+            watcher = system.spawn(Watcher)
+            watched = system.spawn(Watcher)
+            watcher.tell(watched)
+            await trio.testing.wait_all_tasks_blocked()
+            answers: list[Any] = []
+
+            async def ask() -> None:
+                answers.append(await watcher.ask("get"))
+
+            async with trio.open_nursery() as nursery:
+                for message in (1, 2, "unwatch", 3, 4):
+                    watcher.tell(message)
+                nursery.start_soon(ask)
+                await trio.lowlevel.checkpoint()
+                watcher.tell(5)
+                nursery.start_soon(ask)
+            await watched.stop()  # unwatched: no Terminated arrives
+            answers.append(await watcher.ask("get"))
+            return answers
+
+    first, second, last = run(main)
+    assert first == [1, 2, 3, 4]
+    assert second == [1, 2, 3, 4, 5]
+    assert last == second
+
+
+def test_unwatch_withdraws_a_terminated_already_queued() -> None:
+    class Watcher(ta.Actor):
+        def __init__(self, gate: trio.Event) -> None:
+            self.gate = gate
+            self.got: list[Any] = []
+
+        async def receive(self, message: Any) -> Any:
+            if isinstance(message, ta.ActorRef):
+                self.other = message
+                self.watch(message)
+            elif message == "wait":
+                await self.gate.wait()
+                self.unwatch(self.other)  # its Terminated is queued behind us
+            elif message == "get":
+                return list(self.got)
+            else:
+                self.got.append(message)
+            return None
+
+    async def main() -> tuple[list[Any], ta.ActorStatistics]:
+        async with ta.open_actor_system() as system:
+            gate = trio.Event()
+            watcher = system.spawn(Watcher, gate)
+            watched = system.spawn(Watcher, gate)
+            watcher.tell(watched)
+            watcher.tell("wait")
+            await trio.testing.wait_all_tasks_blocked()
+            await watched.stop()
+            watcher.tell("after")
+            gate.set()
+            return await watcher.ask("get"), watcher.statistics()
+
+    got, stats = run(main)
+    assert got == ["after"]
+    assert stats.withdrawn == 1

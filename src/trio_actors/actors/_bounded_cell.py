@@ -26,7 +26,7 @@ import trio
 
 from .._errors import ActorError, MailboxFull
 from ..mailbox._bounded import Bounded, WaitingSenders
-from ..mailbox._envelope import Ask, Tick
+from ..mailbox._envelope import Ask, Notice
 from ._cell import ActorCell, current_task_of
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class BoundedCell(ActorCell):
         self.ask_at.append(self.popped + len(self.mailbox or ()))  # always in the deque
         self.enqueue(envelope)
 
-    def queue_tick(self, tick: Tick) -> None:
+    def queue_tick(self, tick: Notice) -> None:
         """A timer's tick obeys the overflow policy; with nobody to raise to, a
         ``"fail"`` overflow is a dead letter."""
         if not self.is_full():
@@ -152,7 +152,7 @@ class BoundedCell(ActorCell):
     def drop_oldest(self) -> None:
         """Drop the oldest queued message to make room (``"drop_old"``)."""
         item = ActorCell.pop_next(self)  # not self.pop_next: this room is taken
-        if type(item) is Tick:
+        if type(item) is Notice:
             self.asks_queued -= 1
             if item.take_back():
                 self.overflow_letters += 1

@@ -41,7 +41,7 @@ from ..lifecycle._supervision import (
 )
 from ..lifecycle._watch import forget_watches, notify_watchers
 from ..mailbox._bounded import Bounded, WaitingSenders
-from ..mailbox._envelope import NO_MESSAGE, Ask, Tick
+from ..mailbox._envelope import NO_MESSAGE, Ask, Notice
 from ._kinds import HandlerKinds
 from ._ref import ActorRef
 from ._timers import Timer, cancel_timers
@@ -346,7 +346,7 @@ class ActorCell(ActorRef):
             self.ask_at.append(self.popped + len(self.mailbox or ()))
         self.enqueue(envelope)
 
-    def queue_tick(self, tick: Tick) -> None:
+    def queue_tick(self, tick: Notice) -> None:
         """A timer fired for this actor (which accepts messages): queue its tick."""
         self.queue_envelope(tick)
 
@@ -373,13 +373,22 @@ class ActorCell(ActorRef):
         await trio.lowlevel.cancel_shielded_checkpoint()
         raise ActorStopped(f"{self.path} is {self.state.value}; send not accepted")
 
-    def tell_notice(self, notice: Any) -> None:
-        """Queue a runtime notice (``Terminated``): like ``tell``, but never dropped
-        or refused by a bounded mailbox's capacity."""
+    def tell_notice(self, message: Any) -> None:
+        """Queue a death-watch notice (``Terminated``): like ``tell``, but as a
+        :class:`Notice` (so that ``unwatch`` can withdraw it), and never dropped or
+        refused by a bounded mailbox's capacity."""
         if self.accepting:
-            self.enqueue(notice)
+            self.queue_envelope(Notice(self, message))
         else:
-            self.tell_refused(notice)
+            self.tell_refused(message)
+
+    def withdraw_notices(self, predicate: Any) -> None:
+        """Withdraw the queued notices whose message ``predicate`` accepts: they will
+        be skipped. Changes no positions, so it is safe during the actor's own turn."""
+        queued = [self.head, *(self.mailbox or ())]
+        for item in queued:
+            if type(item) is Notice and item.queued and predicate(item.message):
+                item.withdraw()
 
     def mark_started(self) -> None:
         """``on_start`` finished (or there is none): serve messages from now on."""
@@ -557,33 +566,6 @@ class ActorCell(ActorRef):
         self.started = False
         self.needs_task = self.kinds.receive_async or self.kinds.on_start_async
         self.inline_ready = False
-
-    def remove_queued(self, predicate: Any) -> int:
-        """Remove queued items for which ``predicate`` is true; return how many."""
-        removed = 0
-        mailbox = self.mailbox
-        if self.head is not NO_MESSAGE and predicate(self.head):
-            self.head = NO_MESSAGE
-            removed += 1
-            if mailbox:
-                self.head = mailbox.popleft()
-                self.popped += 1
-        if mailbox:
-            kept = [item for item in mailbox if not predicate(item)]
-            removed += len(mailbox) - len(kept)
-            mailbox.clear()
-            mailbox.extend(kept)
-        if self.ask_at:  # the asks moved up: locate them again
-            self.ask_at = deque(
-                self.popped + i for i, item in enumerate(mailbox or ()) if isinstance(item, Ask)
-            )
-        if removed and self.senders:
-            self.room_freed()
-        return removed
-
-    def room_freed(self) -> None:
-        """Messages left the mailbox other than by being served (a bounded mailbox
-        admits waiting senders here)."""
 
     # --- failures -----------------------------------------------------------------
 

@@ -11,7 +11,7 @@ Design
   of deadlines and sleeps in a cancel scope whose deadline is the earliest one; a
   new, earlier timer moves that deadline (trio allows changing a scope's deadline at
   any time). The task is started with the system's first timer.
-* **A tick is queued like an ask** (:class:`~trio_actors.mailbox._envelope.Tick`):
+* **A tick is queued like an ask** (:class:`~trio_actors.mailbox._envelope.Notice`):
   the serving loop finds it by position, so tells pay nothing for timers, and the
   timer keeps a handle on its queued tick. That gives two guarantees:
 
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..mailbox._envelope import Tick
+from ..mailbox._envelope import Notice
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -104,7 +104,7 @@ class Timer:
         self.key = key
         self.fired = 0
         self.skipped = 0
-        self._pending: Tick | None = None
+        self._pending: Notice | None = None
         self._seq = 0  # which heap entry is current
 
     @property
@@ -148,7 +148,7 @@ class Timer:
             self._end(in_heap=False)
             return None
         else:
-            tick = self._pending = Tick(target, self.message)
+            tick = self._pending = Notice(target, self.message)
             target.queue_tick(tick)
             self.fired += 1
         interval = self.interval

@@ -57,7 +57,7 @@ def unwatch(watcher: ActorCell, target: ActorCell) -> None:
         watcher.watching.discard(target)
     if target.watchers is not None:
         target.watchers.discard(watcher)
-    watcher.remove_queued(lambda item: isinstance(item, Terminated) and item.ref == target.ref)
+    watcher.withdraw_notices(lambda item: isinstance(item, Terminated) and item.ref == target.ref)
 
 
 def notify_watchers(target: ActorCell) -> None:

@@ -132,14 +132,17 @@ class Ask:
         return f"<{type(self).__name__} {self.message!r} {self.state.value}>"
 
 
-class Tick(Ask):
-    """A timer's message, queued like an ask so that the serving loop finds it by
+class Notice(Ask):
+    """A message from the runtime -- a timer's tick, or a death watch's
+    ``Terminated`` -- queued like an ask so that the serving loop finds it by
     position and nothing is checked per tell.
 
-    Nobody waits for it: the handler's result is dropped. Its timer may *withdraw*
-    it while it is queued (the timer was cancelled, or its actor is restarting): it
-    is then skipped, never handled. While it is queued, a periodic timer sends no
-    further tick (no pile-up).
+    Nobody waits for it: the handler's result is dropped. Its sender may
+    *withdraw* it while it is queued (the timer was cancelled or its actor is
+    restarting; the watcher unwatched): it is then skipped, never handled --
+    a change of state only, so it is safe in the middle of the actor's own turn.
+    While a timer's tick is queued, a periodic timer sends no further tick (no
+    pile-up).
     """
 
     __slots__ = ()
@@ -180,4 +183,4 @@ class Tick(Ask):
         return self.state is _QUEUED
 
 
-__all__ = ["NO_MESSAGE", "Ask", "AskState", "Tick"]
+__all__ = ["NO_MESSAGE", "Ask", "AskState", "Notice"]

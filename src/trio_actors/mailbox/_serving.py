@@ -257,7 +257,7 @@ class Dispatcher:
                 # in the deque: an actor that gets one message per activation (S3,
                 # S4) never touches its deque at all.
                 cell.head = NO_MESSAGE
-                if cell.asks_queued and isinstance(item, Ask):  # or a Tick
+                if cell.asks_queued and isinstance(item, Ask):  # or a Notice
                     cell.asks_queued -= 1
                     self._answer_inline(cell, cell.receive, item)
                 else:
@@ -398,7 +398,7 @@ class Dispatcher:
         n = 0
         while n < limit and cell.inline_ready and cell.has_queued():
             item = cell.pop_next()
-            if isinstance(item, Ask):  # or a Tick
+            if isinstance(item, Ask):  # or a Notice
                 cell.asks_queued -= 1
                 self._answer_inline(cell, receive, item)
             else:
@@ -638,7 +638,7 @@ class Dispatcher:
         cancellation, or the whole system being cancelled -- the asker is answered
         exactly once (or was released already, if it was cancelled itself).
         """
-        if isinstance(item, Ask):  # or a Tick
+        if isinstance(item, Ask):  # or a Notice
             ask: Ask | None = item
             cell.asks_queued -= 1
             if not item.start():

@@ -25,7 +25,7 @@ import trio
 import trio.lowlevel
 
 from .._errors import ActorStopped
-from ._envelope import Ask, Tick
+from ._envelope import Ask, Notice
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
@@ -68,7 +68,7 @@ async def clean_stranded(cell: ActorCell, stranded: deque[Any], cadence: Cleanup
             tells = []
             for _ in range(group):
                 item = popleft()
-                if type(item) is Tick:
+                if type(item) is Notice:
                     cell.stranded_asks -= 1
                     if item.take_back():  # a timer's message: a dead letter like a tell
                         tells.append(item.message)
