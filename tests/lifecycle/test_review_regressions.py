@@ -261,8 +261,12 @@ def test_unwatch_from_the_handler_with_an_ask_queued_behind_does_not_hang() -> N
     # actor's own turn, which moved the asks queued behind it while the serving
     # loop was counting on their positions: the loop spun forever.
     class Watcher(ta.Actor):
-        def __init__(self) -> None:
+        def __init__(self, gate: trio.Event) -> None:
+            self.gate = gate
             self.got: list[Any] = []
+
+        async def on_start(self) -> None:
+            await self.gate.wait()  # everything below queues up meanwhile
 
         def receive(self, message: Any) -> Any:
             if isinstance(message, ta.ActorRef):
@@ -278,30 +282,29 @@ def test_unwatch_from_the_handler_with_an_ask_queued_behind_does_not_hang() -> N
 
     async def main() -> list[Any]:
         async with ta.open_actor_system() as system:
-            watcher = system.spawn(Watcher)
-            watched = system.spawn(Watcher)
+            gate = trio.Event()
+            watcher = system.spawn(Watcher, gate)
+            watched = system.spawn(Watcher, gate)
             watcher.tell(watched)
-            await trio.testing.wait_all_tasks_blocked()
+            for message in (1, 2, "unwatch", 3, 4):
+                watcher.tell(message)
             answers: list[Any] = []
 
             async def ask() -> None:
                 answers.append(await watcher.ask("get"))
 
             async with trio.open_nursery() as nursery:
-                for message in (1, 2, "unwatch", 3, 4):
-                    watcher.tell(message)
                 nursery.start_soon(ask)
-                await trio.lowlevel.checkpoint()
+                await trio.testing.wait_all_tasks_blocked()  # queued behind the tells
                 watcher.tell(5)
-                nursery.start_soon(ask)
+                gate.set()
             await watched.stop()  # unwatched: no Terminated arrives
             answers.append(await watcher.ask("get"))
             return answers
 
-    first, second, last = run(main)
+    first, last = run(main)
     assert first == [1, 2, 3, 4]
-    assert second == [1, 2, 3, 4, 5]
-    assert last == second
+    assert last == [1, 2, 3, 4, 5]
 
 
 def test_unwatch_withdraws_a_terminated_already_queued() -> None:
