@@ -167,3 +167,24 @@ async def test_withdrawn_asks_and_waiting_senders_are_counted(autojump_clock: Cl
             nursery.cancel_scope.cancel()
         stats = ref.statistics()
         assert (stats.withdrawn, stats.senders_waiting) == (2, 0)
+
+
+async def test_time_in_a_plain_on_start_counts_for_the_round_not_for_a_turn(
+    autojump_clock: Clock,
+) -> None:
+    class SlowStart(ta.Actor):
+        def on_start(self) -> None:
+            autojump_clock.jump(5.0)  # holds the thread, as a time.sleep would
+
+        def receive(self, message: Any) -> Any:
+            return message
+
+    async with ta.open_actor_system() as system:
+        system.spawn(SlowStart)  # a round of nothing but its on_start
+        await trio.testing.wait_all_tasks_blocked()
+        assert system.statistics().longest_round_seconds == pytest.approx(5.0)
+        fast = system.spawn(Worker)
+        system.spawn(SlowStart)
+        fast.tell(1)  # served right after the second slow on_start, same round
+        await trio.testing.wait_all_tasks_blocked()
+        assert fast.statistics().longest_turn_seconds < 1.0

@@ -289,3 +289,89 @@ async def test_a_stopping_actor_cannot_start_a_timer() -> None:
         await system.spawn(Late).stop()
     assert len(errors) == 1
     assert "cannot start a timer: it is stopping" in errors[0]
+
+
+async def test_a_fired_one_shot_tick_still_queued_is_withdrawn_by_a_restart(
+    autojump_clock: Clock,
+) -> None:
+    class Held(ta.Actor):
+        def __init__(self, gate: trio.Event, got: list[Any]) -> None:
+            self.gate = gate
+            self.got = got
+
+        async def receive(self, message: Any) -> Any:
+            match message:
+                case "arm":
+                    self.tell_after(1.0, "tick from the old instance")
+                case "hold":
+                    await self.gate.wait()
+                    raise RuntimeError("fails with the tick queued behind it")
+                case _:
+                    self.got.append(message)
+            return None
+
+    async with ta.open_actor_system() as system:
+        gate = trio.Event()
+        got: list[Any] = []
+        ref = system.spawn(Held, gate, got)
+        ref.tell("arm")
+        ref.tell("hold")
+        await trio.sleep(2)  # the one-shot has fired: its tick is queued
+        assert ref.statistics().mailbox_depth == 1
+        gate.set()
+        await trio.sleep(1)
+        ref.tell("after")
+        await trio.sleep(1)
+        assert got == ["after"]
+        assert ref.statistics().withdrawn == 1
+
+
+async def test_a_new_timer_with_the_key_withdraws_the_old_ones_queued_tick(
+    autojump_clock: Clock,
+) -> None:
+    class Held(ta.Actor):
+        def __init__(self, gate: trio.Event, got: list[Any]) -> None:
+            self.gate = gate
+            self.got = got
+
+        async def receive(self, message: Any) -> Any:
+            match message:
+                case "arm":
+                    self.tell_after(1.0, "old", key="k")
+                case "hold":
+                    await self.gate.wait()
+                    self.tell_after(1.0, "new", key="k")  # the old tick is queued
+                case _:
+                    self.got.append(message)
+            return None
+
+    async with ta.open_actor_system() as system:
+        gate = trio.Event()
+        got: list[Any] = []
+        ref = system.spawn(Held, gate, got)
+        ref.tell("arm")
+        ref.tell("hold")
+        await trio.sleep(2)
+        gate.set()
+        await trio.sleep(2)
+        assert got == ["new"]
+        assert ref.statistics().timers == 0
+
+
+async def test_a_periodic_timer_does_not_drift(autojump_clock: Clock) -> None:
+    timers: list[ta.Timer] = []
+
+    class Ticker(ta.Actor):
+        def on_start(self) -> None:
+            timers.append(self.tell_every(0.1, "tick"))
+
+        def receive(self, message: Any) -> Any:
+            return None
+
+    async with ta.open_actor_system() as system:
+        start = trio.current_time()
+        system.spawn(Ticker)
+        await trio.sleep(1000.05)
+        [timer] = timers
+        assert timer.fired == 10_000
+        assert timer.deadline == start + 0.1 + 10_000 * 0.1  # computed, not summed

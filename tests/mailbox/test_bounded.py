@@ -364,3 +364,24 @@ async def test_an_overflowing_tell_from_another_thread_becomes_a_dead_letter(
         assert overflow_letters(system) == ["from a thread"]
         assert threading.current_thread() is threading.main_thread()
         gate.set()
+
+
+@pytest.mark.parametrize("overflow", ["fail", "drop_new", "drop_old"])
+async def test_an_ask_cancelled_before_it_starts_does_nothing_to_a_full_mailbox(
+    overflow: Any, autojump_clock: Clock
+) -> None:
+    async with ta.open_actor_system() as system:
+        gate = trio.Event()
+        got: list[Any] = []
+        ref = system.spawn(Gate, gate, got, mailbox=ta.Bounded(1, overflow=overflow))
+        ref.tell("busy")
+        await trio.testing.wait_all_tasks_blocked()
+        ref.tell("queued")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await ref.ask("never")
+        assert scope.cancelled_caught  # Cancelled, not MailboxFull
+        stats = ref.statistics()
+        assert (stats.withdrawn, stats.failed_back, stats.mailbox_depth) == (1, 0, 1)
+        assert system.dead_letters.count == 0  # drop_old dropped nothing
+        gate.set()

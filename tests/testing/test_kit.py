@@ -137,3 +137,18 @@ def test_the_fixture_opens_a_system_and_closes_it_after_the_test(tmp_path: Path)
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed" in result.stdout
+
+
+async def test_a_cancelled_receive_leaves_the_message_unread(actor_system: ta.ActorSystem) -> None:
+    probe = Probe(actor_system)
+    probe.ref.tell("hello")
+    await trio.testing.wait_all_tasks_blocked()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await probe.receive()
+    assert probe.unread == ["hello"]
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await probe.wait_for(str)
+    assert probe.unread == ["hello"]
+    assert await probe.receive() == "hello"

@@ -10,6 +10,8 @@ Two differences in how the mailbox is kept:
 
 * every message goes to the deque (never the head slot), so the depth is
   ``len(mailbox)`` and a drop from the front is a ``popleft``;
+* under ``"drop_old"`` a tell always gets in, by dropping the oldest queued
+  message -- even while senders wait (they keep their place for the next room);
 * the dispatcher serves a bounded mailbox one checked message at a time
   (``Dispatcher._serve_checked``), because ``"drop_old"`` may take messages from its
   front while a turn runs; each message taken hands its room to the oldest waiting
@@ -76,6 +78,9 @@ class BoundedCell(ActorCell):
 
     async def queue_ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
         if self.is_full():
+            # Cancelled already? Then the ask does nothing -- in particular it
+            # drops nothing under "drop_old" -- and counts as withdrawn.
+            await self.send_checkpoint()
             if self.bounded.overflow != "drop_old":
                 self.failed_back += 1
                 await trio.lowlevel.cancel_shielded_checkpoint()

@@ -246,7 +246,7 @@ class ActorCell(ActorRef):
             # happens: it would cost every activation a comparison.
             longest_turn_messages=max(self.longest_turn, 1 if self.handled else 0),
             longest_turn_seconds=self.longest_turn_time,
-            timers=len(self.timers or ()),
+            timers=sum(1 for timer in (self.timers or {}).values() if timer.active),
         )
 
     # --- messages -----------------------------------------------------------------

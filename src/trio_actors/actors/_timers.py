@@ -66,12 +66,15 @@ class Timer:
         interval: seconds between ticks, or ``None`` for a one-shot timer.
         key: the timer's key, or ``None``.
         deadline: the trio-clock time of the next tick (``inf`` once it has ended).
-        fired: ticks sent so far.
+        fired: ticks sent so far (queued, or dead-lettered by a full bounded
+            mailbox).
         skipped: ticks not sent because the previous one was still queued or the
             system was too busy to send them on time.
     """
 
     __slots__ = (
+        "_count",
+        "_origin",
         "_owner",
         "_pending",
         "_seq",
@@ -104,8 +107,12 @@ class Timer:
         self.key = key
         self.fired = 0
         self.skipped = 0
-        self._pending: Notice | None = None
+        self._pending: Notice | None = None  # its tick, while queued
         self._seq = 0  # which heap entry is current
+        # Deadlines are origin + count * interval: computed, not summed, so that a
+        # long-running periodic timer does not drift.
+        self._origin = deadline
+        self._count = 0
 
     @property
     def active(self) -> bool:
@@ -116,18 +123,31 @@ class Timer:
     def cancel(self) -> None:
         """End the timer. Never a checkpoint; idempotent.
 
-        A tick of this timer that is still queued is withdrawn: once this returns,
-        the message is never handled because of this timer.
+        A tick of this timer that is still queued is withdrawn (also after a
+        one-shot timer has fired): once this returns, the message is never handled
+        because of this timer.
         """
         if self._pending is not None:
-            self._pending.withdraw()
-            self._pending = None
+            self._pending.withdraw()  # calls tick_finished
         self._end()
+
+    def tick_finished(self, tick: Notice) -> None:
+        """Its tick was handled, withdrawn or dropped."""
+        if self._pending is tick:
+            self._pending = None
+            if not self.active:
+                self._forget()
 
     def _end(self, *, in_heap: bool = True) -> None:
         if self.deadline != math.inf:
             self.deadline = math.inf
             self._service.ended(in_heap=in_heap)
+        if self._pending is None:
+            self._forget()
+        # else: the owner keeps it until its tick is done, so that a stop, a
+        # restart or a new timer with its key can still withdraw the tick.
+
+    def _forget(self) -> None:
         timers = self._owner.timers
         if timers is not None and timers.get(self._slot) is self:
             del timers[self._slot]
@@ -148,18 +168,20 @@ class Timer:
             self._end(in_heap=False)
             return None
         else:
-            tick = self._pending = Notice(target, self.message)
-            target.queue_tick(tick)
+            tick = self._pending = Notice(target, self.message, self)
             self.fired += 1
+            target.queue_tick(tick)
         interval = self.interval
         if interval is None:
             self._end(in_heap=False)
             return None
-        deadline = self.deadline + interval
+        self._count += 1
+        deadline = self._origin + self._count * interval
         if deadline <= now:  # the system was busy: skip what was missed
             missed = math.floor((now - deadline) / interval) + 1
             self.skipped += missed
-            deadline += missed * interval
+            self._count += missed
+            deadline = self._origin + self._count * interval
         self.deadline = deadline
         return deadline
 

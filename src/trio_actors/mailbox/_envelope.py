@@ -145,36 +145,47 @@ class Notice(Ask):
     pile-up).
     """
 
-    __slots__ = ()
+    __slots__ = ("sender",)
 
-    def __init__(self, cell: ActorCell, message: Any) -> None:
+    def __init__(self, cell: ActorCell, message: Any, sender: Any = None) -> None:
         self.cell = cell
         self.message = message
         self.state = _QUEUED
         self.scope = None
+        # Told when the notice is done with (handled, withdrawn or dropped): the
+        # timer whose tick it is, or None.
+        self.sender = sender
+
+    def _finished(self) -> None:
+        if self.sender is not None:
+            self.sender.tick_finished(self)
 
     def withdraw(self) -> None:
-        """Its timer was cancelled: if still queued, it will be skipped."""
+        """Its sender withdrew it: if still queued, it will be skipped."""
         if self.state is _QUEUED:
             self.state = _WITHDRAWN
             self.cell.withdraw(self)
+            self._finished()
 
     def reply(self, value: Any) -> None:
         if self.state is _RUNNING:
             self.state = _DONE
+            self._finished()
 
     def fail(self, error: BaseException) -> bool:
         """The handler raised (supervision sees it), or the tick was stranded: nobody
         to tell. Returns False: nothing was failed back."""
         if self.state is _RUNNING or self.state is _QUEUED:
             self.state = _DONE
+            self._finished()
         return False
 
     def take_back(self) -> bool:
-        """The tick will not be handled (stranded, or dropped by a full mailbox):
+        """The notice will not be handled (stranded, or dropped by a full mailbox):
         return True if it was still queued, so its message becomes a dead letter."""
         if self.state is _QUEUED:
             self.state = _DONE
+            self._finished()
             return True
         return False
 

@@ -493,6 +493,9 @@ class Dispatcher:
     def _prepare_inline(self, cell: ActorCell) -> bool:
         """Slow path of an activation: restarting, async, not yet started, or the
         first turn of this instance (which binds its ``receive``)."""
+        # A plain on_start may run here: the time since the last clock reading is
+        # no longer one turn's, and the round must read the clock at its end.
+        self._read_used = -1
         if cell.state is _RESTARTING:
             cell.hand_to_restart()  # it failed (or a child escalated) while queued
             return False

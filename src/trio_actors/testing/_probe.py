@@ -94,13 +94,14 @@ class Probe:
         with trio.move_on_after(within):
             while self._read >= len(self.messages):
                 await self._event.wait()
-            self._read += 1
-            await trio.lowlevel.checkpoint()
-            return self.messages[self._read - 1]
-        raise AssertionError(
-            f"{self.ref.name} received no message within {within:g}s "
-            f"(received so far: {self.messages!r})"
-        )
+        if self._read >= len(self.messages):
+            raise AssertionError(
+                f"{self.ref.name} received no message within {within:g}s "
+                f"(received so far: {self.messages!r})"
+            )
+        await trio.lowlevel.checkpoint()  # cancelled here: the message stays unread
+        self._read += 1
+        return self.messages[self._read - 1]
 
     async def expect(self, match: Any, *, within: float = DEFAULT_WITHIN) -> Any:
         """The next unread message, which must match ``match`` (see :func:`matches`)."""
@@ -115,20 +116,24 @@ class Probe:
         """Skip unread messages until one matches ``match``, waiting up to ``within``
         seconds in all; return it. The skipped ones count as read."""
         skipped: list[Any] = []
+        found = False
         with trio.move_on_after(within):
-            while True:
+            while not found:
                 while self._read >= len(self.messages):
                     await self._event.wait()
-                message = self.messages[self._read]
-                self._read += 1
-                if matches(match, message):
-                    await trio.lowlevel.checkpoint()
-                    return message
-                skipped.append(message)
-        raise AssertionError(
-            f"{self.ref.name} received no message matching {describe(match)} within "
-            f"{within:g}s (skipped: {skipped!r})"
-        )
+                if matches(match, self.messages[self._read]):
+                    found = True
+                else:
+                    skipped.append(self.messages[self._read])
+                    self._read += 1
+        if not found:
+            raise AssertionError(
+                f"{self.ref.name} received no message matching {describe(match)} within "
+                f"{within:g}s (skipped: {skipped!r})"
+            )
+        await trio.lowlevel.checkpoint()  # cancelled here: the match stays unread
+        self._read += 1
+        return self.messages[self._read - 1]
 
     async def expect_no_message(self, *, within: float = 0.1) -> None:
         """Wait ``within`` seconds; fail if any unread message is (or arrives) there."""
