@@ -42,3 +42,81 @@ def test_the_readme_example_runs() -> None:
     readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
+
+
+def test_the_tutorial_program_prints_what_the_tutorial_says() -> None:
+    logging.getLogger("trio_actors").setLevel(logging.CRITICAL)
+    tutorial = load("tutorial")
+    lines = trio.run(tutorial.main, clock=trio.testing.MockClock(autojump_threshold=0))
+    page = (EXAMPLES.parent / "docs" / "tutorial.rst").read_text(encoding="utf-8")
+    shown = page.split(".. code-block:: text\n\n", 1)[1].split("\n\n", 1)[0]
+    assert lines == [line.strip() for line in shown.splitlines()]
+
+
+def run_virtual(fn: object, *args: object) -> object:
+    return trio.run(fn, *args, clock=trio.testing.MockClock(autojump_threshold=0))  # type: ignore[arg-type]
+
+
+def test_howto_backpressure_keeps_the_producer_at_the_consumers_pace() -> None:
+    handled, deepest = run_virtual(load("howto").backpressure)  # type: ignore[misc]
+    assert handled == 1000
+    assert deepest <= 10
+
+
+def test_howto_latest_values_only_drops_the_old_ones() -> None:
+    shown, dropped = run_virtual(load("howto").latest_values_only)  # type: ignore[misc]
+    assert shown[-1] == 99.0
+    assert shown == sorted(shown)
+    assert len(shown) + dropped == 100
+    assert dropped > 0
+
+
+def test_howto_supervision_patterns() -> None:
+    logging.getLogger("trio_actors").setLevel(logging.CRITICAL)
+    assert run_virtual(load("howto").supervision_patterns) == [
+        2,
+        "failed: bad job -1",
+        4,
+        6,
+        8,
+        1,  # one restart: the worker that failed
+    ]
+
+
+def test_howto_shut_down_cleanly_flushes_everything_told() -> None:
+    written = run_virtual(load("howto").shut_down_cleanly, 1.05)
+    assert written == [f"entry {n}" for n in range(11)]
+
+
+def test_howto_shut_down_on_a_signal() -> None:
+    import signal
+
+    howto = load("howto")
+
+    async def main() -> list[str]:
+        async with trio.open_nursery() as nursery:
+            result: list[list[str]] = []
+
+            async def run() -> None:
+                result.append(await howto.shut_down_cleanly(3600, on_signal=True))
+
+            nursery.start_soon(run)
+            await trio.sleep(0.35)
+            signal.raise_signal(signal.SIGINT)
+        return result[0]
+
+    assert run_virtual(main) == ["entry 0", "entry 1", "entry 2", "entry 3"]
+
+
+def test_howto_heartbeat_and_idle_timeout() -> None:
+    pings, ended_after = run_virtual(load("howto").heartbeat_and_idle_timeout)  # type: ignore[misc]
+    assert pings == 33  # every 15 s until the session ended at 500 s
+    assert ended_after == 501
+
+
+def test_howto_statistics_report_names_the_laggards() -> None:
+    howto = load("howto")
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    report = trio.run(howto.statistics_report, clock, clock=clock)
+    assert report[0].startswith("system/busy: ")
+    assert report[-1] == "the dispatcher once held the thread 0.20s"
