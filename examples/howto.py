@@ -89,7 +89,9 @@ class Pool(ta.Actor):
 
     async def receive(self, message: Any) -> Any:
         if isinstance(message, ta.Terminated):  # a worker stopped for good
-            if message.ref in self.workers:  # (not one of an earlier instance's)
+            # (A restart of the pool itself stops its workers; their Terminated
+            # reach the fresh pool, which has workers of its own: ignore those.)
+            if message.ref in self.workers:
                 index = self.workers.index(message.ref)
                 self.workers[index] = self.spawn(Worker)
                 self.watch(self.workers[index])

@@ -119,6 +119,9 @@ async def step4_supervision(system: ta.ActorSystem, report: Report) -> None:
     report(f"parse('7') = {await service.ask('7')}")
 
 
+# --- Putting it together ------------------------------------------------------------
+
+
 async def main() -> list[str]:
     lines: list[str] = []
     async with ta.open_actor_system() as system:

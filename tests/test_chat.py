@@ -116,9 +116,14 @@ async def test_chat_with_a_slow_client_a_crashed_room_and_a_clean_shutdown() -> 
 
             # A crash of the room: supervision restarts it, the members are put
             # back, and the room goes on.
-            await bob.say("/crash")
-            await bob.read_until("*** the room restarted")
-            await alice.read_until("*** the room restarted")
+            # (The crash and a line right behind it, in one write: the line waits
+            # in the room's mailbox while the room restarts, and reaches everyone.)
+            await bob.stream.send_all(b"/crash\nright after the crash\n")
+            for client in (alice, bob):
+                assert await client.read_until("<bob> right after the crash") == [
+                    "*** the room restarted",
+                    "<bob> right after the crash",
+                ]
             await alice.say("still here?")
             await bob.read_until("<alice> still here?")
             await bob.say("/who")

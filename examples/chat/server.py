@@ -11,8 +11,8 @@ The actors:
   knows who is connected, and puts the members back in the room after a restart.
 * ``Room`` -- the chat state: who is in the room; it broadcasts each line to every
   member's ``Connection``. It is supervised with ``Restart``: a crash (``/crash``)
-  gives a fresh ``Room``, which asks the lobby to put the members back; lines said
-  meanwhile wait in its mailbox, none is lost.
+  gives a fresh ``Room``, whose ``on_start`` asks the lobby who is connected --
+  before any line that waited in its mailbox meanwhile is handled: none is lost.
 * ``Connection`` -- writes lines to one client's socket (an ``async`` handler: it
   awaits the socket). Its mailbox is ``Bounded(OUTBOX, overflow="drop_old")``: the
   room only ever ``tell``\\ s it, which never waits, so a client that reads slowly
@@ -87,17 +87,18 @@ class Room(ta.Actor):
         self.lobby = lobby
         self.members: dict[str, ta.ActorRef] = {}
 
-    def on_start(self) -> None:
-        self.lobby.tell(("room started", self.ref))  # a restart: members come back
+    async def on_start(self) -> None:
+        # on_start finishes before the first message is handled: after a restart,
+        # the members are back before any line that waited in the mailbox.
+        self.members = await self.lobby.ask("members")
+        if self.members:
+            self.broadcast("*** the room restarted")
 
     def receive(self, message: Any) -> Any:
         match message:
             case ("join", name, connection):
                 self.members[name] = connection
                 self.broadcast(f"*** {name} joined")
-            case ("rejoin", name, connection):
-                self.members[name] = connection
-                connection.tell(("line", "*** the room restarted"))
             case ("leave", name):
                 if self.members.pop(name, None) is not None:
                     self.broadcast(f"*** {name} left")
@@ -141,9 +142,8 @@ class Lobby(ta.Actor):
                 self.connections.pop(name, None)
                 if not self.closing:  # (while closing, nobody is left to hear it)
                     self.room.tell(("leave", name))
-            case ("room started", room):
-                for name, connection in self.connections.items():
-                    room.tell(("rejoin", name, connection))
+            case "members":
+                return dict(self.connections)
             case "closing":
                 self.closing = True
                 self.room.tell("closing")

@@ -65,7 +65,8 @@ class ActorStatistics:
         restarts: fresh instances made for it by ``Restart`` supervision.
         longest_turn_messages: the most messages it handled in one turn.
         longest_turn_seconds: the longest trio-clock time one of its turns was
-            seen to take (see the module docstring).
+            seen to take: turns of ``async`` handlers are timed exactly, inline
+            turns when the serving loop's clock readings isolate them.
         timers: its timers still active.
     """
 
@@ -96,6 +97,9 @@ class SystemStatistics:
         restarts: restarts of all its actors.
         dead_letters: all dead letters so far, by reason.
         rounds: dispatcher rounds served (each ends with a yield or a park).
+            The dispatcher serves plain handlers; actors whose ``receive`` is
+            ``async def`` are served by tasks of their own, so a system of only
+            async actors counts no rounds.
         longest_round_messages: the most messages handled in one round.
         longest_round_seconds: the longest trio-clock time the dispatcher ran
             handlers without yielding.
