@@ -6,7 +6,10 @@ fast.
 """
 
 import importlib.util
+import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -197,3 +200,34 @@ async def test_a_client_that_sends_no_name_or_garbage_is_just_closed(line: bytes
                 pass  # ...or reset, if the server closed with our bytes unread
             await stream.aclose()
             closing.set()
+
+
+async def test_ctrl_c_shuts_the_server_process_down_cleanly() -> None:
+    # The server as a user runs it, in its own process; Ctrl-C is SIGINT.
+    with trio.fail_after(HANG_GUARD):
+        process = await trio.lowlevel.open_process(
+            [sys.executable, str(SERVER), "0"], stdout=subprocess.PIPE
+        )
+        try:
+            assert process.stdout is not None
+            banner = b""
+            while b"\n" not in banner:
+                banner += await process.stdout.receive_some(1024)
+            port = int(banner.split(b"127.0.0.1:")[1].split()[0])
+            client = await Client.connect(port, "ann")
+            await client.read_until("*** ann joined")
+            await client.say("hello")
+            await client.read_until("<ann> hello")
+            process.send_signal(signal.SIGINT)
+            assert await client.read_to_end() == ["*** the server is shutting down"]
+            rest = b""
+            while data := await process.stdout.receive_some(1024):
+                rest += data
+            assert await process.wait() == 0
+            assert rest.decode().split() == ["shutting", "down...", "stopped"]
+        finally:
+            if process.returncode is None:
+                process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
+                await process.stdout.aclose()  # type: ignore[union-attr]
