@@ -50,7 +50,8 @@ class ActorStatistics:
         path: where the actor lives (``system/parent/name``).
         state: its lifecycle state: ``"starting"``, ``"running"``,
             ``"restarting"``, ``"draining"``, ``"stopping"`` or ``"stopped"``.
-        mailbox_depth: messages queued now (not counting one being handled).
+        mailbox_depth: messages queued now (not counting one being handled, nor
+            withdrawn asks and notices that wait to be skipped).
         mailbox_capacity: the bound of a bounded mailbox, or ``None``.
         senders_waiting: tasks waiting in ``send`` for room.
         handled: messages its handlers have taken (answered, failed or not).

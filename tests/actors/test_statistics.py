@@ -188,3 +188,23 @@ async def test_time_in_a_plain_on_start_counts_for_the_round_not_for_a_turn(
         fast.tell(1)  # served right after the second slow on_start, same round
         await trio.testing.wait_all_tasks_blocked()
         assert fast.statistics().longest_turn_seconds < 1.0
+
+
+async def test_mailbox_depth_does_not_count_withdrawn_asks(autojump_clock: Clock) -> None:
+    class Stuck(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            if message == "hold":
+                await trio.sleep(10)
+            return message
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Stuck)
+        ref.tell("hold")
+        await trio.testing.wait_all_tasks_blocked()
+        ref.tell("queued")
+        with trio.move_on_after(1):
+            await ref.ask("withdrawn")  # stays queued, to be skipped
+        assert ref.statistics().mailbox_depth == 1
+        await trio.sleep(20)
+        stats = ref.statistics()
+        assert (stats.mailbox_depth, stats.withdrawn, stats.handled) == (0, 1, 2)

@@ -150,6 +150,7 @@ class ActorCell(ActorRef):
     restart_delay = 0.0
     handler_scope: trio.CancelScope | None = None  # of a running async handler
     withdrawn = 0
+    withdrawn_queued = 0  # withdrawn envelopes still in the mailbox, to be skipped
     failed_back = 0
     # Dead letters of this actor's messages, by reason.
     stopped_letters = 0
@@ -231,7 +232,9 @@ class ActorCell(ActorRef):
         return ActorStatistics(
             path=self.path,
             state=self.state.value,
-            mailbox_depth=(self.head is not NO_MESSAGE) + len(mailbox or ()),
+            mailbox_depth=(self.head is not NO_MESSAGE)
+            + len(mailbox or ())
+            - self.withdrawn_queued,
             mailbox_capacity=None if bounded is None else bounded.capacity,
             senders_waiting=len(self.senders or ()),
             handled=self.handled,
@@ -406,8 +409,14 @@ class ActorCell(ActorRef):
         self.withdrawn += 1
 
     def withdraw(self, envelope: Ask) -> None:
-        """A queued ask (or tick) was withdrawn: it stays queued, to be skipped."""
+        """A queued ask (or notice) was withdrawn: it stays queued, to be skipped."""
         self.withdrawn += 1
+        if self.accepting or self.state is _DRAINING:  # (not among the stranded)
+            self.withdrawn_queued += 1
+
+    def skipped_withdrawn(self) -> None:
+        """The serving loop reached a withdrawn envelope and skipped it."""
+        self.withdrawn_queued -= 1
 
     # --- stopping -----------------------------------------------------------------
 
@@ -463,6 +472,7 @@ class ActorCell(ActorRef):
         asks = self.asks_queued
         self.asks_queued = 0
         self.ask_at = None
+        self.withdrawn_queued = 0
         head = self.head
         mailbox = self.mailbox
         if head is NO_MESSAGE and not mailbox:

@@ -514,6 +514,7 @@ class Dispatcher:
     def _answer_inline(self, cell: ActorCell, receive: Any, ask: Ask) -> None:
         if ask.state is not _QUEUED:
             cell.handled -= 1  # withdrawn: counted when it was cancelled
+            cell.skipped_withdrawn()
             return
         ask.state = _ASK_RUNNING  # Ask.start(), inlined: every ask passes here
         try:
@@ -645,6 +646,7 @@ class Dispatcher:
             ask: Ask | None = item
             cell.asks_queued -= 1
             if not item.start():
+                cell.skipped_withdrawn()
                 return  # withdrawn
             message = item.message
         else:
