@@ -217,8 +217,8 @@ def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         console.print(f"recommended: {sweep.recommended.candidate.describe()}")
     if settings.rounds < 5:
         console.print(
-            f"({settings.rounds} measuring round(s): the contracts columns are exact, the "
-            "timings only indicative; choose with a full sweep, 10 rounds by default)"
+            f"({settings.rounds} measuring round(s): the contracts columns are exact,\n"
+            " the timings only indicative; choose with a full sweep, 10 rounds by default)"
         )
     if args.json is not None:
         document = to_json(sweep.results, sweep.recommended, sweep.environment)

@@ -37,7 +37,7 @@ def table(sweep: Sweep) -> Table:
         pad_edge=False,
         title="trio-actors sweep (* recommended)",
         title_justify="left",
-        caption="tell and cleanup: thousands per second ± half the interval; ask and probe p99: µs",
+        caption="tell, clean: thousands/s ± half the interval; ask, probe p99: µs",
         caption_justify="left",
     )
     for name in ("batch", "cleanup", "slice", "contracts"):
