@@ -19,7 +19,8 @@ DEFAULT_CLEANUP_BATCH = 32
 """Stranded messages cleaned per step before the runtime yields (shielded)."""
 
 DEFAULT_TIME_SLICE = 0.016
-"""Seconds of trio-clock time after which a turn ends early."""
+"""Seconds of trio-clock time after which a round of turns ends (and so the turn in
+progress, if it is still running)."""
 
 
 def _positive_int(instance: Any, attribute: attrs.Attribute[int], value: object) -> None:
@@ -58,9 +59,10 @@ class ServingPolicy:
         cleanup_batch: when an actor stops, the messages left in its mailbox
             (stranded) are failed back or dead-lettered this many at a time, with a
             shielded yield between groups.
-        time_slice: a turn also ends once this many seconds of trio-clock time have
-            passed since it began (checked between messages), or ``None`` for no
-            time limit.
+        time_slice: the dispatcher's round -- and so the turn in progress -- ends
+            once this many seconds of trio-clock time have passed since the round
+            began (checked between messages; a turn therefore never runs longer
+            than this), or ``None`` for no time limit.
 
     Raises:
         TypeError: a field has the wrong type (the message names it).

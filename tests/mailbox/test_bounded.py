@@ -385,3 +385,55 @@ async def test_an_ask_cancelled_before_it_starts_does_nothing_to_a_full_mailbox(
         assert (stats.withdrawn, stats.failed_back, stats.mailbox_depth) == (1, 0, 1)
         assert system.dead_letters.count == 0  # drop_old dropped nothing
         gate.set()
+
+
+async def test_drop_old_never_drops_a_terminated_and_keeps_asks_in_place(
+    autojump_clock: Clock,
+) -> None:
+    class Watcher(ta.Actor):
+        def __init__(self, gate: trio.Event, got: list[Any]) -> None:
+            self.gate = gate
+            self.got = got
+
+        async def receive(self, message: Any) -> Any:
+            if isinstance(message, ta.ActorRef):
+                self.watch(message)
+            elif message == "hold":
+                await self.gate.wait()
+            else:
+                self.got.append(message)
+            return message
+
+    async with ta.open_actor_system() as system:
+        gate = trio.Event()
+        got: list[Any] = []
+        watched = system.spawn(Recorder)
+        ref = system.spawn(Watcher, gate, got, mailbox=ta.Bounded(3, overflow="drop_old"))
+        ref.tell(watched)
+        ref.tell("hold")
+        await trio.testing.wait_all_tasks_blocked()
+        await watched.stop()  # a Terminated is queued first
+        ref.tell("old tell")
+        answers: list[Any] = []
+
+        async def ask() -> None:
+            answers.append(await ref.ask("the ask"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await trio.testing.wait_all_tasks_blocked()  # full: Terminated, tell, ask
+            ref.tell("new tell")  # drops "old tell", not the Terminated
+            gate.set()
+        assert answers == ["the ask"]
+        await ref.stop(drain=True)
+        assert got == [ta.Terminated(watched), "the ask", "new tell"]
+        assert overflow_letters(system) == ["old tell"]
+
+
+async def test_an_ask_refused_by_a_stopped_actor_counts_as_failed_back() -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Recorder)
+        await ref.stop()
+        with pytest.raises(ta.ActorStopped):
+            await ref.ask("late")
+        assert ref.statistics().failed_back == 1

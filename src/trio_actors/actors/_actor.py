@@ -54,7 +54,10 @@ class Actor:
     def receive(self, message: Any) -> Any:
         """Handle one message; the return value is the reply to an ``ask``.
 
-        May be ``async def``. An exception raised here reaches the asker of the
+        May be ``async def``: it then runs in a task of its own while it awaits, and
+        is cancelled if its asker is cancelled (the actor goes on with its next
+        message) or the actor is stopped. A plain ``receive`` cannot be
+        interrupted. An exception raised here reaches the asker of the
         message (same type) and is a failure of the actor: it is logged and counted,
         and the actor's supervision strategy decides what happens next (by default a
         restart with a fresh instance).
@@ -63,6 +66,9 @@ class Actor:
 
     def on_start(self) -> Any:
         """Called once before the first message is handled (plain or ``async def``).
+
+        An ``async`` ``on_start`` is cancelled if the actor is stopped meanwhile;
+        the instance then never started, so its ``on_stop`` does not run.
 
         Messages told before or during ``on_start`` are kept and handled after it.
         An exception here is a failure of the actor, handled by its supervision
@@ -95,7 +101,9 @@ class Actor:
 
         Never blocks and never a checkpoint. Messages still queued are stranded
         (asks fail with ``ActorStopped``, tells become dead letters), then
-        ``on_stop`` runs. Calling it again, or while already stopping, does nothing.
+        ``on_stop`` runs. Calling it again, or while already stopping, does nothing;
+        while draining (``stop(drain=True)``) it ends the drain, and the rest of
+        the queue is stranded.
         """
         self._cell().begin_stop(drain=False, cancel_handler=False)
 
@@ -154,8 +162,9 @@ class Actor:
 
         Ticks stay on the grid ``first + k * interval``. No pile-up: while the
         previous tick is still queued, a due tick is skipped (counted in
-        ``timer.skipped``), and so are ticks the system was too busy to send on
-        time. Cancelling, stopping and restarting as for :meth:`tell_after`.
+        ``timer.skipped``); if the system was too busy to send ticks on time, one
+        overdue tick is sent late and the others missed are skipped. Cancelling,
+        stopping and restarting as for :meth:`tell_after`.
 
         Raises:
             TypeError, ValueError: ``interval`` is not a number of seconds ``> 0``
@@ -190,7 +199,9 @@ class Actor:
 
         Never a checkpoint. The notice arrives through this actor's mailbox, in order
         with other messages, exactly once per stop, whatever the reason; at once if
-        the actor has already stopped. Watching twice is the same as once.
+        the actor has already stopped. Watching a live actor twice is the same as
+        once; each ``watch`` of an actor that has already stopped delivers one
+        ``Terminated``.
 
         Raises:
             TypeError: ``ref`` is not an :class:`~trio_actors.ActorRef`.

@@ -155,8 +155,29 @@ class BoundedCell(ActorCell):
             self.system.dead_letters.record(self, message, "overflow")
 
     def drop_oldest(self) -> None:
-        """Drop the oldest queued message to make room (``"drop_old"``)."""
-        item = ActorCell.pop_next(self)  # not self.pop_next: this room is taken
+        """Drop the oldest queued message to make room (``"drop_old"``) -- never a
+        death-watch notice (``Terminated`` is delivered exactly once)."""
+        mailbox = self.mailbox
+        assert mailbox  # full, so not empty
+        if type(mailbox[0]) is Notice and mailbox[0].sender is None:
+            index = next(
+                (
+                    i
+                    for i, item in enumerate(mailbox)
+                    if not (type(item) is Notice and item.sender is None)
+                ),
+                None,
+            )
+            if index is None:
+                return  # nothing but notices: the new message is queued on top
+            item = mailbox[index]
+            del mailbox[index]
+            if self.asks_queued:  # the envelopes behind it moved up: locate them again
+                self.ask_at = deque(
+                    self.popped + i for i, queued in enumerate(mailbox) if isinstance(queued, Ask)
+                )
+        else:
+            item = ActorCell.pop_next(self)  # not self.pop_next: this room is taken
         if type(item) is Notice:
             self.asks_queued -= 1
             if item.take_back():

@@ -328,6 +328,7 @@ class ActorCell(ActorRef):
             except trio.Cancelled:
                 self.note_withdrawn()  # cancelled before it could even be refused
                 raise
+            self.failed_back += 1
             raise ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
         if self.inline_ready and not self.scheduled:
             # Idle, started, plain receive: answered in the asker's own task.

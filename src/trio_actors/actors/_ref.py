@@ -92,13 +92,21 @@ class ActorRef:
 
         A checkpoint, always. If the handler raises, the exception is raised here
         (same type). Raises :class:`~trio_actors.ActorStopped` if the actor is
-        stopping or stopped, or stops before answering.
+        stopping or stopped, or stops before answering, and
+        :class:`~trio_actors.MailboxFull` if a full bounded mailbox refuses or drops
+        the ask.
 
         Cancellation: if the ask is still queued it is withdrawn and never handled;
         if an ``async`` handler is working on it, that handler is cancelled and the
-        actor goes on with its next message; if a plain handler is running it
-        finishes and its reply is discarded. In every case this raises ``Cancelled``
-        at once.
+        actor goes on with its next message; in these cases this raises
+        ``Cancelled`` at once. A plain handler cannot be interrupted: a cancellation
+        delivered while it runs (a ``cancel()`` from another task or from the
+        handler) discards its reply and raises ``Cancelled`` when it returns. A
+        *deadline* that expires while a plain handler runs is only seen by trio
+        after the handler returns: if the ask was answered in the calling task
+        (see below) the reply is discarded and this raises ``Cancelled``; if it was
+        answered by the serving loop, the reply is already on its way and is
+        returned, and the cancellation takes effect at your next checkpoint.
 
         An ask to an idle actor with a plain ``receive`` is handled in the calling
         task (it would be handled next anyway; this saves two task switches), so a
@@ -117,8 +125,10 @@ class ActorRef:
         ``tell`` plus a checkpoint. To a full :class:`~trio_actors.Bounded` mailbox
         it waits until the actor has taken enough messages, whatever the overflow
         policy; waiting senders are queued first come, first served, and while any
-        wait, ``tell`` and ``ask`` treat the mailbox as full (nobody overtakes a
-        waiting sender). When this returns, the message is queued.
+        wait, ``tell`` and ``ask`` treat the mailbox as full (they do not overtake
+        a waiting sender -- except a tell under ``"drop_old"``, which drops the
+        oldest queued message and is queued). When this returns, the message is
+        queued.
 
         Cancellation: cancelled before or while waiting, nothing is queued and
         ``Cancelled`` is raised -- as if ``send`` had not been called.

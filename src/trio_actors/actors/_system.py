@@ -314,6 +314,9 @@ async def open_actor_system(
 ) -> AsyncIterator[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
 
+    Entering is a checkpoint (it starts the system's dispatcher task in a nursery
+    of its own); cancelled there, no system is opened.
+
     Args:
         serving: how mailboxes are served; the default is ``ServingPolicy()``
             (batch 64, cleanup batch 32, time slice 16 ms).

@@ -128,10 +128,10 @@ class Timer:
         because of this timer.
         """
         if self._pending is not None:
-            self._pending.withdraw()  # calls tick_finished
+            self._pending.withdraw()  # calls _tick_finished
         self._end()
 
-    def tick_finished(self, tick: Notice) -> None:
+    def _tick_finished(self, tick: Notice) -> None:
         """Its tick was handled, withdrawn or dropped."""
         if self._pending is tick:
             self._pending = None

@@ -21,12 +21,14 @@ arrival                         full mailbox
 ==============================  =====================================================
 
 While senders wait, the mailbox counts as full for tells and asks too, so a
-waiting ``send`` is never overtaken. When a message leaves the mailbox, the oldest
+waiting ``send`` is not overtaken -- except by a tell under ``"drop_old"``, which
+always gets in by dropping the oldest queued message. When a message leaves the mailbox, the oldest
 waiting sender's message is queued on its behalf and that sender resumes (the
 hand-off of trio's memory channels): a sender that has resumed has been queued.
 
-Runtime notices (``Terminated`` from death watch) are not subject to the capacity:
-they are never dropped.
+Death-watch notices (``Terminated``) are always queued, even into a full mailbox,
+and never dropped: ``"drop_old"`` drops the oldest queued message that is not a
+notice. Once queued, a notice counts toward the capacity like any message.
 """
 
 from __future__ import annotations
@@ -70,8 +72,9 @@ class Bounded:
         overflow: what a ``tell`` (or ``ask``) to a full mailbox does:
             ``"fail"`` raises :class:`~trio_actors.MailboxFull` (the default);
             ``"drop_new"`` turns the new message into
-            ``DeadLetter(reason="overflow")``; ``"drop_old"`` drops the oldest
-            queued message that way and queues the new one. ``await ref.send()``
+            ``DeadLetter(reason="overflow")`` (a new ask fails with ``MailboxFull``
+            instead); ``"drop_old"`` drops the oldest queued message that way (an
+            ask fails back with ``MailboxFull``) and queues the new one. ``await ref.send()``
             always waits for room instead.
 
     Raises:

@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_time_slice,
         default=DEFAULT_TIME_SLICE,
         metavar="S|none",
-        help=f"seconds of trio time per turn, or 'none' (default {DEFAULT_TIME_SLICE})",
+        help=f"seconds of trio time per round, or 'none' (default {DEFAULT_TIME_SLICE})",
     )
     contracts.add_argument(
         "--only",

@@ -62,7 +62,8 @@ class Probe:
 
     ``receive``, ``expect``, ``wait_for`` and ``expect_no_message`` are checkpoints
     and raise ``AssertionError`` (with what did arrive) when their expectation
-    fails; cancellation leaves the unread messages unread.
+    fails. Cancelled, they consume nothing more -- the message they would have
+    returned stays unread (messages ``wait_for`` had already skipped stay read).
     """
 
     def __init__(
@@ -90,7 +91,8 @@ class Probe:
         return self.messages[self._read :]
 
     async def receive(self, *, within: float = DEFAULT_WITHIN) -> Any:
-        """The next unread message, waiting up to ``within`` seconds for it."""
+        """The next unread message, waiting up to ``within`` seconds for it. A
+        checkpoint."""
         with trio.move_on_after(within):
             while self._read >= len(self.messages):
                 await self._event.wait()
@@ -104,7 +106,8 @@ class Probe:
         return self.messages[self._read - 1]
 
     async def expect(self, match: Any, *, within: float = DEFAULT_WITHIN) -> Any:
-        """The next unread message, which must match ``match`` (see :func:`matches`)."""
+        """The next unread message, which must match ``match`` (see :func:`matches`).
+        A checkpoint."""
         message = await self.receive(within=within)
         if not matches(match, message):
             raise AssertionError(
@@ -114,7 +117,7 @@ class Probe:
 
     async def wait_for(self, match: Any, *, within: float = DEFAULT_WITHIN) -> Any:
         """Skip unread messages until one matches ``match``, waiting up to ``within``
-        seconds in all; return it. The skipped ones count as read."""
+        seconds in all; return it. The skipped ones count as read. A checkpoint."""
         skipped: list[Any] = []
         found = False
         with trio.move_on_after(within):
@@ -136,7 +139,8 @@ class Probe:
         return self.messages[self._read - 1]
 
     async def expect_no_message(self, *, within: float = 0.1) -> None:
-        """Wait ``within`` seconds; fail if any unread message is (or arrives) there."""
+        """Wait ``within`` seconds; fail if any unread message is (or arrives) there.
+        A checkpoint (``trio.sleep``)."""
         await trio.sleep(within)
         if self.unread:
             raise AssertionError(f"{self.ref.name} expected no message, received {self.unread!r}")
