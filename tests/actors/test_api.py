@@ -406,3 +406,19 @@ async def test_an_actor_stopping_itself_in_the_middle_of_a_backlog_strands_the_r
         assert handled == [0, 1, 2, 3]
         assert [d.message for d in system.dead_letters.recent] == [4, 5, 6, 7, 8, 9]
         assert {d.reason for d in system.dead_letters.recent} == {"stranded"}
+
+
+async def test_a_generated_name_never_takes_one_given_explicitly() -> None:
+    # The generated name of the second spawn is "Echo-2": taken already.
+    stopped: list[str] = []
+
+    class Tracked(Echo):
+        def on_stop(self) -> None:
+            stopped.append(self.ref.name)
+
+    async with ta.open_actor_system() as system:
+        first = system.spawn(Tracked, name="Tracked-2")
+        second = system.spawn(Tracked)
+        assert first.name == "Tracked-2"
+        assert second.name == "Tracked-2.2"
+    assert sorted(stopped) == ["Tracked-2", "Tracked-2.2"]  # both stopped at exit

@@ -137,6 +137,8 @@ class ActorSystem:
         self._spawned += 1
         if name is None:
             name = f"{type(instance).__name__}-{self._spawned}"
+            if siblings and name in siblings:  # a name given explicitly took it
+                name = self._free_name(name, siblings)
         cell = (ActorCell if mailbox is None else BoundedCell)(
             self, instance, kinds, name, parent, supervision, self._spawned, factory, args
         )
@@ -179,6 +181,13 @@ class ActorSystem:
                 "spawned; the factory must return a new instance each time"
             )
         return instance
+
+    @staticmethod
+    def _free_name(base: str, siblings: dict[str, ActorCell]) -> str:
+        suffix = 2
+        while f"{base}.{suffix}" in siblings:
+            suffix += 1
+        return f"{base}.{suffix}"
 
     @staticmethod
     def _kinds_of(instance: Actor) -> HandlerKinds:
