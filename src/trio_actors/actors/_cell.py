@@ -32,7 +32,7 @@ import trio.lowlevel
 
 from .._errors import ActorError, ActorStopped
 from .._statistics import ActorStatistics, DeadLetterCounts
-from ..lifecycle._state import ActorState, LifecycleEvent, advance
+from ..lifecycle._state import TRANSITIONS, ActorState, LifecycleEvent, advance
 from ..lifecycle._supervision import (
     DEFAULT_SUPERVISION,
     RestartWindow,
@@ -56,6 +56,7 @@ _STARTING = ActorState.STARTING
 _STOPPING = ActorState.STOPPING
 _STOPPED = ActorState.STOPPED
 _DRAINING = ActorState.DRAINING
+_BORN_STARTED = TRANSITIONS[_STARTING, LifecycleEvent.STARTED]
 
 
 def current_task_of(system: ActorSystem, operation: str) -> trio.lowlevel.Task:
@@ -194,9 +195,15 @@ class ActorCell(ActorRef):
         # Dispatcher._prepare_inline): a bound method is one more object per spawn.
         self.receive: Any = instance.receive if kinds.receive_async else None
         self.actor_name = name
-        self.state = _STARTING
+        if kinds.has_on_start:
+            self.state = _STARTING
+            self.started = False
+        else:
+            # Nothing to run before the first message: born started, in the state
+            # the table gives STARTING on STARTED (what mark_started would do).
+            self.state = _BORN_STARTED
+            self.started = True
         self.accepting = True
-        self.started = False
         # The mailbox is the head slot followed by the deque. The message that wakes
         # an idle actor goes to the head slot; the deque is allocated on the first
         # backlog and kept.

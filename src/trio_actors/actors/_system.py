@@ -154,8 +154,6 @@ class ActorSystem:
         self._live += 1
         if kinds.has_on_start:
             self._dispatcher.schedule(cell)
-        else:
-            cell.mark_started()
         return cell
 
     def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> Actor:
