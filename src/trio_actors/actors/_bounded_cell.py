@@ -195,7 +195,7 @@ class BoundedCell(ActorCell):
     # --- the mailbox ------------------------------------------------------------------
 
     def withdraw(self, envelope: Ask) -> None:
-        """A withdrawn ask (or tick) leaves the mailbox at once: its room is free."""
+        """A withdrawn ask (or notice) leaves the mailbox at once: its room is free."""
         self.withdrawn += 1
         mailbox = self.mailbox
         if mailbox is None:
