@@ -50,6 +50,24 @@ class Gate(ta.Actor):
         return message
 
 
+class Watcher(ta.Actor):
+    """Watches the refs it is told; holds its mailbox at "hold" until the gate opens;
+    records everything else."""
+
+    def __init__(self, gate: trio.Event, got: list[Any]) -> None:
+        self.gate = gate
+        self.got = got
+
+    async def receive(self, message: Any) -> Any:
+        if isinstance(message, ta.ActorRef):
+            self.watch(message)
+        elif message == "hold":
+            await self.gate.wait()
+        else:
+            self.got.append(message)
+        return message
+
+
 def overflow_letters(system: ta.ActorSystem) -> list[Any]:
     return [d.message for d in system.dead_letters.recent if d.reason == "overflow"]
 
@@ -318,19 +336,6 @@ async def test_a_restart_keeps_the_bound_and_the_waiting_senders(autojump_clock:
 
 
 async def test_terminated_notices_are_never_dropped_by_the_capacity(autojump_clock: Clock) -> None:
-    class Watcher(ta.Actor):
-        def __init__(self, gate: trio.Event, got: list[Any]) -> None:
-            self.gate = gate
-            self.got = got
-
-        async def receive(self, message: Any) -> Any:
-            if isinstance(message, ta.ActorRef):
-                self.watch(message)
-            elif message == "hold":
-                await self.gate.wait()
-            else:
-                self.got.append(message)
-
     async with ta.open_actor_system() as system:
         gate = trio.Event()
         got: list[Any] = []
@@ -390,20 +395,6 @@ async def test_an_ask_cancelled_before_it_starts_does_nothing_to_a_full_mailbox(
 async def test_drop_old_never_drops_a_terminated_and_keeps_asks_in_place(
     autojump_clock: Clock,
 ) -> None:
-    class Watcher(ta.Actor):
-        def __init__(self, gate: trio.Event, got: list[Any]) -> None:
-            self.gate = gate
-            self.got = got
-
-        async def receive(self, message: Any) -> Any:
-            if isinstance(message, ta.ActorRef):
-                self.watch(message)
-            elif message == "hold":
-                await self.gate.wait()
-            else:
-                self.got.append(message)
-            return message
-
     async with ta.open_actor_system() as system:
         gate = trio.Event()
         got: list[Any] = []
