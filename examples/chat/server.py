@@ -103,7 +103,8 @@ class Room(ta.Actor):
                 if self.members.pop(name, None) is not None:
                     self.broadcast(f"*** {name} left")
             case ("say", name, "/who"):
-                self.members[name].tell(("line", "*** here: " + ", ".join(sorted(self.members))))
+                if (asker := self.members.get(name)) is not None:  # (it may have left)
+                    asker.tell(("line", "*** here: " + ", ".join(sorted(self.members))))
             case ("say", name, "/crash"):
                 raise RuntimeError(f"{name} crashed the room")
             case ("say", name, text):
