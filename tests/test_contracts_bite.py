@@ -45,6 +45,7 @@ def on_start_is_skipped(mp: pytest.MonkeyPatch) -> None:
         return attrs.evolve(original(cls), has_on_start=False, on_start_async=False)
 
     mp.setattr(_system, "handler_kinds", kinds)
+    mp.setattr(_system, "known_kinds", lambda cls: None)  # every spawn takes the checks
 
 
 def refused_ask_skips_the_checkpoint(mp: pytest.MonkeyPatch) -> None:

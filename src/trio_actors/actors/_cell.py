@@ -167,25 +167,11 @@ class ActorCell(ActorRef):
     _task_done: trio.Event | None = None
 
     def __init__(
-        self,
-        system: ActorSystem,
-        instance: Actor,
-        kinds: HandlerKinds,
-        name: str,
-        parent: ActorCell | None,
-        supervision: SupervisionStrategy,
-        serial: int,
-        factory: Any,
-        args: tuple[Any, ...],
+        self, system: ActorSystem, instance: Actor, kinds: HandlerKinds, name: str, serial: int
     ) -> None:
+        # The system sets parent, supervision, factory and args where they are not
+        # the class-level defaults (ActorSystem._spawn).
         self.system = system
-        if parent is not None:
-            self.parent = parent
-        if supervision is not DEFAULT_SUPERVISION:
-            self.supervision = supervision
-        if factory is not type(instance) or args:
-            self.factory = factory
-            self.args = args
         self.serial = serial
         self.dispatcher = system._dispatcher
         self.thread_id = system.thread_id
@@ -215,9 +201,7 @@ class ActorCell(ActorRef):
         self.fast_tell = False
         self.asks_queued = 0  # Ask envelopes in the mailbox (withdrawn ones too)
         self.served_in = 0  # the dispatcher round whose turn left it work to do
-        # A task is needed to serve this actor while receive is async, or until an
-        # async on_start has run.
-        self.needs_task = kinds.receive_async or kinds.on_start_async
+        self.needs_task = kinds.needs_task
         # Started and bound, with a plain receive: the dispatcher can serve it inline.
         self.inline_ready = False
         self.stopping_task: trio.lowlevel.Task | None = None  # runs the stop sequence
@@ -570,19 +554,23 @@ class ActorCell(ActorRef):
         self.task_owned = True
         self.system._start_restart_task(self, self.restart_delay)
 
-    def make_instance(self) -> Actor:
-        """A fresh instance from the actor's factory (for a restart)."""
+    def make_instance(self) -> tuple[Actor, HandlerKinds]:
+        """A fresh instance from the actor's factory and its kinds (for a restart).
+
+        Raises:
+            TypeError: the factory did not make a new actor.
+        """
         factory = self.factory if self.factory is not None else type(self.instance)
         return self.system._make_instance(factory, self.args)
 
-    def install(self, instance: Actor) -> None:
+    def install(self, instance: Actor, kinds: HandlerKinds) -> None:
         """Make ``instance`` (fresh from the factory) this actor's instance."""
         self.instance = instance
-        self.kinds = self.system._kinds_of(instance)
-        self.receive = instance.receive if self.kinds.receive_async else None
+        self.kinds = kinds
+        self.receive = instance.receive if kinds.receive_async else None
         instance._trio_actors_cell = self
         self.started = False
-        self.needs_task = self.kinds.receive_async or self.kinds.on_start_async
+        self.needs_task = kinds.needs_task
         self.inline_ready = False
 
     # --- failures -----------------------------------------------------------------

@@ -3,7 +3,9 @@
 Whether ``receive`` and the hooks are plain or ``async def`` decides how the runtime
 serves the actor: plain handlers run inline in the serving loop, ``async def`` ones in
 a task of their own. Inspecting that on every spawn would cost more than the spawn,
-so it is computed once per class and cached.
+so it is computed once per class and cached; a class found in the cache has been
+checked to be an actor class with a ``receive``, which is what lets ``spawn`` skip
+those checks (:func:`known_kinds`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ class HandlerKinds:
     on_start_async: bool
     has_on_stop: bool
     on_stop_async: bool
+    class_name: str  # the start of the actor's generated names
+    # A task is needed to serve the actor while receive is async, or until an async
+    # on_start has run.
+    needs_task: bool = attrs.field(init=False)
+
+    @needs_task.default
+    def _needs_task(self) -> bool:
+        return self.receive_async or self.on_start_async
 
 
 _cache: dict[type, HandlerKinds] = {}
@@ -54,9 +64,13 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
             on_start_async=_is_async(cls.on_start),
             has_on_stop=cls.on_stop is not Actor.on_stop,
             on_stop_async=_is_async(cls.on_stop),
+            class_name=cls.__name__,
         )
         _cache[cls] = kinds
     return kinds
 
 
-__all__ = ["HandlerKinds", "handler_kinds"]
+known_kinds: Callable[[type], HandlerKinds | None] = _cache.get
+"""The kinds of an actor class :func:`handler_kinds` has checked, or ``None``."""
+
+__all__ = ["HandlerKinds", "handler_kinds", "known_kinds"]

@@ -31,7 +31,7 @@ from ..mailbox._stranded import CleanupCadence
 from ._actor import Actor
 from ._bounded_cell import BoundedCell
 from ._cell import ActorCell
-from ._kinds import HandlerKinds, handler_kinds
+from ._kinds import HandlerKinds, handler_kinds, known_kinds
 from ._ref import ActorRef
 from ._timers import TimerService
 
@@ -132,32 +132,6 @@ class ActorSystem:
         siblings = self._cells if parent is None else parent.children
         if name is not None:
             self._check_name(name, siblings, parent)
-        instance = self._make_instance(factory, args)
-        kinds = handler_kinds(type(instance))
-        self._spawned += 1
-        if name is None:
-            name = f"{type(instance).__name__}-{self._spawned}"
-            if siblings and name in siblings:  # a name given explicitly took it
-                name = self._free_name(name, siblings)
-        cell = (ActorCell if mailbox is None else BoundedCell)(
-            self, instance, kinds, name, parent, supervision, self._spawned, factory, args
-        )
-        if mailbox is not None:
-            cast(BoundedCell, cell).set_bound(mailbox)
-        instance._trio_actors_cell = cell
-        if parent is None:
-            self._cells[name] = cell
-        else:
-            if parent.children is None:
-                parent.children = {}
-            parent.children[name] = cell
-        self._live += 1
-        if kinds.has_on_start:
-            self._dispatcher.schedule(cell)
-        return cell
-
-    def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> Actor:
-        """Call the factory and check that it made a new actor (spawn and restart)."""
         try:
             instance = factory(*args)
         except TypeError:
@@ -167,6 +141,52 @@ class ActorSystem:
                     f"got {factory!r}"
                 ) from None
             raise
+        # A class known to the kinds cache is an actor class with a receive: for
+        # the common spawn the instance needs no further check than being new.
+        kinds = known_kinds(type(instance))
+        if kinds is None or instance._trio_actors_cell is not None:
+            kinds = self._check_instance(factory, instance)
+        self._spawned += 1
+        if name is None:
+            name = f"{kinds.class_name}-{self._spawned}"
+            if siblings and name in siblings:  # a name given explicitly took it
+                name = self._free_name(name, siblings)
+        cell = (ActorCell if mailbox is None else BoundedCell)(
+            self, instance, kinds, name, self._spawned
+        )
+        if parent is None:
+            self._cells[name] = cell
+        else:
+            cell.parent = parent
+            if parent.children is None:
+                parent.children = {}
+            parent.children[name] = cell
+        if supervision is not DEFAULT_SUPERVISION:
+            cell.supervision = supervision
+        if args or factory is not type(instance):
+            cell.factory = factory  # called again for each restart
+            cell.args = args
+        if mailbox is not None:
+            cast(BoundedCell, cell).set_bound(mailbox)
+        instance._trio_actors_cell = cell
+        self._live += 1
+        if kinds.has_on_start:
+            self._dispatcher.schedule(cell)
+        return cell
+
+    def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> tuple[Actor, HandlerKinds]:
+        """Call the factory for a restart; return the checked instance and its kinds."""
+        instance = factory(*args)
+        return instance, self._check_instance(factory, instance)
+
+    @staticmethod
+    def _check_instance(factory: Any, instance: object) -> HandlerKinds:
+        """Check that ``factory`` made a new actor; return its class's kinds.
+
+        Raises:
+            TypeError: it is not an ``Actor``, its class has no ``receive``, or it
+                is already spawned.
+        """
         if not isinstance(instance, Actor):
             raise TypeError(
                 f"spawn({_describe(factory)}) produced {instance!r} of type "
@@ -178,7 +198,7 @@ class ActorSystem:
                 f"spawn({_describe(factory)}) returned an actor that is already "
                 "spawned; the factory must return a new instance each time"
             )
-        return instance
+        return handler_kinds(type(instance))
 
     @staticmethod
     def _free_name(base: str, siblings: dict[str, ActorCell]) -> str:
@@ -186,10 +206,6 @@ class ActorSystem:
         while f"{base}.{suffix}" in siblings:
             suffix += 1
         return f"{base}.{suffix}"
-
-    @staticmethod
-    def _kinds_of(instance: Actor) -> HandlerKinds:
-        return handler_kinds(type(instance))
 
     @staticmethod
     def _check_name(
