@@ -376,7 +376,28 @@ def _plot_performance(app: Sphinx) -> None:
     performance_plot.write_table(results_file, HERE / "_generated" / "performance_table.rst")
 
 
+# A keyword-only parameter whose name starts with ``_`` is private (pytest's
+# ``_ispytest`` convention): ``ActorSystem.spawn(..., _parent=)`` is how
+# ``Actor.spawn`` names a child's parent. It is left out of documented signatures.
+_PRIVATE_PARAMETER = re.compile(r",\s*_[A-Za-z]\w*(?::[^,=()]*)?\s*=\s*[^,()]+(?=[,)])")
+
+
+def _hide_private_parameters(
+    app: Sphinx,
+    what: str,
+    name: str,
+    obj: object,
+    options: object,
+    signature: str | None,
+    return_annotation: str | None,
+) -> tuple[str | None, str | None] | None:
+    if signature is None or ", _" not in signature:
+        return None
+    return _PRIVATE_PARAMETER.sub("", signature), return_annotation
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("autodoc-process-signature", _hide_private_parameters)
     app.connect("builder-inited", _draw_lifecycle_diagram)
     app.connect("builder-inited", _plot_performance)
     # Before napoleon (priority 500), so that the replacement is napoleon-processed.

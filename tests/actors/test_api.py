@@ -422,3 +422,58 @@ async def test_a_generated_name_never_takes_one_given_explicitly() -> None:
         assert first.name == "Tracked-2"
         assert second.name == "Tracked-2.2"
     assert sorted(stopped) == ["Tracked-2", "Tracked-2.2"]  # both stopped at exit
+
+
+async def test_a_name_given_explicitly_never_takes_a_generated_one() -> None:
+    # Generated names are made when asked; a given name that spells a live one is
+    # refused all the same, among top-level actors and among children alike.
+    async with ta.open_actor_system() as system:
+        generated = system.spawn(Echo)
+        assert generated.name == "Echo-1" and generated.path == "system/Echo-1"
+        with pytest.raises(ValueError, match="'Echo-1' is already alive in this system"):
+            system.spawn(Echo, name="Echo-1")
+        other = system.spawn(Echo, name="Echo-01")  # not the same name
+        assert other.name == "Echo-01"
+        await generated.stop()
+        again = system.spawn(Echo, name="Echo-1")  # free once its actor has stopped
+        assert again.name == "Echo-1"
+
+        class Parent(ta.Actor):
+            def receive(self, message: Any) -> Any:
+                if message == "child":
+                    return self.spawn(Echo)
+                return self.spawn(Echo, name=message)
+
+        parent = system.spawn(Parent, name="parent")
+        child = await parent.ask("child")
+        assert child.path == f"system/parent/{child.name}"
+        with pytest.raises(ValueError, match="already alive among the children of system/parent"):
+            await parent.ask(child.name)
+        assert (await parent.ask("Echo-1")).name == "Echo-1"  # another parent's namespace
+
+
+async def test_a_generated_name_outlives_a_restart_into_another_class() -> None:
+    class Second(Echo):
+        pass
+
+    class First(Echo):
+        def receive(self, message: Any) -> Any:
+            raise RuntimeError("crash")
+
+    made: list[type[ta.Actor]] = []
+
+    def factory() -> ta.Actor:
+        made.append(First if not made else Second)
+        return made[-1]()
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(factory)
+        name = ref.name
+        assert name.startswith("First-")
+        ref.tell("crash")
+        assert await ref.ask("after the restart") == "after the restart"
+        assert made == [First, Second]
+        assert ref.name == name  # still the name it was given at spawn
+        with pytest.raises(ValueError, match="already alive"):
+            system.spawn(Echo, name=name)
+    assert len(system.dead_letters.recent) == 0

@@ -128,7 +128,9 @@ class Actor:
                 spawned then would outlive the stop or restart that should end it).
         """
         cell = self._cell()
-        return cell.system._spawn(actor_factory, args, name, supervision, cell, mailbox)
+        return cell.system.spawn(
+            actor_factory, *args, name=name, supervision=supervision, mailbox=mailbox, _parent=cell
+        )
 
     def tell_after(
         self, delay: float, message: Any, *, to: ActorRef | None = None, key: Any = None

@@ -49,7 +49,7 @@ class BoundedCell(ActorCell):
     # --- arrivals -----------------------------------------------------------------
 
     def tell(self, message: Any) -> None:  # ActorRef.tell, for a bounded mailbox
-        if get_ident() != self.thread_id:
+        if get_ident() != self.dispatcher.thread_id:
             self._tell_from_thread(message)
         elif not self.accepting:
             self.tell_refused(message)

@@ -110,14 +110,12 @@ class ActorCell(ActorRef):
         "needs_task",
         "receive",
         "scheduled",
-        "serial",
         "served_in",
         "started",
         "state",
         "stop_owned",
         "stopping_task",
         "system",
-        "thread_id",
     )
 
     # --- class-level defaults (see above) ---
@@ -130,9 +128,9 @@ class ActorCell(ActorRef):
     popped = 0  # items ever taken from the front of the deque (once it is used)
     bounded: Bounded | None = None  # the mailbox's bound (BoundedCell), or None
     senders: WaitingSenders | None = None  # parked in send() (BoundedCell only)
-    children: dict[str, ActorCell] | None = None
+    children: dict[str | int, ActorCell] | None = None  # by name (see actor_name)
     restart_window: RestartWindow | None = None
-    watchers: set[ActorCell] | None = None  # who watches this actor
+    watchers: dict[ActorCell, None] | None = None  # who watches it, in the order they began
     watching: set[ActorCell] | None = None  # whom this actor watches
     stop_error: BaseException | None = None
     timers: dict[Any, Timer] | None = None  # the timers it started, by key (or self)
@@ -167,19 +165,19 @@ class ActorCell(ActorRef):
     _task_done: trio.Event | None = None
 
     def __init__(
-        self, system: ActorSystem, instance: Actor, kinds: HandlerKinds, name: str, serial: int
+        self, system: ActorSystem, instance: Actor, kinds: HandlerKinds, name: str | int
     ) -> None:
         # The system sets parent, supervision, factory and args where they are not
         # the class-level defaults (ActorSystem._spawn).
         self.system = system
-        self.serial = serial
         self.dispatcher = system._dispatcher
-        self.thread_id = system.thread_id
         self.instance = instance
         self.kinds = kinds
         # An async receive is bound now; a plain one on its first activation (see
         # Dispatcher._prepare_inline): a bound method is one more object per spawn.
         self.receive: Any = instance.receive if kinds.receive_async else None
+        # The name given at spawn, or the serial number its generated name is made
+        # of (an int; see ActorRef.name). Also its key among its siblings.
         self.actor_name = name
         if kinds.has_on_start:
             self.state = _STARTING
@@ -247,7 +245,7 @@ class ActorCell(ActorRef):
 
     def tell_refused(self, message: Any) -> None:
         """``tell`` from another thread, or to an actor that no longer accepts."""
-        if get_ident() != self.thread_id:
+        if get_ident() != self.dispatcher.thread_id:
             self._tell_from_thread(message)
         else:
             self.stopped_letters += 1
@@ -565,6 +563,8 @@ class ActorCell(ActorRef):
 
     def install(self, instance: Actor, kinds: HandlerKinds) -> None:
         """Make ``instance`` (fresh from the factory) this actor's instance."""
+        if type(self.actor_name) is int and kinds.class_name != self.kinds.class_name:
+            self.system._name_for_good(self)  # a generated name outlives the class
         self.instance = instance
         self.kinds = kinds
         self.receive = instance.receive if kinds.receive_async else None

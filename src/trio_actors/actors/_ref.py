@@ -38,14 +38,17 @@ class ActorRef:
     def name(self) -> str:
         """The name given at spawn, or the unique one generated for it."""
         cell: ActorCell = self  # type: ignore[assignment]
-        return cell.actor_name
+        name = cell.actor_name
+        if type(name) is int:  # generated: <class name>-<serial>, made when asked
+            return f"{cell.kinds.class_name}-{name}"
+        return name  # type: ignore[return-value]
 
     @property
     def path(self) -> str:
         """Where the actor lives, e.g. ``system/parent/child`` (computed when asked)."""
         cell: ActorCell = self  # type: ignore[assignment]
         parent = cell.parent
-        return f"{parent.path if parent is not None else 'system'}/{cell.actor_name}"
+        return f"{parent.path if parent is not None else 'system'}/{self.name}"
 
     def tell(self, message: Any) -> None:
         """Send ``message`` without waiting for anything.
@@ -70,7 +73,7 @@ class ActorRef:
             not cell.scheduled
             and cell.accepting
             and not cell.needs_task
-            and get_ident() == cell.thread_id
+            and get_ident() == (dispatcher := cell.dispatcher).thread_id
         ):
             # An idle actor served inline: the message goes to the head slot and the
             # actor to the run queue (ActorCell.enqueue, inlined: this is every
@@ -78,11 +81,10 @@ class ActorRef:
             cell.head = message
             cell.scheduled = True
             cell.fast_tell = cell.mailbox is not None
-            dispatcher = cell.dispatcher
             dispatcher.run_queue.append(cell)
             if dispatcher.parked is not None:
                 dispatcher.wake()
-        elif cell.accepting and get_ident() == cell.thread_id:
+        elif cell.accepting and get_ident() == cell.dispatcher.thread_id:
             cell.enqueue(message)
         else:
             cell.tell_refused(message)  # stopping, stopped, or another thread

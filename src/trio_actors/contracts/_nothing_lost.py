@@ -280,13 +280,12 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                 if parent is None and isinstance(strategy, Escalate):
                     strategy = Restart(max_restarts=1_000_000, within=1.0)
                 refs.append(
-                    system._spawn(
+                    system.spawn(
                         _AsyncProbe if spec.is_async else _Probe,
-                        (clock, spec.cost, invoked, notices, index),
-                        None,
-                        strategy,
-                        parent,
-                        mailbox_for(spec),
+                        *(clock, spec.cost, invoked, notices, index),
+                        supervision=strategy,
+                        mailbox=mailbox_for(spec),
+                        _parent=parent,
                     )
                 )
             for op in program.ops:

@@ -47,8 +47,8 @@ def watch(watcher: ActorCell, target: ActorCell) -> None:
         return
     watcher.watching.add(target)
     if target.watchers is None:
-        target.watchers = set()
-    target.watchers.add(watcher)
+        target.watchers = {}
+    target.watchers[watcher] = None
 
 
 def unwatch(watcher: ActorCell, target: ActorCell) -> None:
@@ -56,17 +56,21 @@ def unwatch(watcher: ActorCell, target: ActorCell) -> None:
     if watcher.watching is not None:
         watcher.watching.discard(target)
     if target.watchers is not None:
-        target.watchers.discard(watcher)
+        target.watchers.pop(watcher, None)
     watcher.withdraw_notices(lambda item: isinstance(item, Terminated) and item.ref == target.ref)
 
 
 def notify_watchers(target: ActorCell) -> None:
-    """``target`` has stopped: tell each watcher once, then forget them."""
+    """``target`` has stopped: tell each watcher once, then forget them.
+
+    Watchers are told in the order they started watching (``watchers`` is a dict
+    used as an ordered set), so the order is deterministic.
+    """
     watchers, target.watchers = target.watchers, None
     if not watchers:
         return
     notice = Terminated(target.ref, target.stop_error)
-    for watcher in sorted(watchers, key=lambda cell: cell.serial):
+    for watcher in watchers:
         if watcher.watching is not None:
             watcher.watching.discard(target)
         watcher.tell_notice(notice)
@@ -77,7 +81,7 @@ def forget_watches(watcher: ActorCell) -> None:
     watching, watcher.watching = watcher.watching, None
     for target in watching or ():
         if target.watchers is not None:
-            target.watchers.discard(watcher)
+            target.watchers.pop(watcher, None)
 
 
 __all__ = ["Terminated", "forget_watches", "notify_watchers", "unwatch", "watch"]

@@ -54,6 +54,7 @@ now per path are in ``docs/performance.rst``.
 from __future__ import annotations
 
 from collections import deque
+from threading import get_ident
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +97,8 @@ class Dispatcher:
         self.policy = policy
         self._nursery = nursery
         self.run_queue: deque[ActorCell] = deque()
+        # The thread of the trio run: a tell from any other is handed to the run.
+        self.thread_id = get_ident()
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
         self._first_check = 1  # when a round first reads the clock (see _next_check)
