@@ -429,7 +429,8 @@ async def test_a_name_given_explicitly_never_takes_a_generated_one() -> None:
     # refused all the same, among top-level actors and among children alike.
     async with ta.open_actor_system() as system:
         generated = system.spawn(Echo)
-        assert generated.name == "Echo-1" and generated.path == "system/Echo-1"
+        assert generated.name == "Echo-1"
+        assert generated.path == "system/Echo-1"
         with pytest.raises(ValueError, match="'Echo-1' is already alive in this system"):
             system.spawn(Echo, name="Echo-1")
         other = system.spawn(Echo, name="Echo-01")  # not the same name
