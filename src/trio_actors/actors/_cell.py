@@ -442,7 +442,8 @@ class ActorCell(ActorRef):
             forget_watches(self)  # it accepts nothing more: no Terminated either
         if self.senders:
             self.refuse_senders()  # senders still waiting were never queued
-        self.end_timers()
+        if self.timers:
+            cancel_timers(self)
         if drain:
             if state is not _DRAINING:
                 advance(self, LifecycleEvent.DRAIN)

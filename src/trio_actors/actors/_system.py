@@ -23,7 +23,7 @@ from .._statistics import DeadLetterCounts, SystemStatistics
 from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
 from ..lifecycle._restarting import run_restart
 from ..lifecycle._state import ActorState
-from ..lifecycle._stopping import finish_stop
+from ..lifecycle._stopping import finish_idle_stop, finish_stop
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy, check_strategy
 from ..mailbox._bounded import Bounded
 from ..mailbox._serving import Dispatcher
@@ -307,15 +307,19 @@ class ActorSystem:
 
     def _stop_order(self) -> list[ActorCell]:
         """Every live actor, children before parents, newest sibling first."""
+        # A stack of cells (no tuple per actor: 50,000 of them would wake the
+        # garbage collector); a cell with children is pushed again under them.
         order: list[ActorCell] = []
-        stack: list[tuple[ActorCell, bool]] = [(c, False) for c in self._cells.values()]
+        stack = list(self._cells.values())
+        expanded: set[ActorCell] = set()
         while stack:
-            cell, expanded = stack.pop()
-            if expanded or not cell.children:
-                order.append(cell)
+            cell = stack.pop()
+            if cell.children and cell not in expanded:
+                expanded.add(cell)
+                stack.append(cell)
+                stack.extend(cell.children.values())
             else:
-                stack.append((cell, True))
-                stack.extend((child, False) for child in cell.children.values())
+                order.append(cell)
         return order
 
     async def _shutdown(self) -> None:
@@ -323,25 +327,28 @@ class ActorSystem:
 
         Phase one refuses new messages everywhere at once (so no actor keeps feeding
         one already cleaned), phase two cleans up and runs ``on_stop`` with one
-        shared cleanup cadence. Cancellation reaches only async ``on_stop`` hooks.
+        shared cadence (one unit per actor, plus the stranded messages).
+        Cancellation reaches only async ``on_stop`` hooks.
         """
         self._closed = True
-        plan: list[tuple[ActorCell, bool]] = []
-        for cell in self._stop_order():
-            ours = not cell.stop_owned
+        plan = self._stop_order()
+        stopped_elsewhere: set[ActorCell] = set()  # a stop task owns their stop already
+        for cell in plan:
+            if cell.stop_owned:
+                stopped_elsewhere.add(cell)
             cell.stop_owned = True  # so begin_stop starts no stop task of its own
             cell.begin_stop(drain=False, cancel_handler=True)
-            plan.append((cell, ours))
         cadence = CleanupCadence(self._serving.cleanup_batch)
         cancelled: trio.Cancelled | None = None
-        for cell, ours in plan:
+        for cell in plan:
             try:
-                if ours:
-                    await finish_stop(cell, cadence)
-                else:
+                if cell in stopped_elsewhere:
                     with trio.CancelScope(shield=True):
                         await cell.wait_stopped()
-                await cadence.spend()
+                elif not finish_idle_stop(cell):
+                    await finish_stop(cell, cadence)
+                if cadence.count():  # one unit per actor
+                    await trio.lowlevel.cancel_shielded_checkpoint()
             except trio.Cancelled as exc:
                 cancelled = exc
         if cancelled is not None:

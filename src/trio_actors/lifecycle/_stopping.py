@@ -33,6 +33,26 @@ if TYPE_CHECKING:
     from ..actors._cell import ActorCell
 
 
+def finish_idle_stop(cell: ActorCell) -> bool:
+    """Take a stopping actor to STOPPED at once if steps 1--5 have nothing to do:
+    nothing to drain, no task serving it, no children, nothing stranded, no
+    ``on_stop`` to run. Returns whether it did. Never a checkpoint.
+
+    The common case at the system's exit (idle actors without hooks), where the
+    coroutines of :func:`finish_stop` would be most of the cost of a stop.
+    """
+    if (
+        cell.state is ActorState.DRAINING
+        or cell.task_owned
+        or cell.children
+        or cell.stranded
+        or (cell.started and cell.kinds.has_on_stop)
+    ):
+        return False
+    cell.finished()
+    return True
+
+
 async def finish_stop(cell: ActorCell, cadence: CleanupCadence) -> None:
     """Take a stopping (or draining) actor to STOPPED. See the module docstring.
 
@@ -96,4 +116,4 @@ async def run_on_stop(cell: ActorCell) -> None:
         cell.stop_hook_failed(error)
 
 
-__all__ = ["finish_stop", "run_on_stop", "stop_children"]
+__all__ = ["finish_idle_stop", "finish_stop", "run_on_stop", "stop_children"]
