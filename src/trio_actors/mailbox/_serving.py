@@ -37,6 +37,10 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   from the previous round's cost. Cheap handlers: ~4 reads per 64 messages. 1 ms
   handlers (T13): k shrinks so the round ends within one handler of the slice. The
   overshoot is bounded by k handlers whose cost differs from the mean (heavy tails).
+  Why at most 16: it is the largest k for which handlers that turn from cheap to
+  T13's 1 ms all at once still end the step within T13's 20 ms. Measured: k = 64
+  (one reading per batch) would make S1 ~10% faster (alternating-process A/B),
+  which is what S1's reads and checks cost.
 * **An ask to an idle plain actor is answered in the asker's task** (``ask_idle``):
   no hop to the dispatcher and back, one checkpoint instead of two task switches.
 * **Stranded cleanup** (``_stranded.py``) has its own cadence and yields that cannot
@@ -54,6 +58,7 @@ now per path are in ``docs/performance.rst``.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from threading import get_ident
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
@@ -102,8 +107,9 @@ class Dispatcher:
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
         self._first_check = 1  # when a round first reads the clock (see _next_check)
-        # The run's clock, and the current round's start and deadline (with a slice).
-        self._clock: trio.abc.Clock = trio.lowlevel.current_clock()
+        # Reads the run's clock (a bound method, looked up once); the current round's
+        # start and deadline (with a slice).
+        self._now: Callable[[], float] = trio.lowlevel.current_clock().current_time
         self._round_start = 0.0
         self._deadline = 0.0
         # The last clock reading of the round, and the round's count of messages then.
@@ -211,7 +217,7 @@ class Dispatcher:
         """
         self.rounds += 1
         policy = self.policy
-        start = self._read_time = self._round_start = self._clock.current_time()
+        start = self._read_time = self._round_start = self._now()
         self._read_used = 0
         if policy.time_slice is None:
             next_check = policy.batch  # without a slice, the batch bounds the round too
@@ -225,13 +231,16 @@ class Dispatcher:
             # One more reading, for statistics and for the next round's first check
             # (a round is up to a time slice of handlers, or ends in a yield or a
             # park, each of which costs far more than the reading).
-            now = self._clock.current_time()
+            now = self._now()
             if last is not None:
                 self._attribute(now, used, last, turn)
-            if policy.time_slice is not None:
-                fit = policy.time_slice * used / ((now - start) or 1e-12)
-                self._first_check = _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
         elapsed = now - start
+        if policy.time_slice is not None:
+            # The next round first looks after as many messages as fit in a whole
+            # slice at this round's mean cost (so cheap handlers cost no early
+            # clock read, and a round of expensive ones looks after the first).
+            fit = policy.time_slice * used / (elapsed or 1e-12)
+            self._first_check = _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
         if elapsed > self.longest_round:
             self.longest_round = elapsed
         if used > self.longest_round_messages:
@@ -429,7 +438,7 @@ class Dispatcher:
         since the last reading was of this turn, the time between the readings is
         this turn's (at least): it goes to the actor's longest-turn statistic.
         """
-        now = self._clock.current_time()
+        now = self._now()
         # Statistics (see _attribute), inlined: this runs every 16 messages of S1.
         if used - self._read_used <= turn:
             interval = now - self._read_time
@@ -440,18 +449,13 @@ class Dispatcher:
         time_slice = self.policy.time_slice
         if time_slice is None:
             return 0  # called only when the round's batch is used up
-        elapsed = (now - self._round_start) or 1e-12
-        # The next round starts with a look after as many messages as fit in a
-        # whole slice at this round's mean cost (so cheap handlers cost no early
-        # clock read, and a round of expensive ones looks after the first).
-        fit = time_slice * used / elapsed
-        self._first_check = _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
         deadline = self._deadline
         if now >= deadline:
             return 0
         # The messages that fit in the rest of the slice at this round's mean cost so
-        # far, at most 16 between clock reads, at least 1.
-        fit = (deadline - now) * used / elapsed
+        # far, at most 16 between clock reads, at least 1. (The next round's first
+        # check is worked out once, at the end of this round.)
+        fit = (deadline - now) * used / ((now - self._round_start) or 1e-12)
         return used + (_MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1))
 
     def _attribute(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
