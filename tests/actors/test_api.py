@@ -454,10 +454,13 @@ async def test_a_name_given_explicitly_never_takes_a_generated_one() -> None:
 
 
 async def test_a_generated_name_outlives_a_restart_into_another_class() -> None:
-    class Second(Echo):
-        pass
+    stopped: list[str] = []
 
-    class First(Echo):
+    class Second(Echo):
+        def on_stop(self) -> None:
+            stopped.append(self.ref.name)
+
+    class First(Second):
         def receive(self, message: Any) -> Any:
             raise RuntimeError("crash")
 
@@ -471,10 +474,43 @@ async def test_a_generated_name_outlives_a_restart_into_another_class() -> None:
         ref = system.spawn(factory)
         name = ref.name
         assert name.startswith("First-")
+        newer = system.spawn(Second, name="newer")
         ref.tell("crash")
         assert await ref.ask("after the restart") == "after the restart"
         assert made == [First, Second]
         assert ref.name == name  # still the name it was given at spawn
         with pytest.raises(ValueError, match="already alive"):
             system.spawn(Echo, name=name)
+        assert stopped == [name]  # the first instance, at its restart
+    # Newest first at exit: the restart did not make the older actor look newer.
+    assert stopped == [name, newer.name, name]
     assert len(system.dead_letters.recent) == 0
+
+
+async def test_watchers_are_told_in_the_order_they_began_watching() -> None:
+    told: list[str] = []
+
+    class Watcher(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            if isinstance(message, ta.Terminated):
+                told.append(self.ref.name)
+            else:
+                self.watch(message)
+
+    async with ta.open_actor_system() as system:
+        target = system.spawn(Echo)
+        first_spawned = system.spawn(Watcher, name="first-spawned")
+        second_spawned = system.spawn(Watcher, name="second-spawned")
+        await second_spawned.ask(target)
+        await first_spawned.ask(target)
+        await target.stop()
+        await trio.testing.wait_all_tasks_blocked()
+    assert told == ["second-spawned", "first-spawned"]
+
+
+async def test_the_private_parent_keyword_refuses_an_actor_of_another_system() -> None:
+    async with ta.open_actor_system() as one, ta.open_actor_system() as other:
+        parent = one.spawn(Echo, name="parent")
+        with pytest.raises(ta.ActorError, match="not an actor of this system"):
+            other.spawn(Echo, _parent=parent)
+        assert other.statistics().live_actors == 0

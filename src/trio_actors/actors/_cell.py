@@ -129,6 +129,9 @@ class ActorCell(ActorRef):
     bounded: Bounded | None = None  # the mailbox's bound (BoundedCell), or None
     senders: WaitingSenders | None = None  # parked in send() (BoundedCell only)
     children: dict[str | int, ActorCell] | None = None  # by name (see actor_name)
+    # The class name a generated name is made of, once a restart may have changed
+    # the instance's class (until then: the current class's, see ActorRef.name).
+    name_prefix: str | None = None
     restart_window: RestartWindow | None = None
     watchers: dict[ActorCell, None] | None = None  # who watches it, in the order they began
     watching: set[ActorCell] | None = None  # whom this actor watches
@@ -168,7 +171,7 @@ class ActorCell(ActorRef):
         self, system: ActorSystem, instance: Actor, kinds: HandlerKinds, name: str | int
     ) -> None:
         # The system sets parent, supervision, factory and args where they are not
-        # the class-level defaults (ActorSystem._spawn).
+        # the class-level defaults (ActorSystem.spawn).
         self.system = system
         self.dispatcher = system._dispatcher
         self.instance = instance
@@ -442,8 +445,7 @@ class ActorCell(ActorRef):
             forget_watches(self)  # it accepts nothing more: no Terminated either
         if self.senders:
             self.refuse_senders()  # senders still waiting were never queued
-        if self.timers:
-            cancel_timers(self)
+        self.end_timers()
         if drain:
             if state is not _DRAINING:
                 advance(self, LifecycleEvent.DRAIN)
@@ -564,8 +566,8 @@ class ActorCell(ActorRef):
 
     def install(self, instance: Actor, kinds: HandlerKinds) -> None:
         """Make ``instance`` (fresh from the factory) this actor's instance."""
-        if type(self.actor_name) is int and kinds.class_name != self.kinds.class_name:
-            self.system._name_for_good(self)  # a generated name outlives the class
+        if type(self.actor_name) is int and self.name_prefix is None:
+            self.name_prefix = self.kinds.class_name  # the generated name stays
         self.instance = instance
         self.kinds = kinds
         self.receive = instance.receive if kinds.receive_async else None

@@ -40,7 +40,7 @@ class ActorRef:
         cell: ActorCell = self  # type: ignore[assignment]
         name = cell.actor_name
         if type(name) is int:  # generated: <class name>-<serial>, made when asked
-            return f"{cell.kinds.class_name}-{name}"
+            return f"{cell.name_prefix or cell.kinds.class_name}-{name}"
         return name  # type: ignore[return-value]
 
     @property

@@ -37,7 +37,7 @@ from ._timers import TimerService
 
 _NAME = re.compile(r"[^/\s]+")
 # A name that could be a generated one, ``<class name>-<serial>``.
-_GENERATED_NAME = re.compile(r".+-([1-9][0-9]{0,30})")
+_GENERATED_NAME = re.compile(r"(.+)-([1-9][0-9]{0,30})")
 # Sibling actors by name; an actor whose name is generated is keyed by its serial
 # number instead, and its name is made when asked (see ActorRef.name).
 Siblings = dict[str | int, ActorCell]
@@ -63,8 +63,9 @@ class ActorSystem:
         self.trio_token = trio.lowlevel.current_trio_token()
         self.thread_id = get_ident()
         self._cells: Siblings = {}  # the top-level actors, by name (or serial)
-        # Whether a name given to spawn had the form of a generated one.
-        self._names_like_generated = False
+        # The <class name> parts of names given to spawn in the form of generated
+        # ones: actors of those classes get their generated names made at spawn.
+        self._names_like_generated: set[str] = set()
         self._live = 0
         self._spawned = 0
         self._closed = False
@@ -122,6 +123,8 @@ class ActorSystem:
         factory = actor_factory
         if self._closed:
             raise ActorError("cannot spawn: the actor system has been closed")
+        if parent is not None and parent.system is not self:
+            raise ActorError(f"_parent is private: {parent!r} is not an actor of this system")
         if parent is not None and parent.state not in _MAY_SPAWN_CHILDREN:
             # Not while stopping, nor while restarting: a child spawned by the old
             # instance's on_stop would outlive the restart that should stop it.
@@ -153,7 +156,7 @@ class ActorSystem:
         key: str | int
         if name is not None:
             key = name
-        elif not self._names_like_generated:
+        elif not (self._names_like_generated and kinds.class_name in self._names_like_generated):
             # The generated name is made when asked (ActorRef.name): formatting and
             # hashing it here would be a tenth of the spawn (measured).
             key = self._spawned
@@ -228,26 +231,19 @@ class ActorSystem:
             )
         generated = _GENERATED_NAME.fullmatch(name)
         if generated is not None:
-            # From now on generated names are made (and checked) at spawn.
-            self._names_like_generated = True
+            # From now on, generated names of that class are made (and checked) at
+            # spawn: this one may take a future one.
+            self._names_like_generated.add(generated[1])
         if siblings and (
             name in siblings
             or (
                 generated is not None
-                and (namesake := siblings.get(int(generated[1]))) is not None
+                and (namesake := siblings.get(int(generated[2]))) is not None
                 and namesake.name == name
             )
         ):
             where = "in this system" if parent is None else f"among the children of {parent.path}"
             raise ValueError(f"an actor named {name!r} is already alive {where}")
-
-    def _name_for_good(self, cell: ActorCell) -> None:
-        """Key ``cell`` by its generated name from now on (its class is changing)."""
-        siblings = self._cells if cell.parent is None else cell.parent.children
-        assert siblings is not None
-        del siblings[cell.actor_name]
-        cell.actor_name = cell.name
-        siblings[cell.actor_name] = cell
 
     def _start_stop_task(self, cell: ActorCell) -> None:
         self._nursery.start_soon(self._stop_task, cell, name=f"stop {cell.path}")
@@ -347,7 +343,7 @@ class ActorSystem:
                         await cell.wait_stopped()
                 elif not finish_idle_stop(cell):
                     await finish_stop(cell, cadence)
-                if cadence.count():  # one unit per actor
+                if cadence.group_complete_after(1):  # one unit per actor
                     await trio.lowlevel.cancel_shielded_checkpoint()
             except trio.Cancelled as exc:
                 cancelled = exc

@@ -282,7 +282,11 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                 refs.append(
                     system.spawn(
                         _AsyncProbe if spec.is_async else _Probe,
-                        *(clock, spec.cost, invoked, notices, index),
+                        clock,
+                        spec.cost,
+                        invoked,
+                        notices,
+                        index,
                         supervision=strategy,
                         mailbox=mailbox_for(spec),
                         _parent=parent,

@@ -41,16 +41,17 @@ def finish_idle_stop(cell: ActorCell) -> bool:
     The common case at the system's exit (idle actors without hooks), where the
     coroutines of :func:`finish_stop` would be most of the cost of a stop.
     """
-    if (
-        cell.state is ActorState.DRAINING
-        or cell.task_owned
-        or cell.children
-        or cell.stranded
-        or (cell.started and cell.kinds.has_on_stop)
-    ):
+    if _must_wait_or_clean(cell) or (cell.started and cell.kinds.has_on_stop):
         return False
     cell.finished()
     return True
+
+
+def _must_wait_or_clean(cell: ActorCell) -> bool:
+    """Whether steps 1--4 have anything to do (see the module docstring)."""
+    return bool(
+        cell.state is ActorState.DRAINING or cell.task_owned or cell.children or cell.stranded
+    )
 
 
 async def finish_stop(cell: ActorCell, cadence: CleanupCadence) -> None:
@@ -60,7 +61,7 @@ async def finish_stop(cell: ActorCell, cadence: CleanupCadence) -> None:
     stop the cleanup, and reaches only an async ``on_stop``.
     """
     cell.stopping_task = trio.lowlevel.current_task()
-    if cell.state is ActorState.DRAINING or cell.task_owned or cell.children or cell.stranded:
+    if _must_wait_or_clean(cell):
         await _wait_and_clean(cell, cadence)
     try:
         await run_on_stop(cell)

@@ -235,7 +235,7 @@ class Dispatcher:
             if last is not None:
                 self._attribute(now, used, last, turn)
         elapsed = now - start
-        if policy.time_slice is not None:
+        if used and policy.time_slice is not None:
             # The next round first looks after as many messages as fit in a whole
             # slice at this round's mean cost (so cheap handlers cost no early
             # clock read, and a round of expensive ones looks after the first).

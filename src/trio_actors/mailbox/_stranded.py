@@ -45,10 +45,10 @@ class CleanupCadence:
 
         A checkpoint only when a group completes; cancellation cannot interrupt it.
         """
-        if self.count(units):
+        if self.group_complete_after(units):
             await trio.lowlevel.cancel_shielded_checkpoint()
 
-    def count(self, units: int = 1) -> bool:
+    def group_complete_after(self, units: int = 1) -> bool:
         """Count ``units`` of work; return ``True`` once a group is complete.
 
         Never a checkpoint: the caller must then yield as :meth:`spend` does. For
