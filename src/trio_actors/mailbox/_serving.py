@@ -81,6 +81,7 @@ _DRAINING = ActorState.DRAINING
 _QUEUED = AskState.QUEUED
 _ASK_RUNNING = AskState.RUNNING
 _MAX_CHECK_EVERY = 16
+_MAX_CHECK_EVERY_F = float(_MAX_CHECK_EVERY)
 
 
 def _coroutine_returned(cell: ActorCell, result: Any) -> TypeError:
@@ -455,8 +456,11 @@ class Dispatcher:
         # The messages that fit in the rest of the slice at this round's mean cost so
         # far, at most 16 between clock reads, at least 1. (The next round's first
         # check is worked out once, at the end of this round.)
-        fit = (deadline - now) * used / ((now - self._round_start) or 1e-12)
-        return used + (_MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1))
+        remaining = deadline - now
+        elapsed = now - self._round_start
+        if remaining * used >= _MAX_CHECK_EVERY_F * elapsed:
+            return used + _MAX_CHECK_EVERY  # the common case, in float arithmetic only
+        return used + (int(remaining * used / (elapsed or 1e-12)) or 1)
 
     def _attribute(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
         """A clock reading at ``now``, after ``used`` messages of the round, during
