@@ -1,0 +1,138 @@
+"""How the serving loop reads the clock: the reader it uses and when it reads next.
+
+The dispatcher reads the run's clock every few messages (``mailbox/_serving.py``):
+these tests pin down the two shortcuts that make a reading cheap -- trio's default
+clock read through ``perf_counter`` directly, and the "half the slice" test that
+settles the common case without arithmetic -- against what they stand for.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trio_actors import ServingPolicy
+from trio_actors.mailbox import _serving
+from trio_actors.mailbox._serving import Dispatcher, _clock_reader
+
+
+def test_trio_default_clock_is_read_through_perf_counter() -> None:
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        assert _clock_reader(clock) is time.perf_counter
+
+    trio.run(main)
+
+
+def test_trio_default_clock_is_perf_counter_plus_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the shortcut relies on: trio's SystemClock reads offset + perf_counter().
+    # If a trio release changes that, this fails (and _clock_reader must follow).
+    clock_module = pytest.importorskip("trio._core._run")
+
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        assert type(clock) is _serving._TrioSystemClock
+        for reading in (12.5, 1234.0625):
+            monkeypatch.setattr(clock_module, "perf_counter", lambda reading=reading: reading)
+            assert clock.current_time() == clock.offset + reading
+        monkeypatch.undo()
+
+    trio.run(main)
+
+
+def test_other_clocks_are_read_through_current_time() -> None:
+    clock = trio.testing.MockClock()
+    reader = _clock_reader(clock)
+    assert reader == clock.current_time
+    clock.jump(2.5)
+    assert reader() == clock.current_time()
+
+
+class _Cell:
+    longest_turn_time = 0.0
+
+
+def _dispatcher_at(now: float, start: float, time_slice: float, used: int) -> Dispatcher:
+    """A dispatcher in the middle of a round that started at ``start``."""
+    dispatcher = Dispatcher.__new__(Dispatcher)
+    dispatcher.policy = ServingPolicy(time_slice=time_slice)
+    dispatcher._now = lambda: now
+    dispatcher._round_start = dispatcher._read_time = start
+    dispatcher._deadline = start + time_slice
+    dispatcher._midpoint = start + time_slice / 2
+    dispatcher._read_used = used
+    return dispatcher
+
+
+@given(
+    start=st.floats(min_value=0.0, max_value=1e6),
+    time_slice=st.floats(min_value=1e-4, max_value=1.0),
+    fraction=st.floats(min_value=0.0, max_value=1.5),
+    used=st.integers(min_value=1, max_value=100_000),
+)
+def test_next_check_only_reads_again_when_the_next_messages_fit(
+    start: float, time_slice: float, fraction: float, used: int
+) -> None:
+    """``_next_check`` returns the round's count at the next reading (0: the round is
+    over). It reads again after k messages, 1 <= k <= 16, where k messages at the
+    round's mean cost so far fit in the rest of the slice (k = 1 if none fit), and
+    k = 16 whenever 16 fit: the half-slice shortcut must agree."""
+    now = start + fraction * time_slice
+    dispatcher = _dispatcher_at(now, start, time_slice, used)
+    next_check = dispatcher._next_check(used, _Cell(), 1)  # type: ignore[arg-type]
+    deadline = start + time_slice
+    if now >= deadline:
+        assert next_check == 0
+        return
+    k = next_check - used
+    assert 1 <= k <= 16
+    mean_cost = (now - start) / used
+    remaining = deadline - now
+    tolerance = 1e-9 * time_slice
+    if k > 1:
+        assert k * mean_cost <= remaining + tolerance
+    if 16 * mean_cost <= remaining - tolerance:
+        assert k == 16
+
+
+def test_cheap_handlers_are_checked_every_16_messages() -> None:
+    """Under a clock that does not move (handlers that cost nothing), a turn of 64
+    reads the clock after 16, 32, 48 and 64 messages -- never more often."""
+    from trio_actors import Actor, open_actor_system
+
+    checked_at: list[int] = []
+    next_check = Dispatcher._next_check
+
+    def spy(self: Dispatcher, used: int, cell: object, turn: int) -> int:
+        checked_at.append(used)
+        return next_check(self, used, cell, turn)  # type: ignore[arg-type]
+
+    class Counter(Actor):
+        count = 0
+
+        def receive(self, message: int) -> int:
+            self.count += message
+            return self.count
+
+    async def main() -> None:
+        async with open_actor_system() as system:
+            ref = system.spawn(Counter)
+            await ref.ask(0)
+            for _ in range(64 * 3):
+                ref.tell(1)
+            checked_at.clear()
+            assert await ref.ask(0) == 64 * 3
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Dispatcher, "_next_check", spy)
+    try:
+        trio.run(main, clock=trio.testing.MockClock())
+    finally:
+        mp.undo()
+    # Three full turns of 64 (one per round), then the ask alone.
+    assert checked_at[:12] == [16, 32, 48, 64] * 3
