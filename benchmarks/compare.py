@@ -105,6 +105,8 @@ COMPARISONS: list[Comparison] = [
     # The least an ask (a checkpoint, T4) can cost, against pykka's ask and S2.
     Comparison("S9-checkpoint", "S9-pykka-ask", Kind.LATENCY, None),
     Comparison("S2", "S9-checkpoint", Kind.LATENCY, None),
+    # pykka's ask as a trio task must make it (in a worker thread): reported only.
+    Comparison("S2", "S9-pykka-ask-trio", Kind.LATENCY, None),
     *_rows("ALT-"),
     Comparison("F1", "F0", Kind.SPEED, None),  # what batching in trio costs
     Comparison("S4", "S4-floor-tuples", Kind.SPEED, None),  # a GC-inflated floor

@@ -191,6 +191,12 @@ GROUPS: dict[str, list[Bench]] = {
         _s2(),
         Bench("S9-pykka-ask", vs_pykka.pykka_ask, shapes.S2_ASKS, unit="round trip"),
         Bench("S9-checkpoint", vs_pykka.checkpoint_floor, shapes.S2_ASKS, unit="checkpoint"),
+        Bench(
+            "S9-pykka-ask-trio",
+            vs_pykka.pykka_ask_from_trio,
+            vs_pykka.S9_TRIO_ASKS,
+            unit="round trip",
+        ),
     ],
     "ALT-S1": [Bench("ALT-S1", alternatives.alt_s1, shapes.S1_TELLS), *_s1_floors()],
     "ALT-S2": [
