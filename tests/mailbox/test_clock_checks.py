@@ -3,7 +3,8 @@
 The dispatcher reads the run's clock every few messages (``mailbox/_serving.py``):
 these tests pin down the two shortcuts that make a reading cheap -- trio's default
 clock read through ``perf_counter`` directly, and the "half the slice" test that
-settles the common case without arithmetic -- against what they stand for.
+settles the common case without arithmetic -- against what they stand for, and
+how long a round of real handlers (on a ``MockClock``) then lasts.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trio_actors import ServingPolicy
+from trio_actors import Actor, ServingPolicy, open_actor_system
 from trio_actors.mailbox import _serving
 from trio_actors.mailbox._serving import Dispatcher, _clock_reader
 
@@ -96,15 +97,62 @@ def test_next_check_only_reads_again_when_the_next_messages_fit(
     tolerance = 1e-9 * time_slice
     if k > 1:
         assert k * mean_cost <= remaining + tolerance
+    if mean_cost > remaining + tolerance:
+        assert k == 1  # not even one fits: read again after the next message
     if 16 * mean_cost <= remaining - tolerance:
         assert k == 16
+
+
+class _Costly(Actor):
+    """Each message is the handler's cost, in seconds of a MockClock it jumps."""
+
+    def __init__(self, clock: trio.testing.MockClock) -> None:
+        self.clock = clock
+
+    def receive(self, cost: float) -> None:
+        self.clock.jump(cost)
+
+
+def _longest_round(*backlogs: list[float]) -> float:
+    """The longest dispatcher round of one :class:`_Costly` actor told each backlog
+    in turn, each served to the end before the next is told."""
+
+    async def main() -> float:
+        clock = trio.lowlevel.current_clock()
+        async with open_actor_system() as system:
+            ref = system.spawn(_Costly, clock)
+            handled = 0
+            for backlog in backlogs:
+                for cost in backlog:
+                    ref.tell(cost)
+                await trio.testing.wait_all_tasks_blocked()
+                handled += len(backlog)
+                assert ref.statistics().handled == handled
+            return system.statistics().longest_round_seconds
+
+    return trio.run(main, clock=trio.testing.MockClock())
+
+
+def test_a_round_of_equal_handlers_ends_within_one_handler_of_its_slice() -> None:
+    """0.7 ms handlers, the default 16 ms slice: the checks (after 16 messages, then
+    as many as fit) end the round by 16 ms plus one handler. A shortcut that allowed
+    16 more messages too late in the slice would run the round to ~22 ms."""
+    cost = 0.0007
+    assert _longest_round([cost] * 200) <= 0.016 + cost + 1e-9
+
+
+def test_an_expensive_round_makes_the_next_one_look_after_its_first_message() -> None:
+    """One 10 ms message alone, then a backlog of them: the next round reads the
+    clock after its first message (one fits the slice at the last round's cost), so
+    no round passes 16 ms plus one handler. Taking 16 as the first check would
+    run 16 of them (160 ms) before the first reading."""
+    cost = 0.010
+    assert _longest_round([cost], [cost] * 40) <= 0.016 + cost + 1e-9
 
 
 def test_cheap_handlers_are_checked_every_16_messages() -> None:
     """Under a clock that does not move (handlers that cost nothing), a turn of 64
     reads the clock after 16, 32, 48 and 64 messages -- never more often."""
-    from trio_actors import Actor, open_actor_system
-
     checked_at: list[int] = []
     next_check = Dispatcher._next_check
 

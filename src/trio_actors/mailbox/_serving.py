@@ -42,8 +42,8 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   (one reading per batch) would make S1 ~10% faster (alternating-process A/B),
   which is what S1's reads and checks cost. So a check is kept cheap instead:
   trio's default clock is read through ``perf_counter`` (``_clock_reader``), the
-  common case is one comparison (16 or more messages in at most half the slice),
-  and a stretch between checks reuses a prebuilt ``range``. Under callgrind these
+  common case needs no arithmetic (16 or more messages in at most half the slice:
+  16 more fit), and a stretch between checks reuses a prebuilt ``range``. Under callgrind these
   took S1 from 3,162 to 3,068 instructions per message (k = 64: ~2,820).
 * **An ask to an idle plain actor is answered in the asker's task** (``ask_idle``):
   no hop to the dispatcher and back, one checkpoint instead of two task switches.
@@ -90,6 +90,8 @@ _MAX_CHECK_EVERY_F = float(_MAX_CHECK_EVERY)
 # The serving loop handles messages in stretches of ``count`` between clock checks:
 # ``for n in _COUNTS[count]`` reuses a range made once, where ``range(1, count + 1)``
 # would build one per stretch (~1,000 instructions, a third of a stretch's overhead).
+# With a time slice a stretch is at most 16 messages; without one, up to the batch
+# (64 by default); longer stretches build their range.
 _COUNTS_UP_TO = 64
 _COUNTS = tuple(range(1, count + 1) for count in range(_COUNTS_UP_TO + 1))
 
@@ -116,7 +118,8 @@ def _clock_reader(clock: trio.abc.Clock) -> Callable[[], float]:
     perf_counter()`` in a Python method, ~5x the cost of the C call: under it the
     dispatcher calls :func:`time.perf_counter` itself (measured: ~40 of S1's ~3,160
     instructions per message). Any other clock -- ``MockClock`` in tests, a user's
-    own -- is read through its ``current_time``.
+    own -- is read through its ``current_time``. (So a test cannot move the
+    dispatcher's time by patching ``perf_counter`` inside trio: use ``MockClock``.)
     """
     if _TrioSystemClock is not None and type(clock) is _TrioSystemClock:
         return perf_counter
@@ -282,7 +285,8 @@ class Dispatcher:
             # slice at this round's mean cost (so cheap handlers cost no early
             # clock read, and a round of expensive ones looks after the first).
             if used >= _MAX_CHECK_EVERY and now <= self._midpoint:
-                self._first_check = _MAX_CHECK_EVERY  # as in _next_check's first test
+                # Then at least 2 x used >= 32 fit in a whole slice: no arithmetic.
+                self._first_check = _MAX_CHECK_EVERY
             else:
                 fit = policy.time_slice * used / (elapsed or 1e-12)
                 self._first_check = _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
@@ -500,7 +504,7 @@ class Dispatcher:
         # The messages that fit in the rest of the slice at this round's mean cost so
         # far, at most 16 between clock reads, at least 1. (The next round's first
         # check is worked out once, at the end of this round.) The common case first,
-        # in one comparison: if 16 or more messages took at most half the slice, 16
+        # without arithmetic: if 16 or more messages took at most half the slice, 16
         # more at their mean cost take at most as long again, which still fits.
         if now <= self._midpoint and used >= _MAX_CHECK_EVERY:
             return used + _MAX_CHECK_EVERY
