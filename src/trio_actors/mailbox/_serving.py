@@ -43,8 +43,9 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   which is what S1's reads and checks cost. So a check is kept cheap instead:
   trio's default clock is read through ``perf_counter`` (``_clock_reader``), the
   common case needs no arithmetic (16 or more messages in at most half the slice:
-  16 more fit), and a stretch between checks reuses a prebuilt ``range``. Under callgrind these
-  took S1 from 3,162 to 3,068 instructions per message (k = 64: ~2,820).
+  16 more fit), and a stretch between checks reuses a prebuilt ``range``. Under
+  callgrind these took S1 from 3,162 to 3,068 instructions per message (k = 64:
+  ~2,820).
 * **An ask to an idle plain actor is answered in the asker's task** (``ask_idle``):
   no hop to the dispatcher and back, one checkpoint instead of two task switches.
 * **Stranded cleanup** (``_stranded.py``) has its own cadence and yields that cannot
