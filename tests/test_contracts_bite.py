@@ -49,14 +49,14 @@ def on_start_is_skipped(mp: pytest.MonkeyPatch) -> None:
 
 
 def refused_ask_skips_the_checkpoint(mp: pytest.MonkeyPatch) -> None:
-    original = _cell.ActorCell.ask
+    original = _cell.ActorCell.ask_message
 
     async def ask(self: Any, message: Any) -> Any:
         if not self.accepting:
             raise ActorStopped("refused without a checkpoint")
         return await original(self, message)
 
-    mp.setattr(_cell.ActorCell, "ask", ask)
+    mp.setattr(_cell.ActorCell, "ask_message", ask)
 
 
 def tell_to_stopped_vanishes(mp: pytest.MonkeyPatch) -> None:
@@ -182,7 +182,7 @@ def stop_returns_before_the_actor_stopped(mp: pytest.MonkeyPatch) -> None:
         self.begin_stop(drain=drain, cancel_handler=True)
         await trio.lowlevel.checkpoint()
 
-    mp.setattr(_cell.ActorCell, "stop", stop)
+    mp.setattr(_cell.ActorCell, "stop_and_wait", stop)
 
 
 def system_exit_stops_nothing(mp: pytest.MonkeyPatch) -> None:
@@ -193,7 +193,7 @@ def system_exit_stops_nothing(mp: pytest.MonkeyPatch) -> None:
 
 
 def self_ask_is_not_detected(mp: pytest.MonkeyPatch) -> None:
-    original = _cell.ActorCell.ask
+    original = _cell.ActorCell.ask_message
 
     async def ask(self: Any, message: Any) -> Any:
         saved, self.serving_task = self.serving_task, None
@@ -203,8 +203,8 @@ def self_ask_is_not_detected(mp: pytest.MonkeyPatch) -> None:
         finally:
             self.serving_task = saved
 
-    mp.setattr(_cell.ActorCell, "ask", ask)
-    mp.setattr(_cell.ActorCell, "stop", _stop_without_self_check)
+    mp.setattr(_cell.ActorCell, "ask_message", ask)
+    mp.setattr(_cell.ActorCell, "stop_and_wait", _stop_without_self_check)
 
 
 async def _stop_without_self_check(self: Any, *, drain: bool) -> None:

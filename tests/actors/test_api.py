@@ -508,9 +508,10 @@ async def test_watchers_are_told_in_the_order_they_began_watching() -> None:
     assert told == ["second-spawned", "first-spawned"]
 
 
-async def test_the_private_parent_keyword_refuses_an_actor_of_another_system() -> None:
-    async with ta.open_actor_system() as one, ta.open_actor_system() as other:
-        parent = one.spawn(Echo, name="parent")
-        with pytest.raises(ta.ActorError, match="not an actor of this system"):
-            other.spawn(Echo, _parent=parent)
-        assert other.statistics().live_actors == 0
+async def test_spawn_refuses_a_keyword_it_does_not_know_and_says_to_use_partial() -> None:
+    async with ta.open_actor_system() as system:
+        with pytest.raises(TypeError, match=r"'start'.*functools\.partial\(Echo, start=1\)"):
+            system.spawn(Echo, start=1)  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="_parent"):
+            system.spawn(Echo, _parent=None)  # type: ignore[call-arg]
+        assert system.statistics().live_actors == 0

@@ -190,7 +190,7 @@ def test_a_watch_made_while_draining_leaves_nothing_behind() -> None:
             watcher = system.spawn(Watcher, target)
             watcher.tell("watch")
             await watcher.stop(drain=True)  # handles "watch" while draining
-            assert not target.watchers  # type: ignore[attr-defined]
+            assert not target._cell.watchers
             await target.stop()
             assert system.dead_letters.count == 0
 

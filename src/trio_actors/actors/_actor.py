@@ -9,7 +9,7 @@ its state needs no locks. Users never call an actor's methods directly; they hol
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ActorError
 from ..lifecycle._state import ActorState
@@ -29,9 +29,20 @@ if TYPE_CHECKING:
 def _target(ref: object, what: str = "watch()/unwatch()") -> ActorCell:
     from ._ref import ActorRef
 
-    if not isinstance(ref, ActorRef):
+    if type(ref) is not ActorRef:
         raise TypeError(f"{what} needs an ActorRef, got {ref!r}")
-    return cast("ActorCell", ref)  # every ActorRef is its actor's cell
+    return ref._cell
+
+
+def unknown_spawn_keyword(factory: object, unknown: dict[str, Any]) -> TypeError:
+    """The error for ``spawn(Cls, key=value)``: spawn's own options are keywords, the
+    factory's arguments positional (trio's ``fn, *args`` convention)."""
+    given = ", ".join(f"{key}={value!r}" for key, value in unknown.items())
+    return TypeError(
+        f"spawn() got unexpected keyword arguments {sorted(unknown)!r}: its keywords are "
+        "name, supervision and mailbox; to pass keyword arguments to the actor, spawn "
+        f"functools.partial({getattr(factory, '__qualname__', None) or repr(factory)}, {given})"
+    )
 
 
 class Actor:
@@ -114,6 +125,7 @@ class Actor:
         name: str | None = None,
         supervision: SupervisionStrategy = DEFAULT_SUPERVISION,
         mailbox: Bounded | None = None,
+        **unknown: Any,
     ) -> ActorRef:
         """Spawn a child of this actor and return its ref. Never a checkpoint.
 
@@ -128,9 +140,9 @@ class Actor:
                 spawned then would outlive the stop or restart that should end it).
         """
         cell = self._cell()
-        return cell.system.spawn(
-            actor_factory, *args, name=name, supervision=supervision, mailbox=mailbox, _parent=cell
-        )
+        if unknown:
+            raise unknown_spawn_keyword(actor_factory, unknown)
+        return cell.system._spawn(cell, actor_factory, args, name, supervision, mailbox)
 
     def tell_after(
         self, delay: float, message: Any, *, to: ActorRef | None = None, key: Any = None

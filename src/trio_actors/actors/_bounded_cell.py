@@ -42,13 +42,17 @@ class BoundedCell(ActorCell):
 
     bounded: Bounded
 
+    # Never the tell fast path (append without a check): a bounded tell always checks
+    # the room. A class-level property shadows ActorCell's slot; writes are ignored.
+    fast_tell = property(lambda self: False, lambda self, value: None)
+
     def set_bound(self, bounded: Bounded) -> None:
         self.bounded = bounded
         self.senders = WaitingSenders()
 
     # --- arrivals -----------------------------------------------------------------
 
-    def tell(self, message: Any) -> None:  # ActorRef.tell, for a bounded mailbox
+    def tell(self, message: Any) -> None:  # ActorRef.tell past its fast paths
         if get_ident() != self.dispatcher.thread_id:
             self._tell_from_thread(message)
         elif not self.accepting:
@@ -108,7 +112,7 @@ class BoundedCell(ActorCell):
         else:
             tick.take_back()
             self.overflow_letters += 1
-            self.system.dead_letters.record(self, tick.message, "overflow")
+            self.system.dead_letters.record(self.ref, tick.message, "overflow")
 
     async def send_message(self, message: Any) -> None:
         """:meth:`ActorRef.send`: queue ``message``, waiting for room first."""
@@ -152,7 +156,7 @@ class BoundedCell(ActorCell):
             raise MailboxFull(self.full_text(f"{message!r} was not queued"))
         else:
             self.overflow_letters += 1
-            self.system.dead_letters.record(self, message, "overflow")
+            self.system.dead_letters.record(self.ref, message, "overflow")
 
     def drop_oldest(self) -> None:
         """Drop the oldest queued message to make room (``"drop_old"``) -- never a
@@ -182,7 +186,7 @@ class BoundedCell(ActorCell):
             self.asks_queued -= 1
             if item.take_back():
                 self.overflow_letters += 1
-                self.system.dead_letters.record(self, item.message, "overflow")
+                self.system.dead_letters.record(self.ref, item.message, "overflow")
         elif type(item) is Ask:
             self.asks_queued -= 1
             if item.fail(MailboxFull(self.full_text("the oldest ask was dropped"))):
@@ -190,7 +194,7 @@ class BoundedCell(ActorCell):
             # (a withdrawn ask was counted when its asker was cancelled)
         else:
             self.overflow_letters += 1
-            self.system.dead_letters.record(self, item, "overflow")
+            self.system.dead_letters.record(self.ref, item, "overflow")
 
     # --- the mailbox ------------------------------------------------------------------
 

@@ -1,11 +1,11 @@
 """The actor cell: the runtime's record of one live actor.
 
 Users see an :class:`~trio_actors.Actor` (their object) and an
-:class:`~trio_actors.ActorRef` (the handle); the cell between them holds everything
-the runtime needs: the mailbox, the lifecycle state, whether the actor is scheduled,
-the task and cancel scope of a running ``async`` handler, and the counters behind
-statistics. It is deliberately a flat, slotted record: the tell fast path reads three
-of its attributes and nothing else.
+:class:`~trio_actors.ActorRef` (the handle, whose one slot points here); the cell
+between them holds everything the runtime needs: the mailbox, the lifecycle state,
+whether the actor is scheduled, the task and cancel scope of a running ``async``
+handler, and the counters behind statistics. It is deliberately a flat, slotted
+record: the tell fast path reads three of its attributes and nothing else.
 
 Invariants the serving loop relies on:
 
@@ -39,11 +39,11 @@ from ..lifecycle._supervision import (
     SupervisionStrategy,
     handle_failure,
 )
-from ..lifecycle._watch import forget_watches, notify_watchers
+from ..lifecycle._watch import Terminated, forget_watches, notify_watchers
 from ..mailbox._bounded import Bounded, WaitingSenders
 from ..mailbox._envelope import NO_MESSAGE, Ask, Notice
 from ._kinds import HandlerKinds
-from ._ref import ActorRef
+from ._ref import new_ref
 from ._timers import Timer, cancel_timers
 
 if TYPE_CHECKING:
@@ -85,8 +85,8 @@ def current_task_of(system: ActorSystem, operation: str) -> trio.lowlevel.Task:
     return task
 
 
-class ActorCell(ActorRef):
-    """The runtime's record of one actor; users see it only as an ``ActorRef``."""
+class ActorCell:
+    """The runtime's record of one actor; users hold its :class:`ActorRef`."""
 
     # Slots for what every actor sets or the serving loop reads. Everything else is
     # a class-level default, written to the instance's ``__dict__`` (created on the
@@ -99,6 +99,7 @@ class ActorCell(ActorRef):
         "accepting",
         "actor_name",
         "asks_queued",
+        "bounded",
         "dispatcher",
         "fast_tell",
         "handled",
@@ -109,6 +110,7 @@ class ActorCell(ActorRef):
         "mailbox",
         "needs_task",
         "receive",
+        "ref",
         "scheduled",
         "served_in",
         "started",
@@ -126,7 +128,6 @@ class ActorCell(ActorRef):
     factory: Any = None
     args: tuple[Any, ...] = ()
     popped = 0  # items ever taken from the front of the deque (once it is used)
-    bounded: Bounded | None = None  # the mailbox's bound (BoundedCell), or None
     senders: WaitingSenders | None = None  # parked in send() (BoundedCell only)
     children: dict[str | int, ActorCell] | None = None  # by name (see actor_name)
     # The class name a generated name is made of, once a restart may have changed
@@ -173,6 +174,10 @@ class ActorCell(ActorRef):
         # The system sets parent, supervision, factory and args where they are not
         # the class-level defaults (ActorSystem.spawn).
         self.system = system
+        self.ref = new_ref(self)
+        # The mailbox's bound (a slot, not a class-level default: the tell path reads
+        # it on every activation). BoundedCell.set_bound sets it.
+        self.bounded: Bounded | None = None
         self.dispatcher = system._dispatcher
         self.instance = instance
         self.kinds = kinds
@@ -210,9 +215,21 @@ class ActorCell(ActorRef):
         self.handled = 0
 
     @property
-    def ref(self) -> ActorRef:
-        """The actor's ref: the cell itself."""
-        return self
+    def name(self) -> str:
+        """:attr:`ActorRef.name`."""
+        name = self.actor_name
+        if type(name) is int:  # generated: <class name>-<serial>, made when asked
+            return f"{self.name_prefix or self.kinds.class_name}-{name}"
+        return name  # type: ignore[return-value]
+
+    @property
+    def path(self) -> str:
+        """:attr:`ActorRef.path`."""
+        parent = self.parent
+        return f"{parent.path if parent is not None else 'system'}/{self.name}"
+
+    def __repr__(self) -> str:
+        return f"<ActorCell {self.path} {self.state.value}>"
 
     def describe(self) -> str:
         return f"actor {self.path}"
@@ -245,6 +262,14 @@ class ActorCell(ActorRef):
         )
 
     # --- messages -----------------------------------------------------------------
+
+    def tell(self, message: Any) -> None:
+        """:meth:`ActorRef.tell` past its fast paths: the actor is busy, refusing, or
+        the caller is another thread."""
+        if self.accepting and get_ident() == self.dispatcher.thread_id:
+            self.enqueue(message)
+        else:
+            self.tell_refused(message)
 
     def tell_refused(self, message: Any) -> None:
         """``tell`` from another thread, or to an actor that no longer accepts."""
@@ -529,7 +554,27 @@ class ActorCell(ActorRef):
             self._task_done.set()
             self._task_done = None
 
+    def request_stop(self, *, drain: bool) -> None:
+        """:meth:`ActorRef.stop_nowait`: begin the stop, from any task of the run."""
+        task = current_task_of(self.system, "stop_nowait")
+        self.begin_stop(drain=drain, cancel_handler=task is not self.serving_task)
+
+    async def wait_terminated(self) -> Terminated:
+        """:meth:`ActorRef.wait_stopped`. A checkpoint, always."""
+        task = current_task_of(self.system, "wait_stopped")
+        if task is self.serving_task or task is self.stopping_task:
+            raise ActorError(
+                f"{self.path} awaited its own ref's wait_stopped() from its own handler, "
+                "which would wait forever"
+            )
+        if self.state is _STOPPED:
+            await trio.lowlevel.checkpoint()
+        else:
+            await self.wait_stopped()
+        return Terminated(self.ref, self.stop_error)
+
     async def wait_stopped(self) -> None:
+        """Wait until the actor is STOPPED (no checkpoint if it is already)."""
         if self.state is not _STOPPED:
             if self._stopped is None:
                 self._stopped = trio.Event()

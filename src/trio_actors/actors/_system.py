@@ -28,7 +28,7 @@ from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy, c
 from ..mailbox._bounded import Bounded
 from ..mailbox._serving import Dispatcher
 from ..mailbox._stranded import CleanupCadence
-from ._actor import Actor
+from ._actor import Actor, unknown_spawn_keyword
 from ._bounded_cell import BoundedCell
 from ._cell import ActorCell
 from ._kinds import HandlerKinds, handler_kinds, known_kinds
@@ -86,7 +86,7 @@ class ActorSystem:
         name: str | None = None,
         supervision: SupervisionStrategy = DEFAULT_SUPERVISION,
         mailbox: Bounded | None = None,
-        _parent: ActorCell | None = None,
+        **unknown: Any,
     ) -> ActorRef:
         """Create a top-level actor and return its ref. Synchronous; never a checkpoint.
 
@@ -115,16 +115,23 @@ class ActorSystem:
                 taken.
             ActorError: the system has been closed.
         """
-        # _parent is private: Actor.spawn passes the parent of a child. One method
-        # for both, rather than a public wrapper around a private one, because the
-        # wrapper's call was 2% of a spawn (measured with callgrind; S5 needs
-        # 200,000 spawns per second).
-        parent = _parent
-        factory = actor_factory
+        if unknown:
+            raise unknown_spawn_keyword(actor_factory, unknown)
+        return self._spawn(None, actor_factory, args, name, supervision, mailbox)
+
+    def _spawn(
+        self,
+        parent: ActorCell | None,
+        factory: type[Actor] | Callable[..., Actor],
+        args: tuple[Any, ...],
+        name: str | None,
+        supervision: SupervisionStrategy,
+        mailbox: Bounded | None,
+    ) -> ActorRef:
+        """:meth:`spawn` of a top-level actor (``parent`` None) or of a child
+        (:meth:`Actor.spawn <trio_actors.Actor.spawn>`)."""
         if self._closed:
             raise ActorError("cannot spawn: the actor system has been closed")
-        if parent is not None and parent.system is not self:
-            raise ActorError(f"_parent is private: {parent!r} is not an actor of this system")
         if parent is not None and parent.state not in _MAY_SPAWN_CHILDREN:
             # Not while stopping, nor while restarting: a child spawned by the old
             # instance's on_stop would outlive the restart that should stop it.
@@ -181,7 +188,7 @@ class ActorSystem:
         self._live += 1
         if kinds.has_on_start:
             self._dispatcher.schedule(cell)
-        return cell
+        return cell.ref
 
     def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> tuple[Actor, HandlerKinds]:
         """Call the factory for a restart; return the checked instance and its kinds."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import random
 from collections import Counter
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import attrs
 import trio
@@ -48,9 +48,6 @@ from ..lifecycle._watch import Terminated
 from ..mailbox._bounded import Bounded
 from ._harness import count_tasks, require, run_virtual, system_for
 from ._registry import contract
-
-if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
 
 
 @attrs.frozen
@@ -186,6 +183,8 @@ class _Probe(Actor):
         self.index = index
 
     def receive(self, message: Any) -> Any:
+        if type(message) is _SpawnChild:
+            return self.spawn(*message.args, **message.options)
         if isinstance(message, Terminated):
             self.notices[self.index, message.ref] += 1
             return None
@@ -201,9 +200,17 @@ class _Probe(Actor):
         return ident
 
 
+@attrs.frozen
+class _SpawnChild:
+    """Asked of a probe during the program's setup: spawn a child, reply its ref."""
+
+    args: tuple[Any, ...]
+    options: dict[str, Any]
+
+
 class _AsyncProbe(_Probe):
     async def receive(self, message: Any) -> Any:
-        if isinstance(message, Terminated | ActorRef):
+        if isinstance(message, Terminated | ActorRef | _SpawnChild):
             return super().receive(message)
         ident, fail = message
         self.invoked[ident] += 1
@@ -273,25 +280,18 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
         async with trio.open_nursery() as outside, system_for(policy) as system:
             refs: list[Any] = []
             for index, spec in enumerate(program.actors):
-                parent = cast("ActorCell", refs[spec.parent]) if spec.parent >= 0 else None
-                if parent is not None and not parent.accepting:
-                    parent = None  # the parent is stopping already: spawn at the top
+                factory = _AsyncProbe if spec.is_async else _Probe
+                args = (factory, clock, spec.cost, invoked, notices, index)
                 strategy = strategy_for(spec)
-                if parent is None and isinstance(strategy, Escalate):
-                    strategy = Restart(max_restarts=1_000_000, within=1.0)
-                refs.append(
-                    system.spawn(
-                        _AsyncProbe if spec.is_async else _Probe,
-                        clock,
-                        spec.cost,
-                        invoked,
-                        notices,
-                        index,
-                        supervision=strategy,
-                        mailbox=mailbox_for(spec),
-                        _parent=parent,
-                    )
-                )
+                mailbox = mailbox_for(spec)
+                if spec.parent >= 0:
+                    # A child: its parent spawns it (setup, before any program step).
+                    options = {"supervision": strategy, "mailbox": mailbox}
+                    refs.append(await refs[spec.parent].ask(_SpawnChild(args, options)))
+                else:
+                    if isinstance(strategy, Escalate):
+                        strategy = Restart(max_restarts=1_000_000, within=1.0)
+                    refs.append(system.spawn(*args, supervision=strategy, mailbox=mailbox))
             for op in program.ops:
                 ref = refs[op.actor]
                 if op.kind == "tell":
@@ -336,8 +336,7 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                 else:
                     await trio.lowlevel.checkpoint()
             dead.append(system.dead_letters)
-            cells = [cast("ActorCell", r) for r in refs]
-        withdrawn_by_runtime.append(sum(c.withdrawn for c in cells))
+        withdrawn_by_runtime.append(sum(r.statistics().withdrawn for r in refs))
         left = count_tasks() - before
         require(left == 0, f"{left} tasks left behind")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import trio
 import trio.lowlevel
@@ -14,9 +14,6 @@ from ..lifecycle._supervision import Backoff, Restart, Stop
 from ..lifecycle._watch import Terminated
 from ._harness import captured_failures, require, run_virtual, settle, system_for
 from ._registry import ContractViolation, contract
-
-if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
 
 
 class _Boom(Exception):
@@ -280,9 +277,14 @@ def death_watch(policy: ServingPolicy) -> None:
                 watcher.tell(("watch", other))
                 await settle()
                 await watcher.stop()
-                other_cell = cast("ActorCell", other)
-                require(not other_cell.watchers, "a stopped watcher stayed registered")
+                letters_before = system.dead_letters.count
                 await other.stop()
                 require(notices == [], f"a stopped watcher got {notices}")
+                # A watcher left registered would be told, and its Terminated become
+                # a dead letter (it accepts nothing any more).
+                require(
+                    system.dead_letters.count == letters_before,
+                    f"a stopped watcher stayed registered: {system.dead_letters.recent[-1:]}",
+                )
 
     run_virtual(main)
