@@ -66,7 +66,7 @@ __all__ = [
     "open_actor_system",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one source: pyproject.toml reads it
 
 
 def _fix_module_names() -> None:

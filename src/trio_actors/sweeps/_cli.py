@@ -10,12 +10,16 @@ checks and measures candidate policies and recommends one
 (:mod:`trio_actors.sweeps._sweep`); exit code 1 when no candidate passes every
 contract.
 
-Bad options are one-line errors with exit code 2, never tracebacks.
+Bad options are one-line errors with exit code 2, never tracebacks. So is a sweep
+without its extra: the runtime needs only trio and attrs, the sweep also pyperf and
+rich (``pip install "trio-actors[sweep]"``), which are imported only once the sweep
+command is chosen -- ``contracts`` runs without them.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -153,7 +157,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+SWEEP_EXTRA = 'pip install "trio-actors[sweep]"'
+"""How to install what the sweep needs beyond the runtime (pyperf and rich)."""
+
+
+def _require_sweep_extra() -> None:
+    """Exit 2 with a one-line error, before anything is measured, when the sweep's
+    own dependencies are not installed."""
+    missing = []
+    for name in ("pyperf", "rich"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        print(
+            f"trio-actors sweep: needs {' and '.join(missing)}, not installed; "
+            f"install the sweep extra: {SWEEP_EXTRA}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+
+
 def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    _require_sweep_extra()  # before the imports below, which need pyperf and rich
     import json
 
     import attrs
