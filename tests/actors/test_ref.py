@@ -107,22 +107,26 @@ async def test_terminated_and_dead_letters_hold_the_ref_spawn_returned() -> None
         await target.stop()
         await watcher.ask("sync")  # the Terminated was queued before this ask
         assert [notice.ref for notice in notices] == [target]
-        assert notices[0].ref is target
+        assert hash(notices[0].ref) == hash(target)
         target.tell("late")
         letter = system.dead_letters.recent[-1]
-        assert letter.recipient is target
+        assert letter.recipient == target
         assert letter.reason == "stopped"
 
 
-async def test_an_actor_sees_its_own_ref_as_the_ref_spawn_returned() -> None:
+async def test_refs_to_one_actor_are_equal_and_hash_alike() -> None:
     class Self(ta.Actor):
         def receive(self, message: Any) -> Any:
             return self.ref
 
     async with ta.open_actor_system() as system:
         ref = system.spawn(Self)
-        assert await ref.ask("who") is ref
-        assert {ref: 1}[await ref.ask("who")] == 1
+        own = await ref.ask("who")
+        assert own == ref
+        assert hash(own) == hash(ref)
+        assert {ref: 1}[own] == 1
+        assert own != system.spawn(Self)
+        assert own != "system/Self-1"
 
 
 async def test_a_ref_is_not_picklable_and_says_why() -> None:
@@ -166,7 +170,7 @@ async def test_wait_stopped_returns_the_error_that_stopped_the_actor() -> None:
         failing = system.spawn(Failing, supervision=ta.Stop())
         failing.tell("boom")
         terminated = await failing.wait_stopped()
-        assert terminated.ref is failing
+        assert terminated.ref == failing
         assert isinstance(terminated.error, ValueError)
 
 

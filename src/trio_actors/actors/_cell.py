@@ -43,7 +43,7 @@ from ..lifecycle._watch import Terminated, forget_watches, notify_watchers
 from ..mailbox._bounded import Bounded, WaitingSenders
 from ..mailbox._envelope import NO_MESSAGE, Ask, Notice
 from ._kinds import HandlerKinds
-from ._ref import new_ref
+from ._ref import ActorRef, new_ref
 from ._timers import Timer, cancel_timers
 
 if TYPE_CHECKING:
@@ -110,7 +110,6 @@ class ActorCell:
         "mailbox",
         "needs_task",
         "receive",
-        "ref",
         "scheduled",
         "served_in",
         "started",
@@ -174,7 +173,6 @@ class ActorCell:
         # The system sets parent, supervision, factory and args where they are not
         # the class-level defaults (ActorSystem.spawn).
         self.system = system
-        self.ref = new_ref(self)
         # The mailbox's bound (a slot, not a class-level default: the tell path reads
         # it on every activation). BoundedCell.set_bound sets it.
         self.bounded: Bounded | None = None
@@ -213,6 +211,11 @@ class ActorCell:
         self.stopping_task: trio.lowlevel.Task | None = None  # runs the stop sequence
         self.stop_owned = False
         self.handled = 0
+
+    @property
+    def ref(self) -> ActorRef:
+        """A ref to this actor (a new handle each time; refs are values)."""
+        return new_ref(self)
 
     @property
     def name(self) -> str:
