@@ -18,7 +18,7 @@ import trio.lowlevel
 from trio_actors import ActorStopped, ServingPolicy
 from trio_actors.actors import _bounded_cell, _cell, _system
 from trio_actors.contracts import REGISTRY
-from trio_actors.lifecycle import _stopping, _supervision
+from trio_actors.lifecycle import _restarting, _stopping, _supervision
 from trio_actors.mailbox import _bounded, _envelope, _serving, _stranded
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
@@ -304,6 +304,60 @@ def cancel_leaves_the_queued_tick(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_envelope.Notice, "withdraw", lambda self: None)
 
 
+def exit_refuses_everything_first(mp: pytest.MonkeyPatch) -> None:
+    """The exit before T25/T29: every actor stops accepting at once, then the stops
+    finish newest first (a newer actor's shielded ask to an older one is stranded
+    and waits for a cleanup that comes only after its own stop)."""
+
+    async def shutdown(self: Any) -> None:
+        self._closed = True
+        plan = self._stop_order()
+        elsewhere = set()
+        for cell in plan:
+            if cell.stop_owned:
+                elsewhere.add(cell)
+            cell.stop_owned = True
+            cell.begin_stop(drain=False, cancel_handler=True)
+        cadence = _stranded.CleanupCadence(self._serving.cleanup_batch)
+        for cell in plan:
+            if cell in elsewhere:
+                with trio.CancelScope(shield=True):
+                    await cell.wait_stopped()
+            elif not _stopping.finish_idle_stop(cell):
+                await _stopping.finish_stop(cell, cadence)
+
+    mp.setattr(_system.ActorSystem, "_shutdown", shutdown)
+
+
+def children_stop_all_at_once(mp: pytest.MonkeyPatch) -> None:
+    """Every child begins its stop at once, then all are waited for."""
+
+    async def stop_children(cell: Any) -> None:
+        children = list(reversed((cell.children or {}).values()))
+        for child in children:
+            child.begin_stop(drain=False, cancel_handler=True)
+        with trio.CancelScope(shield=True):
+            for child in children:
+                await child.wait_stopped()
+
+    mp.setattr(_stopping, "stop_children", stop_children)
+    mp.setattr(_restarting, "stop_children", stop_children)
+
+
+def cleanup_waits_for_the_handler(mp: pytest.MonkeyPatch) -> None:
+    """Stranded asks fail only after the actor's own handler has finished."""
+
+    async def wait_and_clean(cell: Any, cadence: Any) -> None:
+        with trio.CancelScope(shield=True):
+            await cell.wait_not_served()
+            if cell.stranded:
+                await _stranded.clean_stranded(cell, cell.stranded, cadence)
+            cell.stranded = None
+            await _stopping.stop_children(cell)
+
+    mp.setattr(_stopping, "_wait_and_clean", wait_and_clean)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -337,6 +391,8 @@ MUTANTS: dict[str, list[Mutant]] = {
     ],
     "T23": [overflow_is_ignored, drop_old_drops_the_newest, overflow_letters_vanish],
     "T24": [timers_outlive_their_actor, cancel_leaves_the_queued_tick],
+    "T25": [exit_refuses_everything_first, cleanup_waits_for_the_handler],
+    "T29": [exit_refuses_everything_first, children_stop_all_at_once],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

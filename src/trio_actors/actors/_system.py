@@ -2,8 +2,8 @@
 
 ``open_actor_system()`` opens a nursery that owns everything the runtime runs: the
 dispatcher task, the short-lived tasks of actors whose handlers are ``async def``,
-and stop tasks. Leaving the block stops every actor still alive (T16), in reverse
-order of spawning, then cancels the nursery: no task is left behind.
+and stop tasks. Leaving the block stops every actor still alive (T16), newest first
+and one at a time (T29, T25), then cancels the nursery: no task is left behind.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ _GENERATED_NAME = re.compile(r"(.+)-([1-9][0-9]{0,30})")
 # number instead, and its name is made when asked (see ActorRef.name).
 Siblings = dict[str | int, ActorCell]
 _MAY_SPAWN_CHILDREN = frozenset({ActorState.STARTING, ActorState.RUNNING})
+_STOPPED = ActorState.STOPPED
 
 
 class ActorSystem:
@@ -326,30 +327,35 @@ class ActorSystem:
         return order
 
     async def _shutdown(self) -> None:
-        """Stop every live actor, newest first; returns when all have stopped.
+        """Stop every live actor, one at a time, newest first (T29, T25).
 
-        Phase one refuses new messages everywhere at once (so no actor keeps feeding
-        one already cleaned), phase two cleans up and runs ``on_stop`` with one
-        shared cadence (one unit per actor, plus the stranded messages).
-        Cancellation reaches only async ``on_stop`` hooks.
+        Children stop before their parents, newest sibling first, and each actor is
+        stopped whole (handler cancelled, stranded cleanup, ``on_stop``) before the
+        next begins. An actor not yet reached keeps serving, so a newer actor's
+        ``on_stop`` or shielded handler can still ask an older one and get its
+        answer: the exit never waits on an actor that waits on an actor not yet
+        served (T25). One cleanup cadence spans the whole exit (one unit per actor,
+        plus the stranded messages). Cancellation reaches only async ``on_stop``
+        hooks.
         """
         self._closed = True
-        plan = self._stop_order()
-        stopped_elsewhere: set[ActorCell] = set()  # a stop task owns their stop already
-        for cell in plan:
-            if cell.stop_owned:
-                stopped_elsewhere.add(cell)
-            cell.stop_owned = True  # so begin_stop starts no stop task of its own
-            cell.begin_stop(drain=False, cancel_handler=True)
         cadence = CleanupCadence(self._serving.cleanup_batch)
         cancelled: trio.Cancelled | None = None
-        for cell in plan:
+        for cell in self._stop_order():
             try:
-                if cell in stopped_elsewhere:
+                if cell.state is _STOPPED:
+                    continue  # stopped meanwhile (by its parent, or by itself)
+                if cell.stop_owned:
+                    # A stop task (or its parent's stop) owns it already; a drain in
+                    # progress becomes an immediate stop.
+                    cell.begin_stop(drain=False, cancel_handler=True)
                     with trio.CancelScope(shield=True):
                         await cell.wait_stopped()
-                elif not finish_idle_stop(cell):
-                    await finish_stop(cell, cadence)
+                else:
+                    cell.stop_owned = True  # so begin_stop starts no stop task of its own
+                    cell.begin_stop(drain=False, cancel_handler=True)
+                    if not finish_idle_stop(cell):
+                        await finish_stop(cell, cadence)
                 if cadence.group_complete_after(1):  # one unit per actor
                     await trio.lowlevel.cancel_shielded_checkpoint()
             except trio.Cancelled as exc:
@@ -383,7 +389,9 @@ async def open_actor_system(
         dead_letters_kept: how many recent dead letters ``dead_letters.recent``
             keeps.
 
-    Leaving the block stops every actor still alive, newest first: queued asks fail
+    Leaving the block stops every actor still alive, children before their parents,
+    newest first and one at a time (an actor not yet reached keeps serving): queued
+    asks fail
     with :class:`~trio_actors.ActorStopped`, queued tells become dead letters,
     running async handlers are cancelled, ``on_stop`` hooks run; then no task of the
     system is left. This cleanup finishes even if the block is being cancelled.

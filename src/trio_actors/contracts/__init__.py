@@ -16,6 +16,7 @@ from . import (
     _messaging,
     _nothing_lost,
     _scheduling,
+    _shutdown,
     _stopping,
     _supervision,
     _timers,
@@ -26,8 +27,8 @@ from ._registry import ContractResult as ContractResult
 from ._registry import ContractViolation as ContractViolation
 from ._registry import run_contracts as run_contracts
 
-del _bounded, _cancellation, _messaging, _nothing_lost, _scheduling, _stopping, _supervision
-del _timers
+del _bounded, _cancellation, _messaging, _nothing_lost, _scheduling, _shutdown, _stopping
+del _supervision, _timers
 
 __all__ = [
     "REGISTRY",

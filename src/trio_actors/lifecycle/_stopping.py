@@ -4,13 +4,18 @@ Whoever owns an actor's stop -- a stop task started by ``stop()`` / ``Actor.stop
 or the system's exit -- runs :func:`finish_stop`:
 
 1. a draining actor first handles what was queued;
-2. a task still serving the actor (an async handler, already cancelled by an
+2. the stranded messages are cleaned up (``mailbox._stranded``), ``cleanup_batch``
+   at a time with shielded yields: each stranded ask fails at once, before anything
+   is waited for, so an asker that the actor's own handler waits for is never
+   left waiting on the actor (T25);
+3. a task still serving the actor (an async handler, already cancelled by an
    immediate stop, or a restart in progress) is waited for, so handlers never
    overlap ``on_stop``;
-3. the actor's children stop, each with its own stranded cleanup: children always
-   stop before their parent;
-4. the stranded messages are cleaned up (``mailbox._stranded``), ``cleanup_batch``
-   at a time with shielded yields;
+4. the actor's children stop **newest first, one at a time** (OTP's order, T29):
+   each is stopped whole -- its handler cancelled, its stranded cleanup, its own
+   children, its ``on_stop`` -- before the next older sibling begins, and a sibling
+   not yet reached keeps serving meanwhile: children always stop before their
+   parent;
 5. ``on_stop`` runs, if the actor had started -- exactly once per instance;
 6. the actor becomes STOPPED, its watchers are told, and everyone waiting in
    ``stop()`` is released.
@@ -79,27 +84,30 @@ async def _wait_and_clean(cell: ActorCell, cadence: CleanupCadence) -> None:
             if cell.state is ActorState.DRAINING:
                 advance(cell, LifecycleEvent.DRAINED)
                 cell.strand()
-        await cell.wait_not_served()
-        await stop_children(cell)
         stranded = cell.stranded
         if stranded:
             await clean_stranded(cell, stranded, cadence)
         cell.stranded = None
+        await cell.wait_not_served()
+        await stop_children(cell)
 
 
 async def stop_children(cell: ActorCell) -> None:
-    """Stop every child of ``cell``, newest first, and wait until all have stopped.
+    """Stop every child of ``cell``, newest first, one at a time (T29).
 
-    A checkpoint if there are children; cancellation cannot interrupt the wait.
+    Each child is stopped whole before the next older one begins; the others keep
+    serving until their turn (so a child's ``on_stop`` can still ask an older
+    sibling). ``cell`` itself no longer accepts messages, so it spawns no child
+    meanwhile. A checkpoint if there are children; cancellation cannot interrupt it.
     """
-    if not cell.children:
+    children = cell.children
+    if not children:
         return
-    children = list(reversed(cell.children.values()))
-    for child in children:
-        child.begin_stop(drain=False, cancel_handler=True)
     with trio.CancelScope(shield=True):
-        for child in children:
-            await child.wait_stopped()
+        while children:
+            child = next(reversed(children.values()))  # the newest left
+            child.begin_stop(drain=False, cancel_handler=True)
+            await child.wait_stopped()  # it leaves ``children`` when it has stopped
 
 
 async def run_on_stop(cell: ActorCell) -> None:
