@@ -358,6 +358,24 @@ def cleanup_waits_for_the_handler(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_stopping, "_wait_and_clean", wait_and_clean)
 
 
+def system_cancellation_ends_the_dispatcher(mp: pytest.MonkeyPatch) -> None:
+    """The dispatcher is not shielded: a cancelled system block ends the serving of
+    plain actors the exit has not reached yet."""
+
+    async def run(self: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while not self.closed:
+            if not self.run_queue:
+                self.parked = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._unpark)
+                continue
+            self._serve_round(self.run_queue)
+            if self.run_queue:
+                await trio.lowlevel.checkpoint()
+
+    mp.setattr(_serving.Dispatcher, "run", run)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -391,7 +409,11 @@ MUTANTS: dict[str, list[Mutant]] = {
     ],
     "T23": [overflow_is_ignored, drop_old_drops_the_newest, overflow_letters_vanish],
     "T24": [timers_outlive_their_actor, cancel_leaves_the_queued_tick],
-    "T25": [exit_refuses_everything_first, cleanup_waits_for_the_handler],
+    "T25": [
+        exit_refuses_everything_first,
+        cleanup_waits_for_the_handler,
+        system_cancellation_ends_the_dispatcher,
+    ],
     "T29": [exit_refuses_everything_first, children_stop_all_at_once],
 }
 

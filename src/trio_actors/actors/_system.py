@@ -409,8 +409,11 @@ async def open_actor_system(
         try:
             yield system
         finally:
-            await system._shutdown()
-            nursery.cancel_scope.cancel()
+            try:
+                await system._shutdown()
+            finally:
+                system._dispatcher.close()
+                nursery.cancel_scope.cancel()
 
 
 __all__ = ["ActorSystem", "open_actor_system"]

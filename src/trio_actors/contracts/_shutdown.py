@@ -233,12 +233,14 @@ class ExitProgram:
     actors: tuple[ActorPlan, ...]
     go: tuple[int, ...]  # which actors are told "go", in this order
     exit_after: float = 0.1  # virtual seconds from the last "go" to leaving the block
+    cancelled: bool = False  # the block is left by a cancellation from outside
 
 
-def reported_program() -> ExitProgram:
+def reported_program(*, cancelled: bool = False) -> ExitProgram:
     """The program from the report: a newer actor's handler asks, from a shielded
     scope, an older actor that is busy when the block exits."""
     return ExitProgram(
+        cancelled=cancelled,
         actors=(
             ActorPlan(parent=-1, busy=1.0, asks=(), on_stop_asks=()),
             ActorPlan(parent=-1, busy=0.5, asks=(Ask(0, shielded=True),), on_stop_asks=()),
@@ -305,7 +307,8 @@ def random_program(rng: random.Random) -> ExitProgram:
         )
     go = [i for i in range(count) if rng.random() < 0.7]
     rng.shuffle(go)
-    return ExitProgram(tuple(plans), tuple(go), rng.choice((0.0, 0.05, 0.1, 0.3)))
+    exit_after = rng.choice((0.0, 0.05, 0.1, 0.3))
+    return ExitProgram(tuple(plans), tuple(go), exit_after, cancelled=rng.random() < 0.3)
 
 
 class _Player(Actor):
@@ -329,10 +332,13 @@ class _Player(Actor):
         unshielded one may also end the handler with its own cancellation)."""
         for ask in asks:
             with trio.CancelScope(shield=ask.shielded):
+                target = self.refs[ask.target]
+                for _ in range(3):  # a backlog: the ask waits for the target's serving
+                    target.tell("noise")
                 entry = len(self.outcomes)
                 self.outcomes.append("pending" if ask.shielded else "unshielded")
                 try:
-                    await self.refs[ask.target].ask("question")
+                    await target.ask("question")
                     self.outcomes[entry] = "answered"
                 except ActorStopped:
                     self.outcomes[entry] = "stopped"
@@ -356,12 +362,23 @@ class _AsyncPlayer(_Player):
 def run_exit_program(policy: ServingPolicy, program: ExitProgram) -> None:
     """Run ``program``; raise :class:`ContractViolation` unless the exit completes
     in bounded virtual time, every shielded ask was answered or failed with
-    ``ActorStopped``, and no task is left."""
+    ``ActorStopped``, and no task is left. A program whose block is cancelled
+    from outside checks the same: the exit still serves the actors it has not
+    reached."""
     outcomes: list[str] = []
     timing: list[float] = []
 
     async def main(clock: trio.testing.MockClock) -> None:
         before = count_tasks()
+        with trio.CancelScope() as outside:
+            await _play(program, outside, outcomes, timing)
+        timing.append(trio.current_time())
+        left = count_tasks() - before
+        require(left == 0, f"{left} tasks left behind by the exit")
+
+    async def _play(
+        program: ExitProgram, outside: trio.CancelScope, outcomes: list[str], timing: list[float]
+    ) -> None:
         async with system_for(policy) as system:
             refs: list[Any] = [None] * len(program.actors)
             for index, plan in enumerate(program.actors):
@@ -375,9 +392,9 @@ def run_exit_program(policy: ServingPolicy, program: ExitProgram) -> None:
                 refs[index].tell("go")
             await trio.sleep(program.exit_after)  # handlers are mid-way at the exit
             timing.append(trio.current_time())
-        timing.append(trio.current_time())
-        left = count_tasks() - before
-        require(left == 0, f"{left} tasks left behind by the exit")
+            if program.cancelled:
+                outside.cancel()
+                await trio.lowlevel.checkpoint()  # raises Cancelled: the block is left
 
     run_virtual_or_hang(main, within=EXIT_WITHIN)
     took = timing[1] - timing[0]
@@ -400,6 +417,7 @@ T25_PROGRAMS = 40
 )
 def exit_never_deadlocks(policy: ServingPolicy) -> None:
     run_exit_program(policy, reported_program())
+    run_exit_program(policy, reported_program(cancelled=True))
     for program in mutual_programs():
         run_exit_program(policy, program)
     rng = random.Random(25)

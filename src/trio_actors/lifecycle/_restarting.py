@@ -35,7 +35,9 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
     cell.serving_task = trio.lowlevel.current_task()
     replaced = False
     try:
-        with trio.CancelScope() as scope:
+        # Shielded from the system block's cancellation, as serving is: a stop (the
+        # exit's, when it reaches this actor) cancels the scope itself.
+        with trio.CancelScope(shield=True) as scope:
             cell.handler_scope = scope
             await stop_children(cell)
             await run_on_stop(cell)

@@ -150,6 +150,7 @@ class Dispatcher:
         self.thread_id = get_ident()
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
+        self.closed = False  # the system has exited: run() returns
         self._first_check = 1  # when a round first reads the clock (see _next_check)
         # Reads the run's clock (up to a constant, see _clock_reader); the current
         # round's start, deadline and the middle between them (with a slice).
@@ -188,19 +189,37 @@ class Dispatcher:
         trio.lowlevel.reschedule(parked)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The dispatcher task: serve rounds while there is work, park otherwise."""
+        """The dispatcher task: serve rounds while there is work, park otherwise,
+        until :meth:`close`.
+
+        Shielded: cancelling the system block does not end the serving. The exit
+        stops actors one at a time while the others keep serving (T29), and a
+        stopping actor's shielded handler may wait on one of them (T25); if the
+        dispatcher died with the block's cancellation, that wait would never end.
+        The system closes it once every actor has stopped.
+        """
         run_queue = self.run_queue
         task_status.started()
-        while True:
-            if not run_queue:
-                self.parked = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(self._unpark)
-                continue
-            self._serve_round(run_queue)
-            if run_queue:
-                await trio.lowlevel.checkpoint()
+        with trio.CancelScope(shield=True):
+            while not self.closed:
+                if not run_queue:
+                    self.parked = trio.lowlevel.current_task()
+                    await trio.lowlevel.wait_task_rescheduled(self._unpark)
+                    continue
+                self._serve_round(run_queue)
+                if run_queue:
+                    await trio.lowlevel.checkpoint()
+
+    def close(self) -> None:
+        """End :meth:`run` (the system has exited: every actor has stopped, so the
+        run queue is empty -- unless the exit itself was cut short)."""
+        self.closed = True
+        if self.parked is not None:
+            self.wake()
 
     def _unpark(self, raise_cancel: Any) -> trio.lowlevel.Abort:
+        # Shielded, the dispatcher is never cancelled; trio may still abort a
+        # parked task for KeyboardInterrupt delivery.
         self.parked = None
         return trio.lowlevel.Abort.SUCCEEDED
 
@@ -632,23 +651,30 @@ class Dispatcher:
         The task owns the actor from when it was started; when it ends it hands the
         actor to a restart task (if it is RESTARTING), back to the dispatcher (if
         only its ``on_start`` was async), or leaves it idle.
+
+        Shielded, as the dispatcher is (:meth:`run`): a cancellation of the system
+        block from outside does not reach the handlers; the exit cancels each
+        actor's handler when it reaches that actor, and until then the actor keeps
+        serving (an actor left idle with a queue by a dying task would never be
+        served again, and whoever waits on it would wait forever).
         """
         cell.serving_task = trio.lowlevel.current_task()
         handed_back = False
         try:
-            if cell.state is _RESTARTING:
-                return  # it failed (or a child escalated) before this task ran
-            if not cell.started and not await self._start_in_task(cell):
-                return
-            if not cell.kinds.receive_async:
-                # Only on_start was async: plain receive goes back to the dispatcher.
-                if cell.has_queued():
-                    handed_back = True
-                    self.run_queue.append(cell)
-                    if self.parked is not None:
-                        self.wake()
-                return
-            await self._serve_async_turns(cell)
+            with trio.CancelScope(shield=True):
+                if cell.state is _RESTARTING:
+                    return  # it failed (or a child escalated) before this task ran
+                if not cell.started and not await self._start_in_task(cell):
+                    return
+                if not cell.kinds.receive_async:
+                    # Only on_start was async: plain receive goes back to the dispatcher.
+                    if cell.has_queued():
+                        handed_back = True
+                        self.run_queue.append(cell)
+                        if self.parked is not None:
+                            self.wake()
+                    return
+                await self._serve_async_turns(cell)
         finally:
             cell.serving_task_done()
             if handed_back:
