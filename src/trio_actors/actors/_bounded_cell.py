@@ -48,13 +48,14 @@ class BoundedCell(ActorCell):
 
     def set_bound(self, bounded: Bounded) -> None:
         self.bounded = bounded
+        self.activates = False  # its tells always check the room
         self.senders = WaitingSenders()
 
     # --- arrivals -----------------------------------------------------------------
 
     def tell(self, message: Any) -> None:  # ActorRef.tell past its fast paths
         if get_ident() != self.dispatcher.thread_id:
-            self._tell_from_thread(message)
+            self.system._foreign.put(self, message)
         elif not self.accepting:
             self.tell_refused(message)
         elif self.is_full():
@@ -62,17 +63,9 @@ class BoundedCell(ActorCell):
         else:
             self.enqueue(message)
 
-    def _tell_from_thread(self, message: Any) -> None:
-        # In the trio thread there is nobody to raise MailboxFull to: an overflow
-        # under "fail" becomes a dead letter instead.
-        try:
-            self.system.trio_token.run_sync_soon(self._tell_without_raising, message)
-        except trio.RunFinishedError:
-            raise ActorError(
-                f"tell to {self.path} from another thread after its trio run finished"
-            ) from None
-
-    def _tell_without_raising(self, message: Any) -> None:
+    def tell_forwarded(self, message: Any) -> None:
+        """A tell from another thread, in the trio thread now: nobody to raise
+        ``MailboxFull`` to, so an overflow under ``"fail"`` is a dead letter."""
         if not self.accepting:
             self.tell_refused(message)
         elif self.is_full():

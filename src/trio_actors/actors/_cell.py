@@ -97,6 +97,7 @@ class ActorCell:
         "__dict__",
         "__weakref__",
         "accepting",
+        "activates",
         "actor_name",
         "asks_queued",
         "bounded",
@@ -127,6 +128,9 @@ class ActorCell:
     factory: Any = None
     args: tuple[Any, ...] = ()
     popped = 0  # items ever taken from the front of the deque (once it is used)
+    # Tells from other threads waiting in the system's foreign inbox: while any
+    # does, the tell fast paths are off (mailbox._foreign).
+    foreign_pending = 0
     senders: WaitingSenders | None = None  # parked in send() (BoundedCell only)
     children: dict[str | int, ActorCell] | None = None  # by name (see actor_name)
     # The class name a generated name is made of, once a restart may have changed
@@ -206,6 +210,10 @@ class ActorCell:
         self.asks_queued = 0  # Ask envelopes in the mailbox (withdrawn ones too)
         self.served_in = 0  # the dispatcher round whose turn left it work to do
         self.needs_task = kinds.needs_task
+        # An idle actor's tell may take the inline activation in ActorRef.tell: not
+        # needs_task, unbounded, and no tell from another thread pending (written by
+        # refresh_tell_paths, and cleared by mailbox._foreign).
+        self.activates = not kinds.needs_task
         # Started and bound, with a plain receive: the dispatcher can serve it inline.
         self.inline_ready = False
         self.stopping_task: trio.lowlevel.Task | None = None  # runs the stop sequence
@@ -269,18 +277,31 @@ class ActorCell:
     def tell(self, message: Any) -> None:
         """:meth:`ActorRef.tell` past its fast paths: the actor is busy, refusing, or
         the caller is another thread."""
-        if self.accepting and get_ident() == self.dispatcher.thread_id:
+        if get_ident() != self.dispatcher.thread_id:
+            self.system._foreign.put(self, message)  # in order with its other tells
+        else:
+            self.tell_forwarded(message)
+
+    def tell_forwarded(self, message: Any) -> None:
+        """A tell in the trio thread, past the fast paths (or one from another
+        thread, reaching it in the order told): queued, or a dead letter."""
+        if self.accepting:
             self.enqueue(message)
         else:
             self.tell_refused(message)
 
     def tell_refused(self, message: Any) -> None:
-        """``tell`` from another thread, or to an actor that no longer accepts."""
-        if get_ident() != self.dispatcher.thread_id:
-            self._tell_from_thread(message)
-        else:
-            self.stopped_letters += 1
-            self.system.dead_letters.record(self.ref, message, "stopped")
+        """A tell to an actor that no longer accepts: a dead letter (trio thread)."""
+        self.stopped_letters += 1
+        self.system.dead_letters.record(self.ref, message, "stopped")
+
+    def refresh_tell_paths(self) -> None:
+        """Recompute what the tell fast paths read (:meth:`ActorRef.tell`), unless a
+        tell from another thread is still pending. No call between the test and the
+        writes: no other thread can queue a tell in between (mailbox._foreign)."""
+        if not self.foreign_pending:
+            self.activates = not self.needs_task and self.bounded is None
+            self.fast_tell = self.scheduled and self.accepting and self.mailbox is not None
 
     def enqueue(self, item: Any) -> None:
         """Queue ``item`` (the actor accepts) and make sure the actor is scheduled."""
@@ -292,7 +313,7 @@ class ActorCell:
                 # Dispatcher.schedule() for a plain actor, inlined: this is the path
                 # of every message to an idle actor (S3, S4), where a call is 10%.
                 self.scheduled = True
-                self.fast_tell = self.mailbox is not None
+                self.fast_tell = self.mailbox is not None and not self.foreign_pending
                 dispatcher = self.dispatcher
                 dispatcher.run_queue.append(self)
                 if dispatcher.parked is not None:
@@ -301,7 +322,7 @@ class ActorCell:
             mailbox = self.mailbox
             if mailbox is None:
                 mailbox = self.mailbox = deque()
-                self.fast_tell = True
+                self.fast_tell = not self.foreign_pending
             mailbox.append(item)
 
     def has_queued(self) -> bool:
@@ -325,14 +346,6 @@ class ActorCell:
         self.fast_tell = False
         if not self.accepting:
             self.went_idle_refusing()
-
-    def _tell_from_thread(self, message: Any) -> None:
-        try:
-            self.system.trio_token.run_sync_soon(self.ref.tell, message)
-        except trio.RunFinishedError:
-            raise ActorError(
-                f"tell to {self.path} from another thread after its trio run finished"
-            ) from None
 
     async def ask_message(self, message: Any) -> Any:
         """:meth:`ActorRef.ask`."""
@@ -418,6 +431,7 @@ class ActorCell:
         """``on_start`` finished (or there is none): serve messages from now on."""
         self.started = True
         self.needs_task = self.kinds.receive_async
+        self.refresh_tell_paths()
         if self.state is _STARTING:
             advance(self, LifecycleEvent.STARTED)
 
@@ -622,6 +636,7 @@ class ActorCell:
         instance._trio_actors_cell = self
         self.started = False
         self.needs_task = kinds.needs_task
+        self.refresh_tell_paths()
         self.inline_ready = False
 
     # --- failures -----------------------------------------------------------------

@@ -26,6 +26,7 @@ from ..lifecycle._state import ActorState
 from ..lifecycle._stopping import finish_idle_stop, finish_stop
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy, check_strategy
 from ..mailbox._bounded import Bounded
+from ..mailbox._foreign import ForeignInbox
 from ..mailbox._serving import Dispatcher
 from ..mailbox._stranded import CleanupCadence
 from ._actor import Actor, unknown_spawn_keyword
@@ -63,6 +64,7 @@ class ActorSystem:
         self.dead_letters = dead_letters
         self.trio_token = trio.lowlevel.current_trio_token()
         self.thread_id = get_ident()
+        self._foreign = ForeignInbox(self.trio_token)  # tells from other threads
         self._cells: Siblings = {}  # the top-level actors, by name (or serial)
         # The <class name> parts of names given to spawn in the form of generated
         # ones: actors of those classes get their generated names made at spawn.
@@ -131,6 +133,12 @@ class ActorSystem:
     ) -> ActorRef:
         """:meth:`spawn` of a top-level actor (``parent`` None) or of a child
         (:meth:`Actor.spawn <trio_actors.Actor.spawn>`)."""
+        if get_ident() != self.thread_id:
+            raise ActorError(
+                "spawn() called from another thread; actors are spawned in the trio run "
+                "that opened their system -- use trio.from_thread.run_sync(system.spawn, "
+                "...) to reach it"
+            )
         if self._closed:
             raise ActorError("cannot spawn: the actor system has been closed")
         if parent is not None and parent.state not in _MAY_SPAWN_CHILDREN:

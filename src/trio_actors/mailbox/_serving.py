@@ -173,7 +173,7 @@ class Dispatcher:
         The caller has checked that ``cell`` is not scheduled.
         """
         cell.scheduled = True
-        cell.fast_tell = cell.accepting and cell.mailbox is not None
+        cell.fast_tell = cell.accepting and cell.mailbox is not None and not cell.foreign_pending
         if cell.needs_task:
             self._start_serving_task(cell)
         else:

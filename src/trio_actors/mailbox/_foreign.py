@@ -1,0 +1,77 @@
+"""Tells from other threads: one ordered inbox per system.
+
+A ``tell`` from a thread other than the system's trio thread cannot touch the
+mailbox (only the trio thread may schedule an actor), so it is queued here and the
+trio thread is asked, once per batch, to take the inbox's messages in order
+(``TrioToken.run_sync_soon``). One FIFO for all foreign threads keeps each thread's
+tells in the order told.
+
+The other way a foreign thread's tell gets in is the tell fast path (append to the
+deque of an actor that is already scheduled): it must never overtake a message of
+the same thread still in the inbox. So a message queued here first marks its actor
+(``foreign_pending``, and the fast path and inline activation switched off), and the
+trio thread enables those paths again only once no message for that actor is left
+in the inbox (``ActorCell.refresh_tell_paths``).
+
+Atomicity: :meth:`ForeignInbox.put` and the fast path each run without a call between
+their test and their change, so under the GIL no other thread can run in between.
+(On a free-threaded CPython build this does not hold: there, reach the system with
+``trio.from_thread.run_sync(ref.tell, message)``.)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .._errors import ActorError
+
+if TYPE_CHECKING:
+    from ..actors._cell import ActorCell
+
+
+class ForeignInbox:
+    """The tells from other threads to one system's actors, in the order told."""
+
+    __slots__ = ("_drain_requested", "_items", "_token")
+
+    def __init__(self, token: trio.lowlevel.TrioToken) -> None:
+        self._token = token
+        self._items: deque[tuple[ActorCell, Any]] = deque()
+        self._drain_requested = False
+
+    def put(self, cell: ActorCell, message: Any) -> None:
+        """Queue ``message`` for ``cell`` (called from a foreign thread).
+
+        Raises:
+            ActorError: the system's trio run has finished.
+        """
+        # No call before the append: these lines run with no other thread between.
+        cell.foreign_pending += 1
+        cell.activates = False
+        cell.fast_tell = False
+        self._items.append((cell, message))
+        if not self._drain_requested:
+            self._drain_requested = True
+            try:
+                self._token.run_sync_soon(self._drain)
+            except trio.RunFinishedError:
+                raise ActorError(
+                    f"tell to {cell.path} from another thread after its trio run finished"
+                ) from None
+
+    def _drain(self) -> None:
+        """In the trio thread: hand every queued message to its actor, in order."""
+        self._drain_requested = False  # a put from now on asks for another drain
+        items = self._items
+        while items:
+            cell, message = items.popleft()
+            cell.foreign_pending -= 1
+            cell.tell_forwarded(message)
+            if not cell.foreign_pending:
+                cell.refresh_tell_paths()
+
+
+__all__ = ["ForeignInbox"]
