@@ -41,7 +41,7 @@ from ..lifecycle._supervision import (
 )
 from ..lifecycle._watch import Terminated, forget_watches, notify_watchers
 from ..mailbox._bounded import Bounded, WaitingSenders
-from ..mailbox._envelope import NO_MESSAGE, Ask, Notice
+from ..mailbox._envelope import NO_MESSAGE, Ask, AskState, Notice
 from ._kinds import HandlerKinds
 from ._ref import ActorRef, new_ref
 from ._timers import Timer, cancel_timers
@@ -57,6 +57,9 @@ _STOPPING = ActorState.STOPPING
 _STOPPED = ActorState.STOPPED
 _DRAINING = ActorState.DRAINING
 _BORN_STARTED = TRANSITIONS[_STARTING, LifecycleEvent.STARTED]
+# Withdrawn envelopes in a deque before it may be compacted (fewer are not worth
+# a walk over the deque).
+_COMPACT_AT_LEAST = 64
 
 
 def current_task_of(system: ActorSystem, operation: str) -> trio.lowlevel.Task:
@@ -444,10 +447,49 @@ class ActorCell:
         self.withdrawn += 1
 
     def withdraw(self, envelope: Ask) -> None:
-        """A queued ask (or notice) was withdrawn: it stays queued, to be skipped."""
+        """A queued ask (or notice) was withdrawn: it stays queued, to be skipped --
+        until the withdrawn envelopes outnumber the live entries, when the deque is
+        compacted (:meth:`compact`). Each compaction removes at least half of what
+        it walks, so it costs O(1) per withdrawal, amortised, and asks timing out
+        behind a stuck handler cannot grow the mailbox without bound."""
         self.withdrawn += 1
         if self.accepting or self.state is _DRAINING:  # (not among the stranded)
-            self.withdrawn_queued += 1
+            withdrawn = self.withdrawn_queued = self.withdrawn_queued + 1
+            if (
+                withdrawn >= _COMPACT_AT_LEAST
+                and 2 * withdrawn > len(self.mailbox or ())
+                and (self.task_owned or not self.scheduled)
+            ):
+                self.compact()
+
+    def compact(self) -> None:
+        """Drop the withdrawn envelopes from the deque, in place, and locate the
+        queued asks again.
+
+        Only while no inline turn can be running on this actor (``withdraw``
+        checks: it is served by a task, or idle): an inline turn counts messages
+        ahead by the asks' positions, and a withdrawal can happen inside it (a plain
+        handler cancelling an asker). A task re-reads the mailbox per message, and
+        keeps its reference to the deque, which is why it is rewritten in place.
+        """
+        mailbox = self.mailbox
+        if not mailbox:
+            return
+        kept: list[Any] = []
+        positions: deque[int] = deque()
+        base = self.popped
+        for item in mailbox:
+            if isinstance(item, Ask):  # or a Notice
+                if item.state is AskState.WITHDRAWN:
+                    continue
+                positions.append(base + len(kept))
+            kept.append(item)
+        dropped = len(mailbox) - len(kept)
+        mailbox.clear()
+        mailbox.extend(kept)
+        self.ask_at = positions
+        self.asks_queued -= dropped
+        self.withdrawn_queued -= dropped
 
     def skipped_withdrawn(self) -> None:
         """The serving loop reached a withdrawn envelope and skipped it."""
