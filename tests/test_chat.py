@@ -68,7 +68,7 @@ class Client:
 
     async def read_until(self, wanted: str) -> list[str]:
         """Lines up to and including ``wanted``."""
-        got = []
+        got: list[str] = []
         while True:
             line = await self.read_line()
             assert line is not None, f"connection closed before {wanted!r}; got {got}"
@@ -78,7 +78,7 @@ class Client:
 
     async def read_to_end(self) -> list[str]:
         """The lines until the server closes the connection; then close ours."""
-        got = []
+        got: list[str] = []
         while (line := await self.read_line()) is not None:
             got.append(line)
         await self.stream.aclose()

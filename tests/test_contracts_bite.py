@@ -16,7 +16,7 @@ import trio
 import trio.lowlevel
 
 from trio_actors import ActorStopped, ServingPolicy
-from trio_actors.actors import _bounded_cell, _cell, _system
+from trio_actors.actors import _bounded_cell, _cell, _kinds, _system
 from trio_actors.contracts import REGISTRY
 from trio_actors.lifecycle import _restarting, _stopping, _supervision
 from trio_actors.mailbox import _bounded, _envelope, _serving, _stranded
@@ -39,7 +39,7 @@ def async_handlers_overlap(mp: pytest.MonkeyPatch) -> None:
 
 
 def on_start_is_skipped(mp: pytest.MonkeyPatch) -> None:
-    original = _system.handler_kinds
+    original = _kinds.handler_kinds
 
     def kinds(cls: type) -> Any:
         return attrs.evolve(original(cls), has_on_start=False, on_start_async=False)
@@ -437,7 +437,14 @@ def test_contract_catches_mutant(
     assert result.reason
 
 
-@pytest.mark.parametrize("mutant", sorted({m for _, m in CASES}, key=lambda m: m.__name__))
+def _named(mutant: Mutant) -> str:
+    return mutant.__name__
+
+
+EVERY_MUTANT: list[Mutant] = sorted({m for _, m in CASES}, key=_named)
+
+
+@pytest.mark.parametrize("mutant", EVERY_MUTANT)
 def test_mutant_breaks_one_promise_not_everything(
     mutant: Mutant, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,6 +4,7 @@ import importlib.util
 import logging
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import trio
 import trio.testing
@@ -53,18 +54,18 @@ def test_the_tutorial_program_prints_what_the_tutorial_says() -> None:
     assert lines == [line.strip() for line in shown.splitlines()]
 
 
-def run_virtual(fn: object, *args: object) -> object:
-    return trio.run(fn, *args, clock=trio.testing.MockClock(autojump_threshold=0))  # type: ignore[arg-type]
+def run_virtual(fn: Any, *args: object) -> Any:
+    return trio.run(fn, *args, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_howto_backpressure_keeps_the_producer_at_the_consumers_pace() -> None:
-    handled, deepest = run_virtual(load("howto").backpressure)  # type: ignore[misc]
+    handled, deepest = run_virtual(load("howto").backpressure)
     assert handled == 1000
     assert deepest <= 10
 
 
 def test_howto_latest_values_only_drops_the_old_ones() -> None:
-    shown, dropped = run_virtual(load("howto").latest_values_only)  # type: ignore[misc]
+    shown, dropped = run_virtual(load("howto").latest_values_only)
     assert shown[-1] == 99.0
     assert shown == sorted(shown)
     assert len(shown) + dropped == 100
@@ -109,7 +110,7 @@ def test_howto_shut_down_on_a_signal() -> None:
 
 
 def test_howto_heartbeat_and_idle_timeout() -> None:
-    pings, ended_after = run_virtual(load("howto").heartbeat_and_idle_timeout)  # type: ignore[misc]
+    pings, ended_after = run_virtual(load("howto").heartbeat_and_idle_timeout)
     assert pings == 33  # every 15 s until the session ended at 500 s
     assert ended_after == 501
 

@@ -2,6 +2,7 @@
 
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -242,7 +243,12 @@ async def test_dead_letters_keep_at_least_ten_thousand_by_default() -> None:
 async def test_tell_from_another_thread_is_forwarded_safely() -> None:
     async with ta.open_actor_system() as system:
         ref = system.spawn(Counter)
-        await trio.to_thread.run_sync(lambda: [ref.tell(("add", 1)) for _ in range(50)])
+
+        def tell_from_thread() -> None:
+            for _ in range(50):
+                ref.tell(("add", 1))
+
+        await trio.to_thread.run_sync(tell_from_thread)
         await trio.testing.wait_all_tasks_blocked()
         assert await ref.ask("get") == 50
 
@@ -346,9 +352,10 @@ def test_a_ref_from_another_trio_run_is_refused() -> None:
     errors: list[BaseException] = []
 
     async def other_run() -> None:
-        for call in (refs[0].ask, refs[0].stop):
+        calls: list[Callable[[], Awaitable[Any]]] = [lambda: refs[0].ask("x"), refs[0].stop]
+        for call in calls:
             try:
-                await call("x") if call == refs[0].ask else await call()  # type: ignore[operator]
+                await call()
             except ta.ActorError as error:
                 errors.append(error)
 
@@ -511,7 +518,7 @@ async def test_watchers_are_told_in_the_order_they_began_watching() -> None:
 async def test_spawn_refuses_a_keyword_it_does_not_know_and_says_to_use_partial() -> None:
     async with ta.open_actor_system() as system:
         with pytest.raises(TypeError, match=r"'start'.*functools\.partial\(Echo, start=1\)"):
-            system.spawn(Echo, start=1)  # type: ignore[call-arg]
+            system.spawn(Echo, start=1)
         with pytest.raises(TypeError, match="_parent"):
-            system.spawn(Echo, _parent=None)  # type: ignore[call-arg]
+            system.spawn(Echo, _parent=None)
         assert system.statistics().live_actors == 0

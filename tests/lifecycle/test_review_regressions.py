@@ -243,7 +243,7 @@ def test_a_child_escalating_during_its_parents_async_on_start_is_never_served_tw
             Parent.active -= 1
 
         def receive(self, message: Any) -> Any:
-            state = self._trio_actors_cell.state.name
+            state = self._cell().state.name
             events.append(f"{message} by {self.generation} while {state}")
 
     async def main() -> None:

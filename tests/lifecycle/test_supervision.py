@@ -170,9 +170,13 @@ async def test_resume_keeps_the_instance_and_its_state() -> None:
     ("make", "error", "words"),
     [
         (lambda: ta.Restart(max_restarts=-1), ValueError, "Restart.max_restarts must be >= 0"),
-        (lambda: ta.Restart(max_restarts=1.5), TypeError, "Restart.max_restarts must be an int"),
+        (
+            lambda: ta.Restart(max_restarts=1.5),  # type: ignore[arg-type]
+            TypeError,
+            "Restart.max_restarts must be an int",
+        ),
         (lambda: ta.Restart(within=0), ValueError, "Restart.within must be > 0"),
-        (lambda: ta.Restart(backoff=1.0), TypeError, "backoff"),
+        (lambda: ta.Restart(backoff=1.0), TypeError, "backoff"),  # type: ignore[arg-type]
         (lambda: ta.Backoff(min_delay=-1), ValueError, "Backoff.min_delay must be finite"),
         (lambda: ta.Backoff(min_delay=5, max_delay=1), ValueError, "max_delay .* is below"),
         (lambda: ta.Backoff(factor=0.5), ValueError, "Backoff.factor must be >= 1"),

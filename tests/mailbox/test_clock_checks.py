@@ -40,7 +40,7 @@ def test_trio_default_clock_is_perf_counter_plus_offset(monkeypatch: pytest.Monk
         assert type(clock) is _serving._TrioSystemClock
         for reading in (12.5, 1234.0625):
             monkeypatch.setattr(clock_module, "perf_counter", lambda reading=reading: reading)
-            assert clock.current_time() == clock.offset + reading
+            assert clock.current_time() == clock.offset + reading  # type: ignore[attr-defined]
         monkeypatch.undo()
 
     trio.run(main)
