@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trio.lowlevel import enable_ki_protection
+
 from .._errors import ActorError
 from ..lifecycle._state import ActorState
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy
@@ -54,6 +56,10 @@ class Actor:
     A plain handler runs inline in the runtime's serving loop: it is the fast path,
     and it cannot be interrupted. An ``async def`` handler runs in a trio task of its
     own while it awaits; it can be cancelled (by its asker, or by ``stop()``).
+
+    The runtime's code is protected from ``KeyboardInterrupt``; the handlers are
+    not (their code objects are marked unprotected when the class is first
+    spawned), so Ctrl-C can interrupt a handler stuck in a loop.
     """
 
     __slots__ = ("__dict__",)
@@ -107,6 +113,7 @@ class Actor:
         """The :class:`~trio_actors.ActorSystem` this actor lives in."""
         return self._cell().system
 
+    @enable_ki_protection
     def stop(self) -> None:
         """Ask for this actor's own stop once the current message returns.
 
@@ -118,6 +125,7 @@ class Actor:
         """
         self._cell().begin_stop(drain=False, cancel_handler=False)
 
+    @enable_ki_protection
     def spawn(
         self,
         actor_factory: type[Actor] | Callable[..., Actor],
@@ -144,6 +152,7 @@ class Actor:
             raise unknown_spawn_keyword(actor_factory, unknown)
         return cell.system._spawn(cell, actor_factory, args, name, supervision, mailbox)
 
+    @enable_ki_protection
     def tell_after(
         self, delay: float, message: Any, *, to: ActorRef | None = None, key: Any = None
     ) -> Timer:
@@ -161,6 +170,7 @@ class Actor:
         """
         return self._start_timer("tell_after", delay, message, None, to, key)
 
+    @enable_ki_protection
     def tell_every(
         self,
         interval: float,
@@ -208,6 +218,7 @@ class Actor:
             )
         return cell.system._timers().start(cell, target, message, seconds, interval, key)
 
+    @enable_ki_protection
     def watch(self, ref: ActorRef) -> None:
         """Get one :class:`~trio_actors.Terminated` when ``ref``'s actor stops.
 
@@ -222,6 +233,7 @@ class Actor:
         """
         watch(self._cell(), _target(ref))
 
+    @enable_ki_protection
     def unwatch(self, ref: ActorRef) -> None:
         """Stop watching ``ref``; a ``Terminated`` for it that is queued is withdrawn.
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import trio
 
 from ._actor import Actor
 
@@ -58,6 +59,7 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
                 f"{cls.__qualname__} does not define receive(self, message); "
                 "every actor needs a receive method (plain or async def)"
             )
+        _without_ki_protection(cls)
         kinds = HandlerKinds(
             receive_async=_is_async(cls.receive),
             has_on_start=cls.on_start is not Actor.on_start,
@@ -68,6 +70,22 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
         )
         _cache[cls] = kinds
     return kinds
+
+
+def _without_ki_protection(cls: type[Actor]) -> None:
+    """Let Ctrl-C interrupt the class's own handlers, as it would any trio task.
+
+    The runtime's code is protected from ``KeyboardInterrupt`` (trio then delivers
+    it at a checkpoint of the main task, between the runtime's steps, never in the
+    middle of one); code that runtime code calls inherits that protection, so an
+    inline plain handler stuck in a loop could not be interrupted. Marking the
+    handlers' code unprotected ends the inheritance at them. (trio's marks are per
+    code object, so a call costs nothing.)
+    """
+    for name in ("receive", "on_start", "on_stop"):
+        function = getattr(cls, name)
+        if function is not getattr(Actor, name) and hasattr(function, "__code__"):
+            trio.lowlevel.disable_ki_protection(function)
 
 
 known_kinds: Callable[[type], HandlerKinds | None] = _cache.get

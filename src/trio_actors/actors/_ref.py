@@ -23,6 +23,8 @@ from __future__ import annotations
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, NoReturn, final
 
+from trio.lowlevel import enable_ki_protection
+
 if TYPE_CHECKING:
     from .._statistics import ActorStatistics
     from ..lifecycle._watch import Terminated
@@ -66,6 +68,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """Where the actor lives, e.g. ``system/parent/child`` (computed when asked)."""
         return self._cell.path
 
+    @enable_ki_protection
     def tell(self, message: Any) -> None:
         """Send ``message`` without waiting for anything.
 
@@ -107,6 +110,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
         else:
             cell.tell(message)  # busy, bounded, refusing, or from another thread
 
+    @enable_ki_protection
     async def ask(self, message: Any) -> Any:
         """Send ``message`` and wait for the handler's return value.
 
@@ -137,6 +141,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         return await self._cell.ask_message(message)
 
+    @enable_ki_protection
     async def send(self, message: Any) -> None:
         """Send ``message``, waiting for room in a bounded mailbox (backpressure).
 
@@ -160,6 +165,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         await self._cell.send_message(message)
 
+    @enable_ki_protection
     async def stop(self, *, drain: bool = False) -> None:
         """Stop the actor and wait until it has stopped.
 
@@ -177,6 +183,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         await self._cell.stop_and_wait(drain=drain)
 
+    @enable_ki_protection
     def stop_nowait(self, *, drain: bool = False) -> None:
         """Ask the actor to stop, without waiting: never blocks, never a checkpoint.
 
@@ -192,6 +199,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         self._cell.request_stop(drain=drain)
 
+    @enable_ki_protection
     async def wait_stopped(self) -> Terminated:
         """Wait until the actor has stopped; return its :class:`~trio_actors.Terminated`.
 
@@ -204,6 +212,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         return await self._cell.wait_terminated()
 
+    @enable_ki_protection
     def statistics(self) -> ActorStatistics:
         """A snapshot of the actor's counters: an :class:`~trio_actors.ActorStatistics`.
 

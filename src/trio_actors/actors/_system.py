@@ -16,6 +16,7 @@ from threading import get_ident
 from typing import Any, cast
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorError
 from .._policy import ServingPolicy
@@ -82,6 +83,7 @@ class ActorSystem:
         """The :class:`~trio_actors.ServingPolicy` every mailbox is served by."""
         return self._serving
 
+    @enable_ki_protection
     def spawn(
         self,
         actor_factory: type[Actor] | Callable[..., Actor],
@@ -264,6 +266,7 @@ class ActorSystem:
     def _start_stop_task(self, cell: ActorCell) -> None:
         self._nursery.start_soon(self._stop_task, cell, name=f"stop {cell.path}")
 
+    @enable_ki_protection
     async def _stop_task(self, cell: ActorCell) -> None:
         await finish_stop(cell, CleanupCadence(self._serving.cleanup_batch))
 
@@ -283,6 +286,7 @@ class ActorSystem:
             del siblings[cell.actor_name]
         self._live -= 1
 
+    @enable_ki_protection
     def statistics(self) -> SystemStatistics:
         """A snapshot of the system's counters: a :class:`~trio_actors.SystemStatistics`.
 
@@ -334,6 +338,7 @@ class ActorSystem:
                 order.append(cell)
         return order
 
+    @enable_ki_protection
     async def _shutdown(self) -> None:
         """Stop every live actor, one at a time, newest first (T29, T25).
 
@@ -344,11 +349,13 @@ class ActorSystem:
         answer: the exit never waits on an actor that waits on an actor not yet
         served (T25). One cleanup cadence spans the whole exit (one unit per actor,
         plus the stranded messages). Cancellation reaches only async ``on_stop``
-        hooks.
+        hooks. A ``KeyboardInterrupt`` (or any exception) raised meanwhile does not
+        end the exit: every actor still reaches STOPPED, then the first such
+        exception is raised.
         """
         self._closed = True
         cadence = CleanupCadence(self._serving.cleanup_batch)
-        cancelled: trio.Cancelled | None = None
+        interrupted: BaseException | None = None
         for cell in self._stop_order():
             try:
                 if cell.state is _STOPPED:
@@ -366,10 +373,14 @@ class ActorSystem:
                         await finish_stop(cell, cadence)
                 if cadence.group_complete_after(1):  # one unit per actor
                     await trio.lowlevel.cancel_shielded_checkpoint()
-            except trio.Cancelled as exc:
-                cancelled = exc
-        if cancelled is not None:
-            raise cancelled
+            except BaseException as exc:
+                # A cancellation that reached an on_stop, or a KeyboardInterrupt trio
+                # delivered at one of these awaits: that actor's stop has ended it
+                # anyway (finish_stop); the exit goes on with the others, then raises.
+                if interrupted is None:
+                    interrupted = exc
+        if interrupted is not None:
+            raise interrupted
 
 
 async def _raise(error: BaseException) -> None:

@@ -39,6 +39,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from ..mailbox._envelope import Notice
 
@@ -120,6 +121,7 @@ class Timer:
         fired."""
         return self.deadline != math.inf
 
+    @enable_ki_protection
     def cancel(self) -> None:
         """End the timer. Never a checkpoint; idempotent.
 
@@ -247,6 +249,7 @@ class TimerService:
         elif self._scope is not None and timer.deadline < self._scope.deadline:
             self._scope.deadline = timer.deadline
 
+    @enable_ki_protection
     async def _run(self) -> None:
         heap = self._heap
         while True:

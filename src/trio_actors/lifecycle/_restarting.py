@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from ._state import ActorState, LifecycleEvent, advance
 from ._stopping import run_on_stop, stop_children
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ..actors._cell import ActorCell
 
 
+@enable_ki_protection
 async def run_restart(cell: ActorCell, delay: float) -> None:
     """Take a RESTARTING actor to a fresh instance; see the module docstring."""
     cell.serving_task = trio.lowlevel.current_task()

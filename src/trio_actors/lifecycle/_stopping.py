@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..mailbox._stranded import CleanupCadence, clean_stranded
+from ..mailbox._stranded import CleanupCadence, clean_stranded, clean_stranded_now
 from ._state import ActorState, LifecycleEvent, advance
 
 if TYPE_CHECKING:
@@ -64,14 +64,36 @@ async def finish_stop(cell: ActorCell, cadence: CleanupCadence) -> None:
 
     A checkpoint when there is anything to wait for or clean; cancellation cannot
     stop the cleanup, and reaches only an async ``on_stop``.
+
+    Interrupted -- a ``KeyboardInterrupt`` that trio delivers at one of its awaits,
+    or any other ``BaseException`` from a hook -- it still leaves the actor STOPPED
+    and every stranded message failed back or dead-lettered before the exception
+    goes on (:func:`_end_interrupted`); the children it had not reached are asked
+    to stop, and their own stop tasks finish them.
     """
     cell.stopping_task = trio.lowlevel.current_task()
-    if _must_wait_or_clean(cell):
-        await _wait_and_clean(cell, cadence)
     try:
+        if _must_wait_or_clean(cell):
+            await _wait_and_clean(cell, cadence)
         await run_on_stop(cell)
+    except BaseException:
+        _end_interrupted(cell)
+        raise
     finally:
         cell.finished()
+
+
+def _end_interrupted(cell: ActorCell) -> None:
+    """What an interrupted stop still does, at once (never a checkpoint): a drain
+    ends, the stranded messages are cleaned without yielding, the children left
+    begin their stops."""
+    if cell.state is ActorState.DRAINING:
+        advance(cell, LifecycleEvent.DRAINED)
+        cell.strand()
+    clean_stranded_now(cell)
+    cell.stranded = None
+    for child in list((cell.children or {}).values()):
+        child.begin_stop(drain=False, cancel_handler=True)
 
 
 async def _wait_and_clean(cell: ActorCell, cadence: CleanupCadence) -> None:

@@ -70,6 +70,7 @@ from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorStopped
 from .._policy import ServingPolicy
@@ -188,6 +189,7 @@ class Dispatcher:
         self.parked = None
         trio.lowlevel.reschedule(parked)
 
+    @enable_ki_protection
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The dispatcher task: serve rounds while there is work, park otherwise,
         until :meth:`close`.
@@ -251,6 +253,9 @@ class Dispatcher:
             cell.handled += 1
             cell.handler_failed(error, message)
             await trio.lowlevel.checkpoint()
+            raise
+        except BaseException:
+            cell.handled += 1  # a KeyboardInterrupt in the handler: it goes on
             raise
         cell.handled += 1
         if result is not None and type(result) is CoroutineType:
@@ -349,6 +354,9 @@ class Dispatcher:
                         result = receive(item)
                     except Exception as error:
                         cell.handler_failed(error, item)
+                    except BaseException:
+                        cell.handled += 1  # a KeyboardInterrupt: handled, and it goes on
+                        raise
                     else:
                         if result is not None and type(result) is CoroutineType:
                             cell.handler_failed(_coroutine_returned(cell, result), item)
@@ -459,6 +467,12 @@ class Dispatcher:
                             cell.handler_failed(_coroutine_returned(cell, result), item)
             except IndexError:
                 n -= 1  # it stopped itself: the mailbox was stranded
+            except BaseException:
+                # A KeyboardInterrupt in a handler: the dispatcher ends; the counts
+                # stay true (the positions of queued asks are counted from them).
+                cell.popped += served + n
+                cell.handled += served + n
+                raise
             served += n
             if used + served >= next_check:
                 next_check = self._next_check(used + served, cell, turn + served)
@@ -482,12 +496,19 @@ class Dispatcher:
             item = cell.pop_next()
             if isinstance(item, Ask):  # or a Notice
                 cell.asks_queued -= 1
-                self._answer_inline(cell, receive, item)
+                try:
+                    self._answer_inline(cell, receive, item)
+                except BaseException:
+                    cell.handled += n  # (_answer_inline counted its own)
+                    raise
             else:
                 try:
                     result = receive(item)
                 except Exception as error:
                     cell.handler_failed(error, item)
+                except BaseException:
+                    cell.handled += n + 1  # a KeyboardInterrupt: the counts stay true
+                    raise
                 else:
                     if result is not None and type(result) is CoroutineType:
                         cell.handler_failed(_coroutine_returned(cell, result), item)
@@ -607,6 +628,8 @@ class Dispatcher:
             cell.handler_failed(error, ask.message)
         except BaseException as error:
             # KeyboardInterrupt and friends end the system; the asker must not hang.
+            # (Counted here: the callers count a handled ask when this returns.)
+            cell.handled += 1
             ask.fail(ActorStopped(f"{cell.path} stopped while answering: {error!r}"))
             raise
         else:
@@ -645,6 +668,7 @@ class Dispatcher:
 
     # --- actors served by a task of their own ---------------------------------------
 
+    @enable_ki_protection
     async def _serve_in_task(self, cell: ActorCell) -> None:
         """Serve an actor with async handlers until its mailbox runs dry.
 

@@ -66,32 +66,45 @@ async def clean_stranded(cell: ActorCell, stranded: deque[Any], cadence: Cleanup
     """Fail back or dead-letter every message in ``stranded``, a group at a time.
 
     Not a checkpoint by itself, but yields (shielded) between groups of
-    ``cadence.batch``; cancellation does not interrupt it.
+    ``cadence.batch``; cancellation does not interrupt it. Whatever interrupts it
+    otherwise (a ``KeyboardInterrupt`` delivered at a yield), the stop sequence
+    cleans the rest at once (:func:`clean_stranded_now`).
     """
-    dead_letters = cell.system.dead_letters
-    ref = cell.ref
-    popleft = stranded.popleft
     while stranded:
         group = min(cadence.batch - cadence.used, len(stranded))
-        if not cell.stranded_asks:
-            tells = [popleft() for _ in range(group)]  # tells only: no check per item
-        else:
-            tells = []
-            for _ in range(group):
-                item = popleft()
-                if type(item) is Notice:
-                    cell.stranded_asks -= 1
-                    if item.take_back():  # a timer's message: a dead letter like a tell
-                        tells.append(item.message)
-                elif type(item) is Ask:
-                    cell.stranded_asks -= 1
-                    if item.fail(ActorStopped(f"{cell.path} stopped before answering")):
-                        cell.failed_back += 1
-                else:
-                    tells.append(item)
-        if tells:
-            cell.stranded_letters += dead_letters.record_many(ref, tells, "stranded")
+        _clean_group(cell, stranded, group)
         await cadence.spend(group)
 
 
-__all__ = ["CleanupCadence", "clean_stranded"]
+def clean_stranded_now(cell: ActorCell) -> None:
+    """Fail back or dead-letter everything still stranded, without yielding: what an
+    interrupted stop does before it ends (never a checkpoint)."""
+    stranded = cell.stranded
+    if stranded:
+        _clean_group(cell, stranded, len(stranded))
+
+
+def _clean_group(cell: ActorCell, stranded: deque[Any], group: int) -> None:
+    """Fail back or dead-letter the first ``group`` stranded messages."""
+    popleft = stranded.popleft
+    if not cell.stranded_asks:
+        tells = [popleft() for _ in range(group)]  # tells only: no check per item
+    else:
+        tells = []
+        for _ in range(group):
+            item = popleft()
+            if type(item) is Notice:
+                cell.stranded_asks -= 1
+                if item.take_back():  # a timer's message: a dead letter like a tell
+                    tells.append(item.message)
+            elif type(item) is Ask:
+                cell.stranded_asks -= 1
+                if item.fail(ActorStopped(f"{cell.path} stopped before answering")):
+                    cell.failed_back += 1
+            else:
+                tells.append(item)
+    if tells:
+        cell.stranded_letters += cell.system.dead_letters.record_many(cell.ref, tells, "stranded")
+
+
+__all__ = ["CleanupCadence", "clean_stranded", "clean_stranded_now"]
