@@ -18,8 +18,8 @@ import trio.lowlevel
 from trio_actors import ActorStopped, ServingPolicy
 from trio_actors.actors import _bounded_cell, _cell, _kinds, _system
 from trio_actors.contracts import REGISTRY
-from trio_actors.lifecycle import _restarting, _stopping, _supervision
-from trio_actors.mailbox import _bounded, _envelope, _serving, _stranded
+from trio_actors.lifecycle import _restarting, _stopping, _stranded, _supervision
+from trio_actors.mailbox import _bounded, _envelope, _serving
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
 

@@ -1,13 +1,21 @@
 """trio-actors: an actor runtime for trio.
 
-Layers, bottom up (each imports only from those below it):
+Layers, bottom up; a module imports only from its own layer and those below it
+(imports for type annotations only, under ``TYPE_CHECKING``, are exempt), and
+``tests/test_layers.py`` checks it by reading every import:
 
-1. ``_errors``, ``_policy`` -- exceptions and the serving policy (values only);
-2. ``lifecycle`` -- the state table, dead letters, the stop sequence;
-3. ``mailbox`` -- asks in flight, the serving loop, stranded cleanup (the only
-   user of trio's scheduling primitives);
-4. ``actors`` -- ``Actor``, ``ActorRef``, ``ActorSystem``;
-5. ``contracts``, ``sweeps``, ``testing`` -- built on the public API.
+1. ``_errors``, ``_policy``, ``_statistics`` -- exceptions, the serving policy and
+   the statistics records (values only);
+2. ``lifecycle._state``, ``_dead_letters``, ``_supervision``, ``_watch`` -- the
+   rules of a life: the state table, dead letters, supervision strategies, death
+   watch;
+3. ``mailbox`` -- asks in flight, bounded mailboxes, tells from other threads, the
+   serving loop (the only user of trio's scheduling primitives);
+4. ``lifecycle._stranded``, ``_stopping``, ``_restarting`` -- the sequences that
+   end or renew a life: stranded cleanup, the stop sequence, the restart;
+5. ``actors`` -- ``Actor``, ``ActorRef``, ``ActorSystem``;
+6. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
+   import the package's names from ``trio_actors`` itself.
 
 This module only re-exports the public API.
 """

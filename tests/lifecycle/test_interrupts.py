@@ -28,8 +28,7 @@ import trio.testing
 
 import trio_actors as ta
 from trio_actors.actors import _cell
-from trio_actors.lifecycle import _restarting, _stopping
-from trio_actors.mailbox import _stranded
+from trio_actors.lifecycle import _restarting, _stopping, _stranded
 
 
 class Worker(ta.Actor):

@@ -25,11 +25,11 @@ from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
 from ..lifecycle._restarting import run_restart
 from ..lifecycle._state import ActorState
 from ..lifecycle._stopping import finish_idle_stop, finish_stop
+from ..lifecycle._stranded import CleanupCadence
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy, check_strategy
 from ..mailbox._bounded import Bounded
 from ..mailbox._foreign import ForeignInbox
 from ..mailbox._serving import Dispatcher
-from ..mailbox._stranded import CleanupCadence
 from ._actor import Actor, unknown_spawn_keyword
 from ._bounded_cell import BoundedCell
 from ._cell import ActorCell

@@ -7,10 +7,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from .._errors import MailboxFull
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
-from ..mailbox._bounded import Bounded
+from .. import Actor, Bounded, MailboxFull, ServingPolicy
 from ._harness import require, run_virtual, system_for
 from ._registry import contract
 

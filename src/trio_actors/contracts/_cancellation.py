@@ -7,9 +7,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from .._errors import ActorError
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
+from .. import Actor, ActorError, ServingPolicy
 from ._harness import captured_failures, require, run_virtual, settle, system_for
 from ._registry import contract
 

@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 import trio
 import trio.testing
 
-from .._policy import ServingPolicy
-from ..actors._system import ActorSystem, open_actor_system
+from .. import ActorSystem, ServingPolicy, open_actor_system
 from ._registry import ContractViolation
 
 T = TypeVar("T")

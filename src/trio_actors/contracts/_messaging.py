@@ -9,9 +9,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from .._errors import ActorStopped
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
+from .. import Actor, ActorStopped, ServingPolicy
 from ._harness import require, run_virtual, settle, system_for
 from ._registry import contract
 

@@ -39,13 +39,20 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from .._errors import ActorStopped, MailboxFull
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
-from ..actors._ref import ActorRef
-from ..lifecycle._supervision import Escalate, Restart, Resume, Stop, SupervisionStrategy
-from ..lifecycle._watch import Terminated
-from ..mailbox._bounded import Bounded
+from .. import (
+    Actor,
+    ActorRef,
+    ActorStopped,
+    Bounded,
+    Escalate,
+    MailboxFull,
+    Restart,
+    Resume,
+    ServingPolicy,
+    Stop,
+    SupervisionStrategy,
+    Terminated,
+)
 from ._harness import count_tasks, require, run_virtual, system_for
 from ._registry import contract
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from .._policy import ServingPolicy
+from .. import ServingPolicy
 
 CheckFunction = Callable[[ServingPolicy], None]
 

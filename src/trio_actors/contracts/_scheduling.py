@@ -8,8 +8,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
+from .. import Actor, ServingPolicy
 from ._harness import StepMeter, require, run_virtual, system_for
 from ._registry import contract
 

@@ -26,10 +26,7 @@ import outcome
 import trio
 import trio.testing
 
-from .._errors import ActorStopped
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
-from ..lifecycle._supervision import Restart
+from .. import Actor, ActorStopped, Restart, ServingPolicy
 from ._harness import captured_failures, count_tasks, require, run_virtual, settle, system_for
 from ._registry import ContractViolation, contract
 

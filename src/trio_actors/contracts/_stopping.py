@@ -7,9 +7,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from .._errors import ActorStopped
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
+from .. import Actor, ActorStopped, ServingPolicy
 from ._harness import StepMeter, count_tasks, require, run_virtual, settle, system_for
 from ._registry import contract
 

@@ -8,10 +8,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
-from ..lifecycle._supervision import Backoff, Restart, Stop
-from ..lifecycle._watch import Terminated
+from .. import Actor, Backoff, Restart, ServingPolicy, Stop, Terminated
 from ._harness import captured_failures, require, run_virtual, settle, system_for
 from ._registry import ContractViolation, contract
 

@@ -8,11 +8,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
-from ..actors._ref import ActorRef
-from ..actors._timers import Timer
-from ..lifecycle._supervision import Restart
+from .. import Actor, ActorRef, Restart, ServingPolicy, Timer
 from ._harness import require, run_virtual, system_for
 from ._registry import contract
 

@@ -4,7 +4,7 @@ Whoever owns an actor's stop -- a stop task started by ``stop()`` / ``Actor.stop
 or the system's exit -- runs :func:`finish_stop`:
 
 1. a draining actor first handles what was queued;
-2. the stranded messages are cleaned up (``mailbox._stranded``), ``cleanup_batch``
+2. the stranded messages are cleaned up (``_stranded.py``), ``cleanup_batch``
    at a time with shielded yields: each stranded ask fails at once, before anything
    is waited for, so an asker that the actor's own handler waits for is never
    left waiting on the actor (T25);
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..mailbox._stranded import CleanupCadence, clean_stranded, clean_stranded_now
 from ._state import ActorState, LifecycleEvent, advance
+from ._stranded import CleanupCadence, clean_stranded, clean_stranded_now
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell

@@ -48,7 +48,7 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   ~2,820).
 * **An ask to an idle plain actor is answered in the asker's task** (``ask_idle``):
   no hop to the dispatcher and back, one checkpoint instead of two task switches.
-* **Stranded cleanup** (``_stranded.py``) has its own cadence and yields that cannot
+* **Stranded cleanup** (``lifecycle/_stranded.py``) has its own cadence and yields that cannot
   be cancelled.
 
 Measured with pyperf against the floors of performance.md (``benchmarks/``, paired

@@ -25,12 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._policy import (
-    DEFAULT_BATCH,
-    DEFAULT_CLEANUP_BATCH,
-    DEFAULT_TIME_SLICE,
-    ServingPolicy,
-)
+from .. import DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE, ServingPolicy
 
 
 def _positive_int(text: str) -> int:

@@ -46,7 +46,7 @@ from typing import Any
 
 import attrs
 
-from .._policy import DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE, ServingPolicy
+from .. import DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE, ServingPolicy
 
 DEFAULT_BATCHES = (16, 32, 64, 128, 256, 512)
 DEFAULT_CLEANUP_BATCHES = (16, 32, 64)

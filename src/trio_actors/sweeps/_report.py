@@ -7,7 +7,7 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from .._policy import DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE
+from .. import DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE
 from ._recommend import CandidateResult, Spread
 from ._sweep import Sweep
 

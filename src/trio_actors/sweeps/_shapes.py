@@ -34,10 +34,7 @@ from typing import Any
 
 import trio
 
-from .._policy import ServingPolicy
-from ..actors._actor import Actor
-from ..actors._ref import ActorRef
-from ..actors._system import ActorSystem, open_actor_system
+from .. import Actor, ActorRef, ActorSystem, ServingPolicy, open_actor_system
 
 OpenSystem = Callable[[], AbstractAsyncContextManager[Any]]
 """Opens an actor system (``open_actor_system``, or a stand-in with ``spawn``)."""

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..actors._actor import Actor
+from .. import Actor
 
 WorkloadFactory = Callable[[], tuple[Actor, Iterable[Any]]]
 

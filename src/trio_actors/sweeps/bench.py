@@ -32,7 +32,7 @@ from typing import Any
 
 import pyperf  # type: ignore[import-untyped]
 
-from trio_actors._policy import ServingPolicy
+from trio_actors import ServingPolicy
 from trio_actors.sweeps import _shapes
 from trio_actors.sweeps._workload import load_workload, make_workload
 

@@ -6,10 +6,7 @@ from typing import Any
 
 import attrs
 
-from .._statistics import ActorStatistics, SystemStatistics
-from ..actors._ref import ActorRef
-from ..actors._system import ActorSystem
-from ..lifecycle._dead_letters import DeadLetter
+from .. import ActorRef, ActorStatistics, ActorSystem, DeadLetter, SystemStatistics
 
 
 def dead_letters(

@@ -13,9 +13,7 @@ from typing import Any
 
 import trio
 
-from ..actors._actor import Actor
-from ..actors._ref import ActorRef
-from ..actors._system import ActorSystem
+from .. import Actor, ActorRef, ActorSystem
 
 DEFAULT_WITHIN = 1.0
 """Trio-clock seconds a probe waits for a message before failing the test."""

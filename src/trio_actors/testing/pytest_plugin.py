@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ..actors._system import ActorSystem, open_actor_system
+from .. import ActorSystem, open_actor_system
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import trio
 import trio.lowlevel
 
 from .._errors import ActorStopped
-from ._envelope import Ask, Notice
+from ..mailbox._envelope import Ask, Notice
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell

@@ -1,0 +1,128 @@
+"""The layers stated in ``trio_actors/__init__.py`` are kept: every import, read
+from the source, goes to the same layer or a lower one, and the contracts, the
+sweep tool and the testing kit use only the package's public names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import trio_actors
+
+PACKAGE = Path(trio_actors.__file__).parent
+
+# Bottom up, as in trio_actors/__init__.py. A prefix names every module under it.
+LAYERS: list[list[str]] = [
+    ["_errors", "_policy", "_statistics"],
+    [
+        "lifecycle",  # the package's __init__ re-exports layer 2 only
+        "lifecycle._state",
+        "lifecycle._dead_letters",
+        "lifecycle._supervision",
+        "lifecycle._watch",
+    ],
+    ["mailbox"],
+    ["lifecycle._stranded", "lifecycle._stopping", "lifecycle._restarting"],
+    ["actors"],
+    ["contracts", "sweeps", "testing", "__main__", ""],  # "": trio_actors itself
+]
+PUBLIC_ONLY = ("contracts", "sweeps", "testing")
+
+
+def layer_of(module: str) -> int:
+    """The layer of a module (dotted, relative to trio_actors): its longest prefix."""
+    best, found = -1, -1
+    for number, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            matches = module == prefix or (prefix and module.startswith(prefix + "."))
+            if matches and len(prefix) > best:
+                best, found = len(prefix), number
+    if found < 0:
+        raise AssertionError(f"module {module!r} is in no layer: add it to LAYERS")
+    return found
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    exempt: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
+            exempt.update(id(inner) for inner in ast.walk(node))
+    return exempt
+
+
+def imports_of(path: Path, root: Path) -> list[tuple[str, list[str], int]]:
+    """The package modules ``path`` imports at run time: (module, names, line)."""
+    relative = path.relative_to(root).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+        package = parts
+    else:
+        package = parts[:-1]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    exempt = _type_checking_nodes(tree)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in exempt:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            found.append((target, [alias.name for alias in node.names], node.lineno))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trio_actors"):
+            target = (node.module or "").removeprefix("trio_actors").removeprefix(".")
+            found.append((target, [alias.name for alias in node.names], node.lineno))
+    return found
+
+
+def violations(root: Path, public: set[str]) -> list[str]:
+    """Every import under ``root`` that breaks the layers, as readable lines."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).with_suffix("")
+        parts = [part for part in relative.parts if part != "__init__"]
+        module = ".".join(parts)
+        own = layer_of(module)
+        for target, names, line in imports_of(path, root):
+            where = f"{path.relative_to(root)}:{line}"
+            if module.startswith(PUBLIC_ONLY) and target.split(".")[0] != module.split(".")[0]:
+                # trio_actors itself (public names only), or another of these
+                # packages through its own public face (no private module).
+                face = target.startswith(PUBLIC_ONLY) and "._" not in f".{target}"
+                private = [name for name in names if not target and name not in public]
+                if (target and not face) or private:
+                    problems.append(
+                        f"{where}: {module} imports {names} from {target or 'trio_actors'}; "
+                        "it may use only the public names, from trio_actors itself"
+                    )
+                continue
+            if target and layer_of(target) > own:
+                problems.append(
+                    f"{where}: {module} (layer {own + 1}) imports {target} "
+                    f"(layer {layer_of(target) + 1})"
+                )
+    return problems
+
+
+def test_every_import_keeps_the_layers() -> None:
+    assert violations(PACKAGE, set(trio_actors.__all__) | {"__version__"}) == []
+
+
+def test_the_layer_check_finds_an_import_upwards_and_a_private_name(tmp_path: Path) -> None:
+    # The check itself can fail: a small package tree with both kinds of violation.
+    for name in ("lifecycle", "mailbox", "contracts"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / "lifecycle" / "_state.py").write_text("from ..mailbox._serving import D\n")
+    (tmp_path / "mailbox" / "_serving.py").write_text("from ..lifecycle._state import S\n")
+    (tmp_path / "contracts" / "_c.py").write_text(
+        "from .. import Actor\nfrom ..actors._cell import ActorCell\nfrom .. import secret\n"
+    )
+    found = "\n".join(violations(tmp_path, {"Actor"}))
+    assert found.count("\n") == 2, found
+    assert "lifecycle._state (layer 2) imports mailbox._serving (layer 3)" in found
+    assert "imports ['ActorCell'] from actors._cell" in found
+    assert "imports ['secret'] from trio_actors" in found
