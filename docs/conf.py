@@ -224,7 +224,9 @@ class LifecycleTransitions(SphinxDirective):
         _note_module_dependency(self, inspect.getmodule(lifecycle.ActorState))
         states = list(lifecycle.ActorState)
         events = list(lifecycle.LifecycleEvent)
-        table = lifecycle.TRANSITIONS
+        from trio_actors.lifecycle._state import NO_OPS
+
+        table = {**lifecycle.TRANSITIONS, **dict.fromkeys(NO_OPS)}
         keys = sorted(table, key=lambda k: (states.index(k[0]), events.index(k[1])))
 
         def state(s: Any) -> str:
@@ -233,8 +235,43 @@ class LifecycleTransitions(SphinxDirective):
         def event(e: Any) -> str:
             return f":py:attr:`~trio_actors.lifecycle.LifecycleEvent.{e.name}`"
 
-        rows = [[state(s), event(e), state(table[s, e])] for s, e in keys]
+        def target(s: Any, e: Any) -> str:
+            new = table[s, e]
+            return "unchanged (a declared no-op)" if new is None else state(new)
+
+        rows = [[state(s), event(e), target(s, e)] for s, e in keys]
         lines = _list_table(["state", "event", "new state"], rows, [30, 30, 30])
+        container = nodes.container()
+        source, _line = self.get_source_info()
+        self.state.nested_parse(StringList(lines, source=source), 0, container)
+        return list(container.children)
+
+
+class LifecycleStates(SphinxDirective):
+    """``.. lifecycle-states::`` -- what each ``ActorState`` allows, from its members."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from trio_actors import lifecycle
+
+        _note_module_dependency(self, inspect.getmodule(lifecycle.ActorState))
+
+        def mark(value: bool) -> str:
+            return "yes" if value else "--"
+
+        rows = [
+            [
+                f":py:attr:`~trio_actors.lifecycle.ActorState.{s.name}`",
+                mark(s.accepts),
+                mark(s.serves),
+                mark(s.may_spawn),
+                mark(s.may_start_timers),
+            ]
+            for s in lifecycle.ActorState
+        ]
+        header = ["state", "accepts messages", "serves its queue", "may spawn", "may start timers"]
+        lines = _list_table(header, rows, [28, 18, 18, 18, 18])
         container = nodes.container()
         source, _line = self.get_source_info()
         self.state.nested_parse(StringList(lines, source=source), 0, container)
@@ -403,5 +440,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     # Before napoleon (priority 500), so that the replacement is napoleon-processed.
     app.connect("autodoc-process-docstring", _docstring_of_reexported_data, priority=400)
     app.add_directive("lifecycle-transitions", LifecycleTransitions)
+    app.add_directive("lifecycle-states", LifecycleStates)
     app.add_directive("contract-table", ContractTable)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -14,13 +14,10 @@ from typing import TYPE_CHECKING, Any
 from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorError
-from ..lifecycle._state import ActorState
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy
 from ..lifecycle._watch import unwatch, watch
 from ..mailbox._bounded import Bounded
 from ._timers import Timer, check_delay
-
-_MAY_START_TIMERS = frozenset({ActorState.STARTING, ActorState.RUNNING})
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -211,7 +208,7 @@ class Actor:
         cell = self._cell()
         seconds = check_delay(f"{what}() delay", delay, positive=False)
         target = cell if to is None else _target(to, f"{what}(to=...)")
-        if cell.state not in _MAY_START_TIMERS:
+        if not cell.state.may_start_timers:
             raise ActorError(
                 f"{cell.path} cannot start a timer: it is {cell.state.value} (its timers "
                 "end when it stops or restarts)"

@@ -13,7 +13,7 @@ Invariants the serving loop relies on:
   being served by a task of its own; a mailbox is never served by two at once.
 * while ``scheduled`` is true, ``mailbox`` is a deque (it is allocated on first use,
   so an actor that never got a message costs no deque).
-* ``accepting`` is ``state in ACCEPTING_STATES``, kept by
+* ``accepting`` is ``state.accepts``, kept by
   :func:`~trio_actors.lifecycle._state.advance`.
 * once the actor stops accepting, nothing is appended to ``mailbox`` again; an
   immediate stop moves what is queued to ``stranded`` in one step, which also ends
@@ -437,11 +437,6 @@ class ActorCell:
         self.refresh_tell_paths()
         if self.state is _STARTING:
             advance(self, LifecycleEvent.STARTED)
-
-    def serving_may_go_on(self) -> bool:
-        """Whether a serving loop may handle this actor's next message."""
-        state = self.state
-        return state is ActorState.RUNNING or state is _DRAINING
 
     def note_withdrawn(self) -> None:
         self.withdrawn += 1

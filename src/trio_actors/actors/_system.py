@@ -43,7 +43,6 @@ _GENERATED_NAME = re.compile(r"(.+)-([1-9][0-9]{0,30})")
 # Sibling actors by name; an actor whose name is generated is keyed by its serial
 # number instead, and its name is made when asked (see ActorRef.name).
 Siblings = dict[str | int, ActorCell]
-_MAY_SPAWN_CHILDREN = frozenset({ActorState.STARTING, ActorState.RUNNING})
 _STOPPED = ActorState.STOPPED
 
 
@@ -143,7 +142,7 @@ class ActorSystem:
             )
         if self._closed:
             raise ActorError("cannot spawn: the actor system has been closed")
-        if parent is not None and parent.state not in _MAY_SPAWN_CHILDREN:
+        if parent is not None and not parent.state.may_spawn:
             # Not while stopping, nor while restarting: a child spawned by the old
             # instance's on_stop would outlive the restart that should stop it.
             raise ActorError(f"cannot spawn a child of {parent.path}: it is {parent.state.value}")

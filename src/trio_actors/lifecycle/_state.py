@@ -29,7 +29,14 @@ truth and diagrams can be drawn from it.
   cancelled; the children stop; the stranded mailbox is cleaned up; ``on_stop`` runs.
 * ``STOPPED``: final.
 
-An actor accepts messages exactly in ``STARTING``, ``RUNNING`` and ``RESTARTING``.
+What each state allows is part of the table too (:class:`ActorState`'s
+properties): whether it accepts messages (``STARTING``, ``RUNNING``,
+``RESTARTING``), whether its queue is served (``RUNNING``, ``DRAINING``), whether it
+may spawn children or start timers (``STARTING``, ``RUNNING``). Some events may
+arrive in a state where they change nothing -- a second stop, a drain of an actor
+already stopping -- and those pairs are declared as :data:`NO_OPS`: legal, and
+:func:`advance` leaves the state as it is; every other pair outside the table is an
+error.
 """
 
 from __future__ import annotations
@@ -42,18 +49,44 @@ from .._errors import LifecycleError
 
 
 class ActorState(enum.Enum):
-    """Where an actor is in its life. See the module docstring for each state."""
+    """Where an actor is in its life. See the module docstring for each state.
+
+    Attributes:
+        accepts: ``tell`` queues and ``ask`` is accepted (otherwise a tell is a dead
+            letter and an ask raises ``ActorStopped``).
+        serves: its queued messages are handled.
+        may_spawn: it may spawn children (not while stopping or restarting: a
+            child spawned then would outlive the stop or restart meant to end it).
+        may_start_timers: it may start timers (they end when it stops or restarts).
+    """
 
     # Members are singletons: hash them by identity, not by name (Enum's own
     # __hash__ is Python code, and every transition looks a pair of them up).
     __hash__ = object.__hash__
 
-    STARTING = "starting"
-    RUNNING = "running"
-    RESTARTING = "restarting"
-    DRAINING = "draining"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
+    accepts: bool
+    serves: bool
+    may_spawn: bool
+    may_start_timers: bool
+
+    def __new__(
+        cls, value: str, accepts: bool, serves: bool, may_spawn: bool, may_start_timers: bool
+    ) -> ActorState:
+        member = object.__new__(cls)
+        member._value_ = value
+        member.accepts = accepts
+        member.serves = serves
+        member.may_spawn = may_spawn
+        member.may_start_timers = may_start_timers
+        return member
+
+    #            value         accepts serves may_spawn may_start_timers
+    STARTING = ("starting", True, False, True, True)
+    RUNNING = ("running", True, True, True, True)
+    RESTARTING = ("restarting", True, False, False, False)
+    DRAINING = ("draining", False, True, False, False)
+    STOPPING = ("stopping", False, False, False, False)
+    STOPPED = ("stopped", False, False, False, False)
 
 
 class LifecycleEvent(enum.Enum):
@@ -90,9 +123,21 @@ TRANSITIONS: Mapping[tuple[ActorState, LifecycleEvent], ActorState] = {
 }
 """Every legal transition, ``(state, event) -> new state``; nothing else is legal."""
 
-ACCEPTING_STATES = frozenset({S.STARTING, S.RUNNING, S.RESTARTING})
-"""States in which ``tell`` enqueues and ``ask`` is accepted."""
+NO_OPS: frozenset[tuple[ActorState, LifecycleEvent]] = frozenset(
+    {
+        (S.DRAINING, E.DRAIN),  # a second stop(drain=True)
+        (S.STOPPING, E.DRAIN),  # a drain asked of an actor already stopping
+        (S.STOPPING, E.STOP),  # a second stop
+        (S.STOPPED, E.DRAIN),
+        (S.STOPPED, E.STOP),
+    }
+)
+"""Pairs that are legal and change nothing: ``advance`` returns the state as it is."""
 
+ACCEPTING_STATES = frozenset(state for state in ActorState if state.accepts)
+"""States in which ``tell`` enqueues and ``ask`` is accepted (``state.accepts``)."""
+
+assert not NO_OPS & TRANSITIONS.keys(), "a pair is either a transition or a no-op"
 del S, E
 
 
@@ -108,23 +153,33 @@ class HasLifecycle(Protocol):
 def advance(subject: HasLifecycle, event: LifecycleEvent) -> ActorState:
     """Apply ``event`` to ``subject`` and return its new state.
 
-    ``subject.accepting`` is kept equal to ``state in ACCEPTING_STATES`` (the tell
-    fast path reads the flag rather than the state).
+    ``subject.accepting`` is kept equal to ``state.accepts`` (the tell fast path reads
+    the flag rather than the state). A pair in :data:`NO_OPS` changes nothing.
 
     Raises:
-        LifecycleError: ``(state, event)`` is not in :data:`TRANSITIONS`; the state
-            is left unchanged and the message names actor, state and event.
+        LifecycleError: ``(state, event)`` is in neither :data:`TRANSITIONS` nor
+            :data:`NO_OPS`; the state is left unchanged and the message names
+            actor, state and event.
     """
     try:
         new_state = TRANSITIONS[subject.state, event]
     except KeyError:
+        if (subject.state, event) in NO_OPS:
+            return subject.state
         raise LifecycleError(
             f"illegal lifecycle transition for {subject.describe()}: "
             f"event {event.name} in state {subject.state.name}"
         ) from None
     subject.state = new_state
-    subject.accepting = new_state in ACCEPTING_STATES
+    subject.accepting = new_state.accepts
     return new_state
 
 
-__all__ = ["ACCEPTING_STATES", "TRANSITIONS", "ActorState", "LifecycleEvent", "advance"]
+__all__ = [
+    "ACCEPTING_STATES",
+    "NO_OPS",
+    "TRANSITIONS",
+    "ActorState",
+    "LifecycleEvent",
+    "advance",
+]

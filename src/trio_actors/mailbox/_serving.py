@@ -733,10 +733,10 @@ class Dispatcher:
     async def _serve_async_turns(self, cell: ActorCell) -> None:
         policy = self.policy
         clock = trio.lowlevel.current_clock()
-        while cell.has_queued() and cell.serving_may_go_on():
+        while cell.has_queued() and cell.state.serves:
             turn_start = clock.current_time()
             n = 0
-            while n < policy.batch and cell.has_queued() and cell.serving_may_go_on():
+            while n < policy.batch and cell.has_queued() and cell.state.serves:
                 n += 1
                 await self._handle_async(cell, cell.pop_next())
                 elapsed = clock.current_time() - turn_start
