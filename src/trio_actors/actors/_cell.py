@@ -494,19 +494,26 @@ class ActorCell:
 
     async def stop_and_wait(self, *, drain: bool) -> None:
         """:meth:`ActorRef.stop`."""
-        task = current_task_of(self.system, "stop")
+        self._refuse_own_handler("stop", "; call self.stop() instead")
+        self.begin_stop(drain=drain, cancel_handler=True)  # (nothing, if stopped)
+        await self._until_stopped()
+
+    def _refuse_own_handler(self, operation: str, hint: str = "") -> None:
+        """Raise if the caller is this actor's own handler or stop: waiting for the
+        actor's stop there would wait for itself forever."""
+        task = current_task_of(self.system, operation)
         if task is self.serving_task or task is self.stopping_task:
             raise ActorError(
-                f"{self.path} awaited its own ref's stop() from its own handler, which "
-                "would deadlock; call self.stop() instead"
+                f"{self.path} awaited its own ref's {operation}() from its own handler, "
+                f"which would deadlock (wait forever for itself){hint}"
             )
+
+    async def _until_stopped(self) -> None:
+        """Wait until the actor is STOPPED. A checkpoint, always."""
         if self.state is _STOPPED:
             await trio.lowlevel.checkpoint()
-            return
-        self.begin_stop(drain=drain, cancel_handler=True)
-        if self._stopped is None:
-            self._stopped = trio.Event()
-        await self._stopped.wait()
+        else:
+            await self.wait_stopped()
 
     def begin_stop(self, *, drain: bool, cancel_handler: bool) -> None:
         """Start stopping; the rest of the stop runs in a system task. Idempotent.
@@ -615,16 +622,8 @@ class ActorCell:
 
     async def wait_terminated(self) -> Terminated:
         """:meth:`ActorRef.wait_stopped`. A checkpoint, always."""
-        task = current_task_of(self.system, "wait_stopped")
-        if task is self.serving_task or task is self.stopping_task:
-            raise ActorError(
-                f"{self.path} awaited its own ref's wait_stopped() from its own handler, "
-                "which would wait forever"
-            )
-        if self.state is _STOPPED:
-            await trio.lowlevel.checkpoint()
-        else:
-            await self.wait_stopped()
+        self._refuse_own_handler("wait_stopped")
+        await self._until_stopped()
         return Terminated(self.ref, self.stop_error)
 
     async def wait_stopped(self) -> None:

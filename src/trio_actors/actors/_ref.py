@@ -11,7 +11,8 @@ Refs are values: two refs to the same actor compare equal and hash alike (a
 ref of its own -- one is made when asked (``Actor.ref``, a ``Terminated``, a dead
 letter). That keeps a ref out of the actor's own footprint: a ref kept in the cell
 was one more garbage-collected object per actor, and made spawning 50,000 actors
-(S5) ~1.4x slower by the collector's walks alone (measured, same run, gc on and off).
+(S5) ~1.4x slower, nearly all of it the collector's walks (an in-process timing of
+50,000 spawns, three runs each with the collector on and off).
 A remote ref (actors across processes) will be an ``ActorRef`` too.
 
 ``tell`` keeps its fast path here, one attribute load away from the cell, rather

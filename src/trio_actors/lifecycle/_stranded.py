@@ -29,6 +29,7 @@ from ..mailbox._envelope import Ask, Notice
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
+    from ..actors._ref import ActorRef
 
 
 class CleanupCadence:
@@ -70,9 +71,10 @@ async def clean_stranded(cell: ActorCell, stranded: deque[Any], cadence: Cleanup
     otherwise (a ``KeyboardInterrupt`` delivered at a yield), the stop sequence
     cleans the rest at once (:func:`clean_stranded_now`).
     """
+    ref = cell.ref  # one ref for all the dead letters of this cleanup
     while stranded:
         group = min(cadence.batch - cadence.used, len(stranded))
-        _clean_group(cell, stranded, group)
+        _clean_group(cell, ref, stranded, group)
         await cadence.spend(group)
 
 
@@ -81,11 +83,12 @@ def clean_stranded_now(cell: ActorCell) -> None:
     interrupted stop does before it ends (never a checkpoint)."""
     stranded = cell.stranded
     if stranded:
-        _clean_group(cell, stranded, len(stranded))
+        _clean_group(cell, cell.ref, stranded, len(stranded))
 
 
-def _clean_group(cell: ActorCell, stranded: deque[Any], group: int) -> None:
-    """Fail back or dead-letter the first ``group`` stranded messages."""
+def _clean_group(cell: ActorCell, ref: ActorRef, stranded: deque[Any], group: int) -> None:
+    """Fail back or dead-letter the first ``group`` stranded messages (``ref``: the
+    recipient the dead letters name)."""
     popleft = stranded.popleft
     if not cell.stranded_asks:
         tells = [popleft() for _ in range(group)]  # tells only: no check per item
@@ -104,7 +107,7 @@ def _clean_group(cell: ActorCell, stranded: deque[Any], group: int) -> None:
             else:
                 tells.append(item)
     if tells:
-        cell.stranded_letters += cell.system.dead_letters.record_many(cell.ref, tells, "stranded")
+        cell.stranded_letters += cell.system.dead_letters.record_many(ref, tells, "stranded")
 
 
 __all__ = ["CleanupCadence", "clean_stranded", "clean_stranded_now"]
