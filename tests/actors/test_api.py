@@ -393,7 +393,7 @@ def test_tell_from_a_thread_after_the_run_finished_raises() -> None:
     thread.start()
     thread.join()
     assert caught
-    assert "after its trio run finished" in str(caught[0])
+    assert "from another thread after its actor system exited" in str(caught[0])
 
 
 async def test_an_actor_stopping_itself_in_the_middle_of_a_backlog_strands_the_rest() -> None:

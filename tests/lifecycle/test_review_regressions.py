@@ -342,3 +342,80 @@ def test_unwatch_withdraws_a_terminated_already_queued() -> None:
     got, stats = run(main)
     assert got == ["after"]
     assert stats.withdrawn == 1
+
+
+def test_wait_stopped_works_from_the_task_that_ran_an_actors_stop() -> None:
+    # The exit runs stops in the block's task; an older actor's on_stop, and the
+    # code after the block, may still wait for an actor the exit already stopped.
+    results: list[Any] = []
+
+    class Older(ta.Actor):
+        def __init__(self) -> None:
+            self.newer: ta.ActorRef | None = None
+
+        def receive(self, message: Any) -> Any:
+            self.newer = message
+
+        async def on_stop(self) -> None:
+            assert self.newer is not None
+            results.append(await self.newer.wait_stopped())
+
+    class Newer(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            return message
+
+        def on_stop(self) -> None:
+            pass
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            older = system.spawn(Older)
+            newer = system.spawn(Newer)
+            older.tell(newer)
+            await trio.testing.wait_all_tasks_blocked()
+        results.append(await newer.wait_stopped())
+        await newer.stop()  # stopped already: returns
+
+    run(main)
+    assert [type(result) for result in results] == [ta.Terminated, ta.Terminated]
+
+
+def test_an_actor_that_fails_during_the_exit_restarts_and_may_spawn_its_children() -> None:
+    # Actors the exit has not reached keep serving; a restart of one whose fresh
+    # instance spawns children must not fail (then escalate) for "system closed".
+    starts: list[int] = []
+
+    class Parent(ta.Actor):
+        def on_start(self) -> None:
+            starts.append(len(starts))
+            self.spawn(Child, name="child")
+
+        def receive(self, message: Any) -> Any:
+            if message == "fail":
+                raise RuntimeError("fails during the exit")
+
+    class Child(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            return message
+
+    class Trigger(ta.Actor):
+        def __init__(self, parent: ta.ActorRef) -> None:
+            self.parent = parent
+
+        def receive(self, message: Any) -> Any:
+            return message
+
+        async def on_stop(self) -> None:
+            self.parent.tell("fail")  # the parent is older: not reached yet
+            await trio.sleep(0.1)  # its restart runs meanwhile
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            parent = system.spawn(Parent, supervision=ta.Restart(max_restarts=3))
+            system.spawn(Trigger, parent)
+            await trio.testing.wait_all_tasks_blocked()
+        assert system.statistics().live_actors == 0
+        assert system.statistics().restarts == 1
+
+    run(main)
+    assert starts == [0, 1]

@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 
 import trio_actors as ta
+from trio_actors.actors import _cell
+from trio_actors.mailbox import _envelope
 
 THREADS = 4
 PER_THREAD = 50_000
@@ -153,3 +156,129 @@ async def test_spawn_from_another_thread_is_refused_and_changes_nothing() -> Non
             await trio.to_thread.run_sync(system.spawn, Recorder)
         assert system.statistics().live_actors == 0
         assert system.statistics().spawned == 0
+
+
+def _tell_from_a_thread(ref: ta.ActorRef, message: Any) -> None:
+    """Tell ``message`` from another thread, now: the trio thread waits for it."""
+    thread = threading.Thread(target=ref.tell, args=(message,))
+    thread.start()
+    thread.join()
+
+
+class Gate(ta.Actor):
+    """Async: "block" waits until the test sets ``gate``; records the rest."""
+
+    def __init__(self, log: list[Any], gate: trio.Event | None = None) -> None:
+        self.log = log
+        self.gate = gate
+
+    async def receive(self, message: Any) -> Any:
+        if message == "block":
+            assert self.gate is not None
+            await self.gate.wait()
+        else:
+            self.log.append(message)
+        return message
+
+
+async def test_a_threads_tell_during_a_compaction_waits_and_arrives(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The deque is rewritten in place; a fast-path append from another thread in the
+    # middle would break the walk (or be lost): none may happen while it runs.
+    log: list[Any] = []
+    seen_during: list[bool] = []
+    live_entries = _cell.ActorCell._live_entries
+
+    def during_the_walk(cell: Any, mailbox: Any) -> Any:
+        seen_during.append(cell.fast_tell)
+        _tell_from_a_thread(cell.ref, ("thread", len(seen_during)))
+        return live_entries(cell, mailbox)
+
+    monkeypatch.setattr(_cell.ActorCell, "_live_entries", during_the_walk)
+    gate = trio.Event()
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Gate, log, gate)
+        ref.tell("block")
+        await trio.testing.wait_all_tasks_blocked()
+        ref.tell(("trio", 0))
+        for _ in range(200):
+            with trio.move_on_after(0.001):
+                await ref.ask("times out")
+        assert seen_during, "no compaction happened"
+        assert seen_during == [False] * len(seen_during)
+        gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        while len(log) < 1 + len(seen_during):  # the threads' tells are on their way
+            await trio.lowlevel.checkpoint()
+    assert log == [("trio", 0), *(("thread", n) for n in range(1, len(seen_during) + 1))]
+
+
+async def test_a_threads_tell_between_an_asks_position_and_its_append_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An ask queued behind others notes its position, then is appended; a fast-path
+    # tell from another thread in between would take the ask's position.
+    enqueue = _cell.ActorCell.enqueue
+    injected: list[Any] = []
+
+    def with_a_tell_first(cell: Any, item: Any) -> None:
+        if isinstance(item, _envelope.Ask) and cell.scheduled and not injected:
+            injected.append(item)
+            _tell_from_a_thread(cell.ref, ("thread", 1))
+        enqueue(cell, item)
+
+    monkeypatch.setattr(_cell.ActorCell, "enqueue", with_a_tell_first)
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Recorder)
+        for number in range(3):
+            ref.tell(("trio", number))  # scheduled, with a deque
+        assert await ref.ask("count") == (3, 0)
+        assert injected
+        while (await ref.ask("count"))[0] < 4:
+            await trio.lowlevel.checkpoint()
+        assert await ref.ask("count") == (4, 0)
+
+
+async def test_a_threads_tell_as_a_serving_task_ends_is_still_handled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Between the serving task's last look at the mailbox and its going idle, a
+    # tell from another thread must not be left in the mailbox of an idle actor.
+    log: list[Any] = []
+    done = _cell.ActorCell.serving_task_done
+    calls: list[int] = []
+
+    def with_a_tell_first(cell: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            _tell_from_a_thread(cell.ref, ("thread", 1))
+        done(cell)
+
+    monkeypatch.setattr(_cell.ActorCell, "serving_task_done", with_a_tell_first)
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Gate, log)
+        for number in range(3):  # a backlog: the deque is allocated, the fast path open
+            ref.tell(("trio", number))
+        for _ in range(100):
+            await trio.lowlevel.checkpoint()
+            if len(log) == 4:
+                break
+        assert log == [("trio", 0), ("trio", 1), ("trio", 2), ("thread", 1)]
+
+
+async def test_every_tell_from_a_thread_after_the_exit_raises() -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Recorder)
+    errors: list[BaseException] = []
+
+    def tell_three_times() -> None:
+        for number in range(3):
+            try:
+                ref.tell(("late", number))
+            except ta.ActorError as error:
+                errors.append(error)
+
+    await trio.to_thread.run_sync(tell_three_times)
+    assert len(errors) == 3
+    assert system.dead_letters.count == 0

@@ -380,11 +380,18 @@ class ActorCell:
     def queue_envelope(self, envelope: Ask) -> None:
         """Queue an ask or a timer's tick, noting its position (the actor accepts)."""
         self.asks_queued += 1
-        if self.scheduled:  # behind others, in the deque: note where
-            if self.ask_at is None:
-                self.ask_at = deque()
-            self.ask_at.append(self.popped + len(self.mailbox or ()))
+        if not self.scheduled:
+            self.enqueue(envelope)  # idle: to the head slot (no fast path is open)
+            return
+        # Behind others, in the deque: note where. The position and the append must
+        # see the same deque, so no other thread's fast-path tell may land between
+        # them (there are calls in between): those wait in the foreign inbox meanwhile.
+        self.fast_tell = False
+        if self.ask_at is None:
+            self.ask_at = deque()
+        self.ask_at.append(self.popped + len(self.mailbox or ()))
         self.enqueue(envelope)
+        self.refresh_tell_paths()
 
     def queue_tick(self, tick: Notice) -> None:
         """A timer fired for this actor (which accepts messages): queue its tick."""
@@ -470,6 +477,21 @@ class ActorCell:
         mailbox = self.mailbox
         if not mailbox:
             return
+        # No other thread's fast-path tell may append while the deque is walked and
+        # rewritten: those wait in the foreign inbox meanwhile (mailbox._foreign).
+        self.fast_tell = False
+        kept, positions = self._live_entries(mailbox)
+        dropped = len(mailbox) - len(kept)
+        mailbox.clear()
+        mailbox.extend(kept)
+        self.ask_at = positions
+        self.asks_queued -= dropped
+        self.withdrawn_queued -= dropped
+        self.refresh_tell_paths()
+
+    def _live_entries(self, mailbox: deque[Any]) -> tuple[list[Any], deque[int]]:
+        """The entries of ``mailbox`` that are not withdrawn envelopes, and the
+        positions the asks among them will have."""
         kept: list[Any] = []
         positions: deque[int] = deque()
         base = self.popped
@@ -479,12 +501,7 @@ class ActorCell:
                     continue
                 positions.append(base + len(kept))
             kept.append(item)
-        dropped = len(mailbox) - len(kept)
-        mailbox.clear()
-        mailbox.extend(kept)
-        self.ask_at = positions
-        self.asks_queued -= dropped
-        self.withdrawn_queued -= dropped
+        return kept, positions
 
     def skipped_withdrawn(self) -> None:
         """The serving loop reached a withdrawn envelope and skipped it."""
@@ -502,6 +519,8 @@ class ActorCell:
         """Raise if the caller is this actor's own handler or stop: waiting for the
         actor's stop there would wait for itself forever."""
         task = current_task_of(self.system, operation)
+        if self.state is _STOPPED:
+            return  # nothing left to wait for: no deadlock
         if task is self.serving_task or task is self.stopping_task:
             raise ActorError(
                 f"{self.path} awaited its own ref's {operation}() from its own handler, "
@@ -636,6 +655,7 @@ class ActorCell:
     def finished(self) -> None:
         """The stop is complete: the actor is STOPPED, watchers and waiters are told."""
         advance(self, LifecycleEvent.FINISHED)
+        self.stopping_task = None  # it may wait for other actors' stops from now on
         self.system._forget(self)
         if self.watching:
             forget_watches(self)

@@ -82,7 +82,7 @@ def _without_ki_protection(cls: type[Actor]) -> None:
     handlers' code unprotected ends the inheritance at them. (trio's marks are per
     code object, so a call costs nothing.)
     """
-    for name in ("receive", "on_start", "on_stop"):
+    for name in ("__init__", "receive", "on_start", "on_stop"):
         function = getattr(cls, name)
         if function is not getattr(Actor, name) and hasattr(function, "__code__"):
             trio.lowlevel.disable_ki_protection(function)

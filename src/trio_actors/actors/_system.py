@@ -140,7 +140,9 @@ class ActorSystem:
                 "that opened their system -- use trio.from_thread.run_sync(system.spawn, "
                 "...) to reach it"
             )
-        if self._closed:
+        if self._closed and parent is None:
+            # (A child may still be spawned by a parent the exit has not reached: the
+            # parent's own stop stops it, as a restart of the parent may need it.)
             raise ActorError("cannot spawn: the actor system has been closed")
         if parent is not None and not parent.state.may_spawn:
             # Not while stopping, nor while restarting: a child spawned by the old
@@ -430,6 +432,7 @@ async def open_actor_system(
             try:
                 await system._shutdown()
             finally:
+                system._foreign.close()
                 system._dispatcher.close()
                 nursery.cancel_scope.cancel()
 

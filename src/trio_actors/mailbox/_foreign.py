@@ -35,19 +35,24 @@ if TYPE_CHECKING:
 class ForeignInbox:
     """The tells from other threads to one system's actors, in the order told."""
 
-    __slots__ = ("_drain_requested", "_items", "_token")
+    __slots__ = ("_closed", "_drain_requested", "_items", "_token")
 
     def __init__(self, token: trio.lowlevel.TrioToken) -> None:
         self._token = token
         self._items: deque[tuple[ActorCell, Any]] = deque()
         self._drain_requested = False
+        self._closed = False
 
     def put(self, cell: ActorCell, message: Any) -> None:
         """Queue ``message`` for ``cell`` (called from a foreign thread).
 
         Raises:
-            ActorError: the system's trio run has finished.
+            ActorError: the system has exited, or its trio run has finished.
         """
+        if self._closed:
+            raise ActorError(
+                f"tell to {cell.path} from another thread after its actor system exited"
+            )
         # No call before the append: these lines run with no other thread between.
         cell.foreign_pending += 1
         cell.activates = False
@@ -58,9 +63,18 @@ class ForeignInbox:
             try:
                 self._token.run_sync_soon(self._drain)
             except trio.RunFinishedError:
+                self._closed = True  # nothing queued here will be delivered
+                self._drain_requested = False
+                self._items.clear()
                 raise ActorError(
                     f"tell to {cell.path} from another thread after its trio run finished"
                 ) from None
+
+    def close(self) -> None:
+        """The system has exited (trio thread): what is queued becomes dead letters
+        (every actor has stopped), and later tells from threads raise."""
+        self._closed = True
+        self._drain()
 
     def _drain(self) -> None:
         """In the trio thread: hand every queued message to its actor, in order."""

@@ -212,6 +212,7 @@ class Dispatcher:
                 if run_queue:
                     await trio.lowlevel.checkpoint()
 
+    @enable_ki_protection
     def close(self) -> None:
         """End :meth:`run` (the system has exited: every actor has stopped, so the
         run queue is empty -- unless the exit itself was cut short)."""
@@ -700,11 +701,16 @@ class Dispatcher:
                     return
                 await self._serve_async_turns(cell)
         finally:
+            # From here on no other thread appends through the fast path; a tell of
+            # one that landed after the loop's last look is found below.
+            cell.fast_tell = False
             cell.serving_task_done()
             if handed_back:
-                pass
+                cell.refresh_tell_paths()
             elif cell.state is _RESTARTING:
                 cell.hand_to_restart()
+            elif cell.state.serves and cell.has_queued() and cell.kinds.receive_async:
+                self._start_serving_task(cell)  # it came in meanwhile: serve on
             else:
                 cell.set_idle()
 
