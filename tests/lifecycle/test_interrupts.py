@@ -239,3 +239,35 @@ def test_a_real_sigint_under_load_leaves_every_tell_handled_or_dead_lettered(att
     assert report["states"] == {"stopped": 40}
     assert report["live"] == 0
     assert report["handled"] + report["dead_letters"] == report["sent"], report
+
+
+def test_a_keyboard_interrupt_in_a_plain_handler_does_not_stop_the_serving() -> None:
+    # It ends the system, but the exit must still serve the actors it has not
+    # reached: a newer actor's shielded ask queued behind the interrupted handler.
+    answers: list[Any] = []
+
+    class Interrupted(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            if message == "interrupt":
+                raise KeyboardInterrupt  # what Ctrl-C does in an unprotected handler
+            return message
+
+    class Asker(ta.Actor):
+        def __init__(self, target: ta.ActorRef) -> None:
+            self.target = target
+
+        async def receive(self, message: Any) -> Any:
+            self.target.tell("interrupt")
+            with trio.CancelScope(shield=True):
+                answers.append(await self.target.ask(message))
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            target = system.spawn(Interrupted)
+            system.spawn(Asker, target).tell("question")
+            await trio.sleep(5)
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert caught.value.split(KeyboardInterrupt)[0] is not None
+    assert answers == ["question"]

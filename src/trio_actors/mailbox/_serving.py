@@ -136,6 +136,10 @@ def _coroutine_returned(cell: ActorCell, result: Any) -> TypeError:
     )
 
 
+async def _reraise(error: BaseException) -> None:
+    raise error
+
+
 class Dispatcher:
     """Serves the mailboxes of one actor system.
 
@@ -208,7 +212,15 @@ class Dispatcher:
                     self.parked = trio.lowlevel.current_task()
                     await trio.lowlevel.wait_task_rescheduled(self._unpark)
                     continue
-                self._serve_round(run_queue)
+                try:
+                    self._serve_round(run_queue)
+                except trio.Cancelled:
+                    raise
+                except BaseException as error:
+                    # A KeyboardInterrupt in an inline handler: it ends the system
+                    # (raised from a task of its own), but the serving goes on, so
+                    # that the exit can still serve the actors it has not reached.
+                    self._nursery.start_soon(_reraise, error, name="trio-actors interrupt")
                 if run_queue:
                     await trio.lowlevel.checkpoint()
 
@@ -332,96 +344,108 @@ class Dispatcher:
         cell = None
         while run_queue:
             cell = run_queue.popleft()
-            if cell.served_in == this_round:
-                run_queue.appendleft(cell)  # its turn is over and work remains: yield
-                return used, None, 0
-            if not cell.inline_ready and not self._prepare_inline(cell):
-                turn = 0
-                continue
-            item = cell.head
-            if item is not NO_MESSAGE:
-                # The message that woke the actor waits in the head slot rather than
-                # in the deque: an actor that gets one message per activation (S3,
-                # S4) never touches its deque at all.
-                cell.head = NO_MESSAGE
-                if cell.asks_queued and isinstance(item, Ask):  # or a Notice
-                    cell.asks_queued -= 1
-                    self._answer_inline(cell, cell.receive, item)
-                else:
-                    # A local, not cell.receive(item): a slot read is specialized by
-                    # the interpreter, a method-style call on a slot is not.
-                    receive = cell.receive
-                    try:
-                        result = receive(item)
-                    except Exception as error:
-                        cell.handler_failed(error, item)
-                    except BaseException:
-                        cell.handled += 1  # a KeyboardInterrupt: handled, and it goes on
-                        raise
+            try:
+                if cell.served_in == this_round:
+                    run_queue.appendleft(cell)  # its turn is over and work remains: yield
+                    return used, None, 0
+                if not cell.inline_ready and not self._prepare_inline(cell):
+                    turn = 0
+                    continue
+                item = cell.head
+                if item is not NO_MESSAGE:
+                    # The message that woke the actor waits in the head slot rather than
+                    # in the deque: an actor that gets one message per activation (S3,
+                    # S4) never touches its deque at all.
+                    cell.head = NO_MESSAGE
+                    if cell.asks_queued and isinstance(item, Ask):  # or a Notice
+                        cell.asks_queued -= 1
+                        self._answer_inline(cell, cell.receive, item)
                     else:
-                        if result is not None and type(result) is CoroutineType:
-                            cell.handler_failed(_coroutine_returned(cell, result), item)
-                cell.handled += 1
-                used += 1
-                turn = 1
-                if not cell.mailbox and cell.inline_ready:
-                    # One message and the mailbox ran dry (the common activation):
-                    # the actor goes idle, as at the end of the loop below.
+                        # A local, not cell.receive(item): a slot read is specialized by
+                        # the interpreter, a method-style call on a slot is not.
+                        receive = cell.receive
+                        try:
+                            result = receive(item)
+                        except Exception as error:
+                            cell.handler_failed(error, item)
+                        except BaseException:
+                            cell.handled += 1  # a KeyboardInterrupt: handled, and it goes on
+                            raise
+                        else:
+                            if result is not None and type(result) is CoroutineType:
+                                cell.handler_failed(_coroutine_returned(cell, result), item)
+                    cell.handled += 1
+                    used += 1
+                    turn = 1
+                    if not cell.mailbox and cell.inline_ready:
+                        # One message and the mailbox ran dry (the common activation):
+                        # the actor goes idle, as at the end of the loop below.
+                        cell.scheduled = cell.fast_tell = False
+                        if not cell.accepting:
+                            cell.went_idle_refusing()
+                        if used == next_check:
+                            next_check = self._next_check(used, cell, 1)
+                            if not next_check:
+                                return used, cell, 1
+                        continue
+                    if used == next_check:
+                        next_check = self._next_check(used, cell, 1)
+                else:
+                    turn = 0
+                receive = cell.receive
+                mailbox = cell.mailbox
+                if next_check and mailbox and cell.inline_ready and turn < batch:
+                    if cell.bounded is not None:
+                        n, next_check = self._serve_checked(
+                            cell, receive, batch - turn, used, turn, next_check
+                        )
+                        used += n
+                        turn += n
+                    else:
+                        while True:
+                            limit = batch - turn
+                            ask_at = cell.ask_at
+                            tells = ask_at[0] - cell.popped if ask_at else limit
+                            if tells:
+                                # The tells before the next queued ask (if any).
+                                n, next_check = self._serve_tells(
+                                    cell,
+                                    receive,
+                                    mailbox,
+                                    min(tells, limit),
+                                    used,
+                                    turn,
+                                    next_check,
+                                )
+                            else:
+                                self._answer_next_ask(cell, receive, mailbox, ask_at)  # type: ignore[arg-type]
+                                n = 1
+                                if used + 1 >= next_check:
+                                    next_check = self._next_check(used + 1, cell, turn + 1)
+                            cell.handled += n
+                            used += n
+                            turn += n
+                            if not (next_check and mailbox and cell.inline_ready and turn < batch):
+                                break
+                    if turn > cell.longest_turn:
+                        cell.longest_turn = turn
+                if not cell.inline_ready:
+                    self._release(cell)  # it failed (a restart takes over) or stopped
+                elif mailbox:
+                    cell.served_in = this_round  # work remains: back of the queue
+                    run_queue.append(cell)
+                else:
+                    # The mailbox ran dry: the actor goes idle.
                     cell.scheduled = cell.fast_tell = False
                     if not cell.accepting:
                         cell.went_idle_refusing()
-                    if used == next_check:
-                        next_check = self._next_check(used, cell, 1)
-                        if not next_check:
-                            return used, cell, 1
-                    continue
-                if used == next_check:
-                    next_check = self._next_check(used, cell, 1)
-            else:
-                turn = 0
-            receive = cell.receive
-            mailbox = cell.mailbox
-            if next_check and mailbox and cell.inline_ready and turn < batch:
-                if cell.bounded is not None:
-                    n, next_check = self._serve_checked(
-                        cell, receive, batch - turn, used, turn, next_check
-                    )
-                    used += n
-                    turn += n
-                else:
-                    while True:
-                        limit = batch - turn
-                        ask_at = cell.ask_at
-                        tells = ask_at[0] - cell.popped if ask_at else limit
-                        if tells:
-                            # The tells before the next queued ask (if any).
-                            n, next_check = self._serve_tells(
-                                cell, receive, mailbox, min(tells, limit), used, turn, next_check
-                            )
-                        else:
-                            self._answer_next_ask(cell, receive, mailbox, ask_at)  # type: ignore[arg-type]
-                            n = 1
-                            if used + 1 >= next_check:
-                                next_check = self._next_check(used + 1, cell, turn + 1)
-                        cell.handled += n
-                        used += n
-                        turn += n
-                        if not (next_check and mailbox and cell.inline_ready and turn < batch):
-                            break
-                if turn > cell.longest_turn:
-                    cell.longest_turn = turn
-            if not cell.inline_ready:
-                self._release(cell)  # it failed (a restart takes over) or stopped
-            elif mailbox:
-                cell.served_in = this_round  # work remains: back of the queue
-                run_queue.append(cell)
-            else:
-                # The mailbox ran dry: the actor goes idle.
-                cell.scheduled = cell.fast_tell = False
-                if not cell.accepting:
-                    cell.went_idle_refusing()
-            if not next_check:
-                return used, cell, turn
+                if not next_check:
+                    return used, cell, turn
+            except BaseException:
+                # A KeyboardInterrupt from a handler: the actor must not be left
+                # scheduled but in no queue (nobody would serve it again).
+                self._interrupted(cell)
+                raise
         return used, cell, turn
 
     def _serve_tells(
@@ -582,6 +606,15 @@ class Dispatcher:
         ask_at.popleft()
         cell.asks_queued -= 1
         self._answer_inline(cell, receive, ask)
+
+    def _interrupted(self, cell: ActorCell) -> None:
+        """A turn of ``cell`` ended by an exception that is not a failure (a
+        ``KeyboardInterrupt`` in its handler): put it back where it can be served."""
+        if cell.inline_ready and cell.scheduled and cell.has_queued():
+            cell.served_in = self.rounds
+            self.run_queue.append(cell)
+        elif cell.scheduled and not cell.task_owned:
+            self._release(cell)
 
     @staticmethod
     def _release(cell: ActorCell) -> None:
