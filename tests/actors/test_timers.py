@@ -375,3 +375,37 @@ async def test_a_periodic_timer_does_not_drift(autojump_clock: Clock) -> None:
         [timer] = timers
         assert timer.fired == 10_000
         assert timer.deadline == start + 0.1 + 10_000 * 0.1  # computed, not summed
+
+
+def test_timers_keep_firing_for_actors_a_cancelled_exit_has_not_reached() -> None:
+    # The block is cancelled from outside; the exit stops the newer actor first,
+    # whose on_stop takes 0.1 s: meanwhile the older actor's timer keeps ticking.
+    ticks: list[float] = []
+
+    class Ticking(ta.Actor):
+        def on_start(self) -> None:
+            self.tell_every(0.01, "tick")
+
+        def receive(self, message: Any) -> Any:
+            ticks.append(trio.current_time())
+
+    class SlowToStop(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            return message
+
+        async def on_stop(self) -> None:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(0.1)
+
+    async def main() -> float:
+        with trio.move_on_after(1.0):
+            async with ta.open_actor_system() as system:
+                system.spawn(Ticking)
+                system.spawn(SlowToStop)
+                await trio.sleep_forever()
+        return trio.current_time()
+
+    ended = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    after_the_cancel = [t for t in ticks if t > 1.0]
+    assert len(after_the_cancel) >= 9, after_the_cancel
+    assert ended >= 1.1

@@ -433,6 +433,8 @@ async def open_actor_system(
                 await system._shutdown()
             finally:
                 system._foreign.close()
+                if system._timer_service is not None:
+                    system._timer_service.close()
                 system._dispatcher.close()
                 nursery.cancel_scope.cancel()
 

@@ -202,7 +202,9 @@ class TimerService:
         self._heap: list[tuple[float, int, Timer]] = []
         self._counter = itertools.count()
         self._scope: trio.CancelScope | None = None
+        self._service_scope: trio.CancelScope | None = None
         self._running = False
+        self._closed = False
         self.active = 0  # timers started and not yet ended
         self._ended_in_heap = 0  # heap entries of ended timers, not yet popped
 
@@ -249,23 +251,37 @@ class TimerService:
         elif self._scope is not None and timer.deadline < self._scope.deadline:
             self._scope.deadline = timer.deadline
 
+    def close(self) -> None:
+        """End the timer task (the system has exited: every timer has ended)."""
+        self._closed = True
+        if self._service_scope is not None:
+            self._service_scope.cancel()
+
     @enable_ki_protection
     async def _run(self) -> None:
+        """The timer task. Shielded, as the dispatcher is: a cancelled system block
+        does not stop the timers of the actors its exit has not reached yet (they
+        end when their actors stop); :meth:`close` ends it."""
         heap = self._heap
-        while True:
-            with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as scope:
-                self._scope = scope
-                await trio.sleep_forever()
-            self._scope = None
-            now = trio.current_time()
-            while heap and heap[0][0] <= now:
-                _, seq, timer = heapq.heappop(heap)
-                if seq != timer._seq or not timer.active:
-                    if not timer.active and self._ended_in_heap:
-                        self._ended_in_heap -= 1
-                    continue  # ended
-                if timer._fire(now) is not None:
-                    self._schedule(timer)
+        with trio.CancelScope(shield=True) as self._service_scope:
+            while not self._closed:
+                await self._fire_due(heap)
+
+    async def _fire_due(self, heap: list[tuple[float, int, Timer]]) -> None:
+        """Sleep until the first deadline (or a new earlier one), then fire what is due."""
+        with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as scope:
+            self._scope = scope
+            await trio.sleep_forever()
+        self._scope = None
+        now = trio.current_time()
+        while heap and heap[0][0] <= now:
+            _, seq, timer = heapq.heappop(heap)
+            if seq != timer._seq or not timer.active:
+                if not timer.active and self._ended_in_heap:
+                    self._ended_in_heap -= 1
+                continue  # ended
+            if timer._fire(now) is not None:
+                self._schedule(timer)
 
 
 def cancel_timers(cell: ActorCell) -> None:
