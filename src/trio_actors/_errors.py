@@ -49,4 +49,17 @@ class LifecycleError(ActorError):
     """
 
 
-__all__ = ["ActorError", "ActorStopped", "LifecycleError", "MailboxFull"]
+def describe_value(value: object, limit: int = 120) -> str:
+    """``repr(value)`` for an error message, made safe: at most ``limit``
+    characters, and a placeholder naming the type if the repr raises (or recurses
+    too deep). A user's message must never turn an error report into a crash."""
+    try:
+        text = repr(value)
+    except Exception:  # a raising __repr__, a RecursionError on a deep structure
+        return f"<{type(value).__qualname__} object (its repr failed)>"
+    if len(text) > limit:
+        return f"{text[: limit - 5]}...{text[-2:]}"
+    return text
+
+
+__all__ = ["ActorError", "ActorStopped", "LifecycleError", "MailboxFull", "describe_value"]

@@ -256,7 +256,13 @@ async def test_ticks_to_a_full_bounded_mailbox_obey_its_overflow(autojump_clock:
     [
         (lambda a: a.tell_after(-1, "x"), ValueError, r"tell_after\(\) delay must be a finite"),
         (lambda a: a.tell_after("1", "x"), TypeError, "must be a number of seconds"),
-        (lambda a: a.tell_every(0, "x"), ValueError, r"interval must be a finite .* > 0"),
+        (lambda a: a.tell_every(0, "x"), ValueError, r"interval must be a finite .* >= 1e-06"),
+        (lambda a: a.tell_every(1e-300, "x"), ValueError, r"interval .* >= 1e-06 \(the shortest"),
+        (
+            lambda a: a.tell_after(10**400, "x"),
+            ValueError,
+            r"tell_after\(\) delay must be a finite",
+        ),
         (lambda a: a.tell_every(1, "x", first=-2), ValueError, "delay must be"),
         (lambda a: a.tell_after(1, "x", to="me"), TypeError, r"\(to=...\) needs an ActorRef"),
     ],

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._errors import ActorError, MailboxFull
+from .._errors import ActorError, MailboxFull, describe_value
 from ..mailbox._bounded import Bounded, WaitingSenders
 from ..mailbox._envelope import Ask, Notice
 from ._cell import ActorCell, current_task_of
@@ -146,7 +146,7 @@ class BoundedCell(ActorCell):
             self.enqueue(message)
         elif policy == "fail" and raising:
             self.failed_back += 1
-            raise MailboxFull(self.full_text(f"{message!r} was not queued"))
+            raise MailboxFull(self.full_text(f"{describe_value(message)} was not queued"))
         else:
             self.overflow_letters += 1
             self.system.dead_letters.record(self.ref, message, "overflow")

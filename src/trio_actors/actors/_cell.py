@@ -699,7 +699,8 @@ class ActorCell:
 
     def handler_failed(self, error: BaseException, message: Any) -> None:
         """``receive`` raised: a failure, handled by the supervision strategy."""
-        handle_failure(self, error, f"handling {message!r}")
+        # The message's type only (api.md): its repr may raise, or be huge.
+        handle_failure(self, error, f"handling a {type(message).__qualname__}")
 
     def start_failed(self, error: BaseException) -> None:
         """``on_start`` raised: a failure, handled by the supervision strategy."""

@@ -47,14 +47,28 @@ if TYPE_CHECKING:
     from ._cell import ActorCell
 
 
+MIN_INTERVAL = 1e-6
+"""The shortest interval of a periodic timer, in seconds: a tick per microsecond of
+trio clock is already more than any actor can take, and much shorter intervals
+vanish in the clock's float rounding (the next tick would be due at once, forever)."""
+
+
 def check_delay(what: str, value: object, *, positive: bool) -> float:
-    """Validate a delay or interval argument; return it as a float."""
+    """Validate a delay (``>= 0``) or a periodic interval (``positive``: at least
+    :data:`MIN_INTERVAL`); return it as a float."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{what} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{what} must be a finite number of seconds {bound}, got {value!r}")
-    return float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond float range
+        seconds = math.inf
+    least = MIN_INTERVAL if positive else 0.0
+    if not math.isfinite(seconds) or seconds < least:
+        shortest = " (the shortest interval)" if positive else ""
+        raise ValueError(
+            f"{what} must be a finite number of seconds >= {least:g}{shortest}, got {value!r}"
+        )
+    return seconds
 
 
 class Timer:
@@ -184,6 +198,10 @@ class Timer:
             self.skipped += missed
             self._count += missed
             deadline = self._origin + self._count * interval
+            while deadline <= now:  # (float rounding at large clock values)
+                self._count += 1
+                self.skipped += 1
+                deadline = self._origin + self._count * interval
         self.deadline = deadline
         return deadline
 

@@ -102,7 +102,11 @@ class Backoff:
     def delay(self, failures_in_window: int, rng: random.Random) -> float:
         """Seconds to wait before the restart after this many recent failures."""
         exponent = max(failures_in_window - 1, 0)
-        base = min(self.max_delay, self.min_delay * self.factor**exponent)
+        try:
+            grown = self.min_delay * self.factor**exponent
+        except OverflowError:  # (a huge factor, or a long unlimited window)
+            grown = math.inf
+        base = min(self.max_delay, grown)
         if self.jitter:
             base *= rng.uniform(1 - self.jitter, 1 + self.jitter)
         return base

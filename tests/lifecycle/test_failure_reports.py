@@ -1,0 +1,82 @@
+"""The supervision path cannot fail: whatever a message, a strategy or a timer
+argument looks like, reporting and handling a failure never ends the system."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import trio_actors as ta
+
+
+class Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("this repr raises")
+
+
+def deeply_nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+class Failing(ta.Actor):
+    def receive(self, message: Any) -> Any:
+        if message == "ok?":
+            return "ok"
+        raise ValueError("the handler fails")
+
+
+@pytest.mark.parametrize(
+    "message", [Unprintable(), deeply_nested(100_000)], ids=["raising-repr", "deep"]
+)
+def test_a_failing_handler_is_reported_whatever_its_message(
+    message: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(Failing, supervision=ta.Resume())
+            ref.tell(message)
+            assert await ref.ask("ok?") == "ok"
+            assert ref.statistics().failures == 1
+
+    with caplog.at_level(logging.ERROR, logger="trio_actors"):
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    [record] = [r for r in caplog.records if "failed handling" in r.getMessage()]
+    assert f"failed handling a {type(message).__qualname__}" in record.getMessage()
+
+
+async def test_a_full_bounded_mailbox_refuses_an_unprintable_message_with_mailbox_full() -> None:
+    class Slow(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            await trio.sleep_forever()
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Slow, mailbox=ta.Bounded(1, overflow="fail"))
+        ref.tell("first")  # taken by the handler
+        await trio.testing.wait_all_tasks_blocked()
+        ref.tell("second")  # fills the mailbox
+        with pytest.raises(ta.MailboxFull, match=r"<Unprintable object \(its repr failed\)>"):
+            ref.tell(Unprintable())
+        await ref.stop()
+
+
+def test_backoff_with_a_huge_factor_never_overflows() -> None:
+    async def main() -> None:
+        backoff = ta.Backoff(min_delay=0.01, max_delay=1.0, factor=1e308)
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(
+                Failing, supervision=ta.Restart(max_restarts=10, within=1e6, backoff=backoff)
+            )
+            for _ in range(5):
+                ref.tell("fail")
+                await trio.sleep(2)
+            assert ref.statistics().restarts == 5
+            assert await ref.ask("ok?") == "ok"
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
