@@ -419,3 +419,65 @@ def test_an_actor_that_fails_during_the_exit_restarts_and_may_spawn_its_children
 
     run(main)
     assert starts == [0, 1]
+
+
+class Watching(ta.Actor):
+    """Plain: watches the refs it is told (and unwatches on ("unwatch", ref))."""
+
+    def __init__(self, got: list[Any]) -> None:
+        self.got = got
+
+    def receive(self, message: Any) -> Any:
+        if isinstance(message, ta.Terminated):
+            self.got.append("terminated")
+        elif isinstance(message, ta.ActorRef):
+            self.watch(message)
+        elif isinstance(message, tuple) and message[0] == "watch-unwatch":
+            self.watch(message[1])
+            self.unwatch(message[1])
+        else:
+            self.got.append(message)
+        return message
+
+
+class Plain(ta.Actor):
+    def receive(self, message: Any) -> Any:
+        return message
+
+
+def test_watching_a_stopped_actor_in_the_middle_of_a_backlog_does_not_spin() -> None:
+    # The Terminated was placed by a count of pops not yet made: the next stretch
+    # computed a negative number of tells and the dispatcher never yielded again.
+    got: list[Any] = []
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            stopped = system.spawn(Plain)
+            await stopped.stop()
+            watcher = system.spawn(Watching, got)
+            for number in range(5):
+                watcher.tell(number)
+            watcher.tell(stopped)  # in the middle of a stretch of the backlog
+            for number in range(5, 40):
+                watcher.tell(number)
+            assert await watcher.ask("sync") == "sync"
+            await trio.testing.wait_all_tasks_blocked()
+
+    run(main)
+    assert got == [*range(40), "sync", "terminated"]
+
+
+def test_watch_then_unwatch_of_a_stopped_actor_delivers_nothing() -> None:
+    got: list[Any] = []
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            stopped = system.spawn(Plain)
+            await stopped.stop()
+            watcher = system.spawn(Watching, got)
+            await watcher.ask(("watch-unwatch", stopped))
+            await trio.testing.wait_all_tasks_blocked()
+            assert watcher.statistics().withdrawn == 1
+
+    run(main)
+    assert got == []

@@ -134,6 +134,7 @@ class ActorCell:
     # Tells from other threads waiting in the system's foreign inbox: while any
     # does, the tell fast paths are off (mailbox._foreign).
     foreign_pending = 0
+    deferred_notices: list[Notice] | None = None  # see tell_notice_soon
     senders: WaitingSenders | None = None  # parked in send() (BoundedCell only)
     children: dict[str | int, ActorCell] | None = None  # by name (see actor_name)
     # The class name a generated name is made of, once a restart may have changed
@@ -424,10 +425,32 @@ class ActorCell:
         """Queue a death-watch notice (``Terminated``): like ``tell``, but as a
         :class:`Notice` (so that ``unwatch`` can withdraw it), and never dropped or
         refused by a bounded mailbox's capacity."""
+        self._queue_notice(Notice(self, message))
+
+    def _queue_notice(self, notice: Notice) -> None:
         if self.accepting:
-            self.queue_envelope(Notice(self, message))
+            self.queue_envelope(notice)
         else:
-            self.tell_refused(message)
+            self.tell_refused(notice.message)
+
+    def tell_notice_soon(self, message: Any) -> None:
+        """:meth:`tell_notice`, on the next scheduler pass: for a notice that this
+        actor's own plain handler causes (``watch`` of an actor that has stopped).
+        In the middle of an inline stretch, whose pops are counted only at its end,
+        a notice queued at once would be placed by a stale count (the dispatcher
+        then spun forever). Until it is queued, ``unwatch`` withdraws it as well."""
+        notice = Notice(self, message)
+        if self.deferred_notices is None:
+            self.deferred_notices = []
+        self.deferred_notices.append(notice)
+        self.system.trio_token.run_sync_soon(self._queue_deferred, notice)
+
+    def _queue_deferred(self, notice: Notice) -> None:
+        deferred = self.deferred_notices
+        if deferred is None or not any(item is notice for item in deferred):
+            return  # withdrawn meanwhile
+        deferred[:] = [item for item in deferred if item is not notice]
+        self._queue_notice(notice)
 
     def withdraw_notices(self, predicate: Any) -> None:
         """Withdraw the queued notices whose message ``predicate`` accepts: they will
@@ -436,6 +459,10 @@ class ActorCell:
         for item in queued:
             if type(item) is Notice and item.queued and predicate(item.message):
                 item.withdraw()
+        if self.deferred_notices:
+            kept = [item for item in self.deferred_notices if not predicate(item.message)]
+            self.withdrawn += len(self.deferred_notices) - len(kept)
+            self.deferred_notices = kept
 
     def mark_started(self) -> None:
         """``on_start`` finished (or there is none): serve messages from now on."""

@@ -39,7 +39,8 @@ class Terminated:
 def watch(watcher: ActorCell, target: ActorCell) -> None:
     """Register ``watcher`` for ``target``'s stop (idempotent). Never a checkpoint."""
     if target.state is ActorState.STOPPED:
-        watcher.tell_notice(Terminated(target.ref, target.stop_error))
+        # On the next scheduler pass: the watcher is likely in its own turn.
+        watcher.tell_notice_soon(Terminated(target.ref, target.stop_error))
         return
     if watcher.watching is None:
         watcher.watching = set()
