@@ -80,3 +80,56 @@ def test_backoff_with_a_huge_factor_never_overflows() -> None:
             assert await ref.ask("ok?") == "ok"
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def _a_cancelled() -> trio.Cancelled:
+    """A real trio.Cancelled, caught and kept (as a handler might, by mistake)."""
+    kept: list[trio.Cancelled] = []
+
+    async def catch_one() -> None:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            try:
+                await trio.lowlevel.checkpoint()
+            except trio.Cancelled as cancelled:
+                kept.append(cancelled)
+                raise
+
+    trio.run(catch_one)
+    return kept[0]
+
+
+@pytest.mark.parametrize("kind", ["plain", "async"])
+def test_a_stray_cancelled_from_a_handler_is_a_failure_not_a_silent_end(kind: str) -> None:
+    stray = _a_cancelled()
+    reached: list[str] = []
+
+    class Plain(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            if message == "raise it":
+                raise stray
+            return message
+
+    class Async(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            if message == "raise it":
+                raise stray
+            return message
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(Plain if kind == "plain" else Async)
+            if kind == "plain":
+                ref.tell("raise it")
+            else:
+                with pytest.raises(RuntimeError, match="not its own cancellation"):
+                    await ref.ask("raise it")
+            await trio.testing.wait_all_tasks_blocked()
+            assert await ref.ask("still there") == "still there"
+            assert ref.statistics().failures == 1
+            assert ref.statistics().restarts == 1  # the default strategy
+            reached.append("the rest of the block")
+        reached.append("after the block")
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert reached == ["the rest of the block", "after the block"]

@@ -75,6 +75,7 @@ from trio.lowlevel import enable_ki_protection
 from .._errors import ActorStopped
 from .._policy import ServingPolicy
 from ..lifecycle._state import ActorState
+from ..lifecycle._supervision import handle_failure
 from ._envelope import NO_MESSAGE, Ask, AskState
 
 if TYPE_CHECKING:
@@ -138,6 +139,18 @@ def _coroutine_returned(cell: ActorCell, result: Any) -> TypeError:
 
 async def _reraise(error: BaseException) -> None:
     raise error
+
+
+def _stray_cancelled(cell: ActorCell, cancelled: BaseException) -> RuntimeError:
+    """The failure a handler's stray ``Cancelled`` becomes: one that no scope of the
+    runtime's cancelled (kept from an earlier cancellation and raised again, say).
+    Let through, it would end the system block silently."""
+    error = RuntimeError(
+        f"a handler of {cell.path} raised trio.Cancelled that was not its own "
+        "cancellation (a Cancelled kept and raised again?); it is a failure of the actor"
+    )
+    error.__cause__ = cancelled
+    return error
 
 
 class Dispatcher:
@@ -441,11 +454,16 @@ class Dispatcher:
                         cell.went_idle_refusing()
                 if not next_check:
                     return used, cell, turn
-            except BaseException:
+            except BaseException as error:
                 # A KeyboardInterrupt from a handler: the actor must not be left
                 # scheduled but in no queue (nobody would serve it again).
                 self._interrupted(cell)
-                raise
+                if not isinstance(error, trio.Cancelled):
+                    raise
+                # A plain handler cannot be cancelled: any Cancelled it raises is
+                # stray, and a failure of the actor (its supervision decides).
+                handle_failure(cell, _stray_cancelled(cell, error), "in a plain handler")
+                turn = 0
         return used, cell, turn
 
     def _serve_tells(
@@ -816,6 +834,14 @@ class Dispatcher:
                     if ask is not None:
                         ask.fail(error)
                     cell.handler_failed(error, message)
+                except trio.Cancelled as cancelled:
+                    if scope.cancel_called:
+                        raise  # its own: its asker's or a stop's (the scope catches it)
+                    # Served shielded, nothing else cancels it: this one is stray.
+                    failure = _stray_cancelled(cell, cancelled)
+                    if ask is not None:
+                        ask.fail(failure)
+                    cell.handler_failed(failure, message)
                 else:
                     if ask is not None:
                         ask.reply(result)
