@@ -445,6 +445,15 @@ class Plain(ta.Actor):
         return message
 
 
+async def stopped_and_watcher(
+    system: ta.ActorSystem, got: list[Any]
+) -> tuple[ta.ActorRef, ta.ActorRef]:
+    """An actor that has stopped, and a plain watcher that records into ``got``."""
+    stopped = system.spawn(Plain)
+    await stopped.stop()
+    return stopped, system.spawn(Watching, got)
+
+
 def test_watching_a_stopped_actor_in_the_middle_of_a_backlog_does_not_spin() -> None:
     # The Terminated was placed by a count of pops not yet made: the next stretch
     # computed a negative number of tells and the dispatcher never yielded again.
@@ -452,9 +461,7 @@ def test_watching_a_stopped_actor_in_the_middle_of_a_backlog_does_not_spin() -> 
 
     async def main() -> None:
         async with ta.open_actor_system() as system:
-            stopped = system.spawn(Plain)
-            await stopped.stop()
-            watcher = system.spawn(Watching, got)
+            stopped, watcher = await stopped_and_watcher(system, got)
             for number in range(5):
                 watcher.tell(number)
             watcher.tell(stopped)  # in the middle of a stretch of the backlog
@@ -472,9 +479,7 @@ def test_watch_then_unwatch_of_a_stopped_actor_delivers_nothing() -> None:
 
     async def main() -> None:
         async with ta.open_actor_system() as system:
-            stopped = system.spawn(Plain)
-            await stopped.stop()
-            watcher = system.spawn(Watching, got)
+            stopped, watcher = await stopped_and_watcher(system, got)
             await watcher.ask(("watch-unwatch", stopped))
             await trio.testing.wait_all_tasks_blocked()
             assert watcher.statistics().withdrawn == 1
