@@ -23,6 +23,15 @@ DEFAULT_TIME_SLICE = 0.016
 progress, if it is still running)."""
 
 
+def is_finite(value: float) -> bool:
+    """``math.isfinite``, also for ints beyond float range (``10**400``: not finite
+    here, where ``math.isfinite`` raises ``OverflowError``)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _positive_int(instance: Any, attribute: attrs.Attribute[int], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(
@@ -41,7 +50,7 @@ def _time_slice(instance: Any, attribute: attrs.Attribute[float | None], value: 
             "ServingPolicy.time_slice must be a number of seconds or None, "
             f"got {value!r} of type {type(value).__name__}"
         )
-    if not (value > 0 and math.isfinite(value)):
+    if not (value > 0 and is_finite(value)):
         raise ValueError(
             "ServingPolicy.time_slice must be a finite number of seconds > 0 "
             f"(or None for no slice), got {value!r}"

@@ -133,3 +133,105 @@ def test_a_stray_cancelled_from_a_handler_is_a_failure_not_a_silent_end(kind: st
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert reached == ["the rest of the block", "after the block"]
+
+
+class Holder(ta.Actor):
+    """Hands its own instance out, so a test can call its methods from a thread."""
+
+    def receive(self, message: Any) -> Any:
+        if message == "yourself":
+            return self
+        if message == "timer":
+            return self.tell_every(1.0, "tick")
+        return message
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda actor, ref: actor.stop(),
+        lambda actor, ref: actor.watch(ref),
+        lambda actor, ref: actor.unwatch(ref),
+        lambda actor, ref: actor.tell_after(1.0, "x"),
+        lambda actor, ref: actor.tell_every(1.0, "x"),
+        lambda actor, ref: actor.spawn(Holder),
+    ],
+    ids=["stop", "watch", "unwatch", "tell_after", "tell_every", "spawn"],
+)
+async def test_an_actors_methods_from_another_thread_raise_before_changing_anything(
+    call: Any,
+) -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Holder)
+        other = system.spawn(Holder)
+        actor = await ref.ask("yourself")
+        errors: list[BaseException] = []
+
+        def from_thread() -> None:
+            try:
+                call(actor, other)
+            except BaseException as error:
+                errors.append(error)
+
+        await trio.to_thread.run_sync(from_thread)
+        assert [type(error) for error in errors] == [ta.ActorError]
+        assert "another thread" in str(errors[0])
+        statistics = ref.statistics()
+        assert statistics.state == "running"
+        assert statistics.timers == 0
+        assert system.statistics().live_actors == 2
+        assert await ref.ask("still serving") == "still serving"
+
+
+async def test_a_timer_cancelled_from_another_thread_raises_and_keeps_running() -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Holder)
+        timer = await ref.ask("timer")
+        with pytest.raises(ta.ActorError, match="another thread"):
+            await trio.to_thread.run_sync(timer.cancel)
+        assert timer.active
+        timer.cancel()
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "words"),
+    [
+        (lambda: ta.ServingPolicy(time_slice=10**400), ValueError, "time_slice must be a finite"),
+        (lambda: ta.Restart(within=10**400), ValueError, "Restart.within must be finite"),
+        (lambda: ta.Backoff(min_delay=10**400), ValueError, "Backoff.min_delay must be finite"),
+    ],
+)
+def test_numbers_beyond_float_range_are_refused_naming_the_field(
+    make: Any, error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error, match=words):
+        make()
+
+
+async def test_dead_letters_kept_must_be_an_int() -> None:
+    with pytest.raises(TypeError, match="dead letters to keep must be an int"):
+        async with ta.open_actor_system(dead_letters_kept=1.5):  # type: ignore[arg-type]
+            pass
+    with pytest.raises(ValueError, match="must be >= 0"):
+        async with ta.open_actor_system(dead_letters_kept=-1):
+            pass
+
+
+class NotAMethod(ta.Actor):
+    receive = 5  # type: ignore[assignment]
+
+
+class AGenerator(ta.Actor):
+    async def receive(self, message: Any) -> Any:
+        yield message
+
+
+@pytest.mark.parametrize(
+    ("cls", "words"),
+    [(NotAMethod, "receive is 5, not a method"), (AGenerator, "receive is a generator")],
+)
+async def test_spawn_refuses_a_receive_that_is_not_a_handler(cls: type, words: str) -> None:
+    async with ta.open_actor_system() as system:
+        with pytest.raises(TypeError, match=words):
+            system.spawn(cls)
+        assert system.statistics().live_actors == 0

@@ -9,6 +9,7 @@ its state needs no locks. Users never call an actor's methods directly; they hol
 from __future__ import annotations
 
 from collections.abc import Callable
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 from trio.lowlevel import enable_ki_protection
@@ -120,7 +121,7 @@ class Actor:
         while draining (``stop(drain=True)``) it ends the drain, and the rest of
         the queue is stranded.
         """
-        self._cell().begin_stop(drain=False, cancel_handler=False)
+        self._cell_here("stop").begin_stop(drain=False, cancel_handler=False)
 
     @enable_ki_protection
     def spawn(
@@ -205,7 +206,7 @@ class Actor:
         to: ActorRef | None,
         key: Any,
     ) -> Timer:
-        cell = self._cell()
+        cell = self._cell_here(what)
         seconds = check_delay(f"{what}() delay", delay, positive=False)
         target = cell if to is None else _target(to, f"{what}(to=...)")
         if not cell.state.may_start_timers:
@@ -228,7 +229,7 @@ class Actor:
         Raises:
             TypeError: ``ref`` is not an :class:`~trio_actors.ActorRef`.
         """
-        watch(self._cell(), _target(ref))
+        watch(self._cell_here("watch"), _target(ref))
 
     @enable_ki_protection
     def unwatch(self, ref: ActorRef) -> None:
@@ -236,7 +237,7 @@ class Actor:
 
         Never a checkpoint.
         """
-        unwatch(self._cell(), _target(ref))
+        unwatch(self._cell_here("unwatch"), _target(ref))
 
     def _cell(self) -> ActorCell:
         cell = self._trio_actors_cell
@@ -244,6 +245,19 @@ class Actor:
             raise ActorError(
                 f"{type(self).__name__} instance is not spawned yet: ref, system and "
                 "stop() are available from on_start onwards, not in __init__"
+            )
+        return cell
+
+    def _cell_here(self, operation: str) -> ActorCell:
+        """:meth:`_cell`, checked to be called in its system's trio thread: a method
+        that changes the actor's state refuses another thread before it touches
+        anything."""
+        cell = self._cell()
+        if get_ident() != cell.system.thread_id:
+            raise ActorError(
+                f"{type(self).__name__}.{operation}() called from another thread; an "
+                "actor's methods run in its system's trio thread (from a thread, "
+                "use trio.from_thread.run_sync)"
             )
         return cell
 

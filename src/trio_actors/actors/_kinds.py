@@ -59,6 +59,16 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
                 f"{cls.__qualname__} does not define receive(self, message); "
                 "every actor needs a receive method (plain or async def)"
             )
+        if not callable(cls.receive):
+            raise TypeError(
+                f"{cls.__qualname__}.receive is {cls.receive!r}, not a method; define "
+                "receive(self, message) (plain or async def)"
+            )
+        if inspect.isasyncgenfunction(cls.receive) or inspect.isgeneratorfunction(cls.receive):
+            raise TypeError(
+                f"{cls.__qualname__}.receive is a generator function; an ask's reply is "
+                "what receive returns, so it must be a plain or async def that returns"
+            )
         _without_ki_protection(cls)
         kinds = HandlerKinds(
             receive_async=_is_async(cls.receive),

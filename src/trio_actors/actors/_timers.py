@@ -36,11 +36,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from .._errors import ActorError
 from ..mailbox._envelope import Notice
 
 if TYPE_CHECKING:
@@ -142,7 +144,15 @@ class Timer:
         A tick of this timer that is still queued is withdrawn (also after a
         one-shot timer has fired): once this returns, the message is never handled
         because of this timer.
+
+        Raises:
+            ActorError: called from another thread than its system's trio thread.
         """
+        if get_ident() != self._target.system.thread_id:
+            raise ActorError(
+                f"{self!r}.cancel() called from another thread; a timer is cancelled "
+                "in its system's trio thread (use trio.from_thread.run_sync)"
+            )
         if self._pending is not None:
             self._pending.withdraw()  # calls _tick_finished
         self._end()

@@ -87,8 +87,10 @@ class DeadLetters:
     __slots__ = ("_recent", "by_reason", "count")
 
     def __init__(self, keep: int = DEFAULT_RECENT_DEAD_LETTERS) -> None:
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-            raise ValueError(f"dead letters to keep must be an int >= 0, got {keep!r}")
+        if isinstance(keep, bool) or not isinstance(keep, int):
+            raise TypeError(f"dead letters to keep must be an int, got {keep!r}")
+        if keep < 0:
+            raise ValueError(f"dead letters to keep must be >= 0, got {keep!r}")
         self.count = 0
         self.by_reason: dict[DeadLetterReason, int] = {
             "stopped": 0,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._policy import is_finite
 from ._state import ActorState, LifecycleEvent, advance
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def _non_negative_number(instance: Any, attribute: attrs.Attribute[Any], value: 
         raise TypeError(
             f"{type(instance).__name__}.{attribute.name} must be a number, got {value!r}"
         )
-    if not (value >= 0 and math.isfinite(value)):
+    if not (value >= 0 and is_finite(value)):
         raise ValueError(
             f"{type(instance).__name__}.{attribute.name} must be finite and >= 0, got {value!r}"
         )
