@@ -271,3 +271,66 @@ def test_a_keyboard_interrupt_in_a_plain_handler_does_not_stop_the_serving() -> 
         trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert caught.value.split(KeyboardInterrupt)[0] is not None
     assert answers == ["question"]
+
+
+def _cancel_the_block_while_an_async_handler_runs() -> dict[str, Any]:
+    """99 tells queued behind a running async handler; the system block is then
+    cancelled from outside. Returns what became of them."""
+    result: dict[str, Any] = {}
+
+    class Busy(ta.Actor):
+        handler_ended = False
+
+        async def receive(self, message: Any) -> Any:
+            if message == "busy":
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    with trio.CancelScope(shield=True):  # it takes a while to end
+                        await trio.sleep(0.5)
+                    self.handler_ended = True
+
+        def on_stop(self) -> None:
+            result["on_stop after the handler"] = self.handler_ended
+
+    async def main() -> None:
+        with trio.move_on_after(1.0):
+            async with ta.open_actor_system() as system:
+                ref = system.spawn(Busy)
+                ref.tell("busy")
+                await trio.testing.wait_all_tasks_blocked()
+                for number in range(99):
+                    ref.tell(number)
+                await trio.sleep_forever()
+        result["state"] = ref.statistics().state
+        result["stranded"] = system.dead_letters.by_reason["stranded"]
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return result
+
+
+def test_cancelling_the_block_while_an_async_handler_runs_strands_every_tell() -> None:
+    assert _cancel_the_block_while_an_async_handler_runs() == {
+        "state": "stopped",
+        "stranded": 99,
+        "on_stop after the handler": True,
+    }
+
+
+def test_without_the_stop_sequences_shield_the_same_program_loses_tells(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The test above can fail: the stop sequence with its shield taken away.
+    async def unshielded(cell: Any, cadence: Any) -> None:
+        if cell.stranded:
+            await _stranded.clean_stranded(cell, cell.stranded, cadence)
+        cell.stranded = None
+        await cell.wait_not_served()
+        await _stopping.stop_children(cell)
+
+    monkeypatch.setattr(_stopping, "_wait_and_clean", unshielded)
+    assert _cancel_the_block_while_an_async_handler_runs() != {
+        "state": "stopped",
+        "stranded": 99,
+        "on_stop after the handler": True,
+    }
