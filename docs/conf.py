@@ -247,6 +247,31 @@ class LifecycleTransitions(SphinxDirective):
         return list(container.children)
 
 
+class ServingTransitions(SphinxDirective):
+    """``.. serving-transitions::`` -- the table ``SERVING_TRANSITIONS``, one row each,
+    in the order of the ``Serving`` members, with why each hand-over happens."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from trio_actors import lifecycle
+
+        _note_module_dependency(self, inspect.getmodule(lifecycle.Serving))
+        order = list(lifecycle.Serving)
+        table = lifecycle.SERVING_TRANSITIONS
+        keys = sorted(table, key=lambda k: (order.index(k[0]), order.index(k[1])))
+
+        def server(s: Any) -> str:
+            return f":py:attr:`~trio_actors.lifecycle.Serving.{s.name}`"
+
+        rows = [[server(a), server(b), table[a, b]] for a, b in keys]
+        lines = _list_table(["served by", "handed to", "when"], rows, [20, 20, 60])
+        container = nodes.container()
+        source, _line = self.get_source_info()
+        self.state.nested_parse(StringList(lines, source=source), 0, container)
+        return list(container.children)
+
+
 class LifecycleStates(SphinxDirective):
     """``.. lifecycle-states::`` -- what each ``ActorState`` allows, from its members."""
 
@@ -441,5 +466,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("autodoc-process-docstring", _docstring_of_reexported_data, priority=400)
     app.add_directive("lifecycle-transitions", LifecycleTransitions)
     app.add_directive("lifecycle-states", LifecycleStates)
+    app.add_directive("serving-transitions", ServingTransitions)
     app.add_directive("contract-table", ContractTable)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -19,7 +19,14 @@ from trio_actors import ActorStopped, ServingPolicy
 from trio_actors.actors import _bounded_cell, _cell, _kinds, _system
 from trio_actors.contracts import REGISTRY
 from trio_actors.lifecycle import _restarting, _stopping, _stranded, _supervision
-from trio_actors.mailbox import _bounded, _envelope, _serving
+from trio_actors.mailbox import (
+    _bounded,
+    _dispatcher,
+    _envelope,
+    _handler_call,
+    _round_clock,
+    _task_serving,
+)
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
 
@@ -30,12 +37,12 @@ def reply_loses_the_value(mp: pytest.MonkeyPatch) -> None:
 
 
 def async_handlers_overlap(mp: pytest.MonkeyPatch) -> None:
-    async def serve_concurrently(self: Any, cell: Any) -> None:
+    async def serve_concurrently(policy: Any, cell: Any) -> None:
         async with trio.open_nursery() as nursery:
             while cell.has_queued():
-                nursery.start_soon(self._handle_async, cell, cell.pop_next())
+                nursery.start_soon(_handler_call.handle_async, cell, cell.pop_next())
 
-    mp.setattr(_serving.Dispatcher, "_serve_async_turns", serve_concurrently)
+    mp.setattr(_task_serving, "serve_async_turns", serve_concurrently)
 
 
 def on_start_is_skipped(mp: pytest.MonkeyPatch) -> None:
@@ -107,7 +114,7 @@ def idle_ask_skips_its_last_checkpoint(mp: pytest.MonkeyPatch) -> None:
         cell.handled += 1
         return result
 
-    mp.setattr(_serving.Dispatcher, "ask_idle", ask_idle)
+    mp.setattr(_dispatcher.Dispatcher, "ask_idle", ask_idle)
 
 
 def idle_ask_ignores_earlier_cancellation(mp: pytest.MonkeyPatch) -> None:
@@ -119,7 +126,7 @@ def idle_ask_ignores_earlier_cancellation(mp: pytest.MonkeyPatch) -> None:
         await trio.lowlevel.checkpoint()
         return result
 
-    mp.setattr(_serving.Dispatcher, "ask_idle", ask_idle)
+    mp.setattr(_dispatcher.Dispatcher, "ask_idle", ask_idle)
 
 
 def idle_ask_is_no_checkpoint(mp: pytest.MonkeyPatch) -> None:
@@ -127,7 +134,7 @@ def idle_ask_is_no_checkpoint(mp: pytest.MonkeyPatch) -> None:
         cell.handled += 1
         return cell.receive(message)
 
-    mp.setattr(_serving.Dispatcher, "ask_idle", ask_idle)
+    mp.setattr(_dispatcher.Dispatcher, "ask_idle", ask_idle)
 
 
 def stranded_tells_vanish(mp: pytest.MonkeyPatch) -> None:
@@ -146,19 +153,19 @@ def turns_never_end_the_round(mp: pytest.MonkeyPatch) -> None:
 
 
 def no_per_turn_budget(mp: pytest.MonkeyPatch) -> None:
-    original = _serving.Dispatcher.__init__
+    original = _dispatcher.Dispatcher.__init__
 
     def init(self: Any, policy: ServingPolicy, nursery: Any) -> None:
         original(self, attrs.evolve(policy, batch=10**9), nursery)
 
-    mp.setattr(_serving.Dispatcher, "__init__", init)
+    mp.setattr(_dispatcher.Dispatcher, "__init__", init)
 
 
 def no_time_slice(mp: pytest.MonkeyPatch) -> None:
     def next_check(self: Any, used: int, *args: Any) -> int:
         return 0 if used >= self.policy.batch else self.policy.batch
 
-    mp.setattr(_serving.Dispatcher, "_next_check", next_check)
+    mp.setattr(_round_clock.RoundClock, "next_check", next_check)
 
 
 def cleanup_without_cadence(mp: pytest.MonkeyPatch) -> None:
@@ -215,8 +222,8 @@ async def _stop_without_self_check(self: Any, *, drain: bool) -> None:
 def restart_keeps_the_old_instance(mp: pytest.MonkeyPatch) -> None:
     def install(self: Any, instance: Any) -> None:
         self.started = False  # "restarts" the same instance
-        self.needs_task = self.kinds.receive_async or self.kinds.on_start_async
         self.inline_ready = False
+        self.refresh_tell_paths()
 
     mp.setattr(_cell.ActorCell, "install", install)
 
@@ -314,10 +321,9 @@ def exit_refuses_everything_first(mp: pytest.MonkeyPatch) -> None:
         plan = self._stop_order()
         elsewhere = set()
         for cell in plan:
-            if cell.stop_owned:
-                elsewhere.add(cell)
-            cell.stop_owned = True
-            cell.begin_stop(drain=False, cancel_handler=True)
+            if not cell.accepting:
+                elsewhere.add(cell)  # its stop task finishes it
+            cell.begin_stop(drain=False, cancel_handler=True, stop_task=False)
         cadence = _stranded.CleanupCadence(self._serving.cleanup_batch)
         for cell in plan:
             if cell in elsewhere:
@@ -373,7 +379,7 @@ def system_cancellation_ends_the_dispatcher(mp: pytest.MonkeyPatch) -> None:
             if self.run_queue:
                 await trio.lowlevel.checkpoint()
 
-    mp.setattr(_serving.Dispatcher, "run", run)
+    mp.setattr(_dispatcher.Dispatcher, "run", run)
 
 
 MUTANTS: dict[str, list[Mutant]] = {

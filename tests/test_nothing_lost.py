@@ -6,51 +6,10 @@ run as one ``trio.run`` under a ``MockClock``. The CI profile runs 2,000 example
 """
 
 from hypothesis import given
-from hypothesis import strategies as st
 
+from strategies import policies, programs
 from trio_actors import ServingPolicy
-from trio_actors.contracts._nothing_lost import (
-    OP_KINDS,
-    OVERFLOWS,
-    STRATEGIES,
-    ActorSpec,
-    Op,
-    Program,
-    run_program,
-)
-
-
-@st.composite
-def programs(draw: st.DrawFn) -> Program:
-    actors = []
-    for index in range(draw(st.integers(1, 4))):
-        parent = draw(st.integers(-1, index - 1)) if index else -1
-        actors.append(
-            ActorSpec(
-                is_async=draw(st.booleans()),
-                cost=draw(st.sampled_from([0.0, 0.0001, 0.002])),
-                strategy=draw(st.sampled_from(STRATEGIES)),
-                parent=parent,
-                capacity=draw(st.sampled_from([0, 0, 1, 2, 4])),
-                overflow=draw(st.sampled_from(OVERFLOWS)),
-            )
-        )
-    op = st.builds(
-        Op,
-        kind=st.sampled_from(OP_KINDS),
-        actor=st.integers(0, len(actors) - 1),
-        fail=st.booleans(),
-        value=st.sampled_from([0.0, 0.0001, 0.0005, 0.001, 0.003, 0.01, 0.05, 3.0, 7.0]),
-    )
-    return Program(tuple(actors), tuple(draw(st.lists(op, max_size=40))))
-
-
-policies = st.builds(
-    ServingPolicy,
-    batch=st.sampled_from([1, 2, 16, 64]),
-    cleanup_batch=st.sampled_from([1, 32]),
-    time_slice=st.sampled_from([None, 0.001, 0.016]),
-)
+from trio_actors.contracts._nothing_lost import Program, run_program
 
 
 @given(programs(), policies)

@@ -19,6 +19,7 @@ class Subject:
     def __init__(self, state: ActorState) -> None:
         self.state = state
         self.accepting = state in ACCEPTING_STATES
+        self.inline_ready = False
 
     def describe(self) -> str:
         return "actor system/probe"

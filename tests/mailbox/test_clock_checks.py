@@ -1,6 +1,6 @@
 """How the serving loop reads the clock: the reader it uses and when it reads next.
 
-The dispatcher reads the run's clock every few messages (``mailbox/_serving.py``):
+The dispatcher reads the run's clock every few messages (``mailbox/_round_clock.py``):
 these tests pin down the two shortcuts that make a reading cheap -- trio's default
 clock read through ``perf_counter`` directly, and the "half the slice" test that
 settles the common case without arithmetic -- against what they stand for, and
@@ -10,6 +10,7 @@ how long a round of real handlers (on a ``MockClock``) then lasts.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 import trio
@@ -18,26 +19,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_actors import Actor, ServingPolicy, open_actor_system
-from trio_actors.mailbox import _serving
-from trio_actors.mailbox._serving import Dispatcher, _clock_reader
+from trio_actors.mailbox import _round_clock
+from trio_actors.mailbox._round_clock import RoundClock, clock_reader
 
 
 def test_trio_default_clock_is_read_through_perf_counter() -> None:
     async def main() -> None:
         clock = trio.lowlevel.current_clock()
-        assert _clock_reader(clock) is time.perf_counter
+        assert clock_reader(clock) is time.perf_counter
 
     trio.run(main)
 
 
 def test_trio_default_clock_is_perf_counter_plus_offset(monkeypatch: pytest.MonkeyPatch) -> None:
     # What the shortcut relies on: trio's SystemClock reads offset + perf_counter().
-    # If a trio release changes that, this fails (and _clock_reader must follow).
+    # If a trio release changes that, this fails (and clock_reader must follow).
     clock_module = pytest.importorskip("trio._core._run")
 
     async def main() -> None:
         clock = trio.lowlevel.current_clock()
-        assert type(clock) is _serving._TrioSystemClock
+        assert type(clock) is _round_clock._TrioSystemClock
         for reading in (12.5, 1234.0625):
             monkeypatch.setattr(clock_module, "perf_counter", lambda reading=reading: reading)
             assert clock.current_time() == clock.offset + reading  # type: ignore[attr-defined]
@@ -48,7 +49,7 @@ def test_trio_default_clock_is_perf_counter_plus_offset(monkeypatch: pytest.Monk
 
 def test_other_clocks_are_read_through_current_time() -> None:
     clock = trio.testing.MockClock()
-    reader = _clock_reader(clock)
+    reader = clock_reader(clock)
     assert reader == clock.current_time
     clock.jump(2.5)
     assert reader() == clock.current_time()
@@ -58,16 +59,24 @@ class _Cell:
     longest_turn_time = 0.0
 
 
-def _dispatcher_at(now: float, start: float, time_slice: float, used: int) -> Dispatcher:
-    """A dispatcher in the middle of a round that started at ``start``."""
-    dispatcher = Dispatcher.__new__(Dispatcher)
-    dispatcher.policy = ServingPolicy(time_slice=time_slice)
-    dispatcher._now = lambda: now
-    dispatcher._round_start = dispatcher._read_time = start
-    dispatcher._deadline = start + time_slice
-    dispatcher._midpoint = start + time_slice / 2
-    dispatcher._read_used = used
-    return dispatcher
+class _StoppedClock:
+    """A clock that reads ``time`` (set by the test), exactly."""
+
+    def __init__(self, time: float) -> None:
+        self.time = time
+
+    def current_time(self) -> float:
+        return self.time
+
+
+def _clock_at(now: float, start: float, time_slice: float, used: int) -> RoundClock:
+    """A round clock in the middle of a round that started at ``start``."""
+    clock = _StoppedClock(start)
+    round_clock = RoundClock(ServingPolicy(time_slice=time_slice), clock)  # type: ignore[arg-type]
+    assert round_clock.begin_round() == 1
+    round_clock._read_used = used
+    clock.time = now
+    return round_clock
 
 
 @given(
@@ -84,8 +93,8 @@ def test_next_check_only_reads_again_when_the_next_messages_fit(
     round's mean cost so far fit in the rest of the slice (k = 1 if none fit), and
     k = 16 whenever 16 fit: the half-slice shortcut must agree."""
     now = start + fraction * time_slice
-    dispatcher = _dispatcher_at(now, start, time_slice, used)
-    next_check = dispatcher._next_check(used, _Cell(), 1)  # type: ignore[arg-type]
+    round_clock = _clock_at(now, start, time_slice, used)
+    next_check = round_clock.next_check(used, _Cell(), 1)  # type: ignore[arg-type]
     deadline = start + time_slice
     if now >= deadline:
         assert next_check == 0
@@ -154,11 +163,11 @@ def test_cheap_handlers_are_checked_every_16_messages() -> None:
     """Under a clock that does not move (handlers that cost nothing), a turn of 64
     reads the clock after 16, 32, 48 and 64 messages -- never more often."""
     checked_at: list[int] = []
-    next_check = Dispatcher._next_check
+    next_check = RoundClock.next_check
 
-    def spy(self: Dispatcher, used: int, cell: object, turn: int) -> int:
+    def spy(self: RoundClock, used: int, cell: Any, turn: int) -> int:
         checked_at.append(used)
-        return next_check(self, used, cell, turn)  # type: ignore[arg-type]
+        return next_check(self, used, cell, turn)
 
     class Counter(Actor):
         count = 0
@@ -177,7 +186,7 @@ def test_cheap_handlers_are_checked_every_16_messages() -> None:
             assert await ref.ask(0) == 64 * 3
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(Dispatcher, "_next_check", spy)
+    mp.setattr(RoundClock, "next_check", spy)
     try:
         trio.run(main, clock=trio.testing.MockClock())
     finally:

@@ -13,6 +13,7 @@ import trio.testing
 
 import trio_actors as ta
 from trio_actors.actors import _cell
+from trio_actors.lifecycle._state import Serving
 from trio_actors.mailbox import _envelope
 
 THREADS = 4
@@ -223,7 +224,7 @@ async def test_a_threads_tell_between_an_asks_position_and_its_append_waits(
     injected: list[Any] = []
 
     def with_a_tell_first(cell: Any, item: Any) -> None:
-        if isinstance(item, _envelope.Ask) and cell.scheduled and not injected:
+        if isinstance(item, _envelope.Ask) and cell.serving is not Serving.IDLE and not injected:
             injected.append(item)
             _tell_from_a_thread(cell.ref, ("thread", 1))
         enqueue(cell, item)

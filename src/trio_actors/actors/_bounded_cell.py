@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._errors import ActorError, MailboxFull, describe_value
+from ..lifecycle._state import Serving
 from ..mailbox._bounded import Bounded, WaitingSenders
 from ..mailbox._envelope import Ask, Notice
 from ._cell import ActorCell, current_task_of
@@ -42,13 +43,9 @@ class BoundedCell(ActorCell):
 
     bounded: Bounded
 
-    # Never the tell fast path (append without a check): a bounded tell always checks
-    # the room. A class-level property shadows ActorCell's slot; writes are ignored.
-    fast_tell = property(lambda self: False, lambda self, value: None)
-
     def set_bound(self, bounded: Bounded) -> None:
         self.bounded = bounded
-        self.activates = False  # its tells always check the room
+        self.refresh_tell_paths()  # neither fast path: a bounded tell checks the room
         self.senders = WaitingSenders()
 
     # --- arrivals -----------------------------------------------------------------
@@ -214,7 +211,7 @@ class BoundedCell(ActorCell):
         if mailbox is None:
             mailbox = self.mailbox = deque()
         mailbox.append(item)
-        if not self.scheduled:
+        if self.serving is Serving.IDLE:
             self.dispatcher.schedule(self)
 
     def pop_next(self) -> Any:

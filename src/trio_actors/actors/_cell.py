@@ -3,18 +3,21 @@
 Users see an :class:`~trio_actors.Actor` (their object) and an
 :class:`~trio_actors.ActorRef` (the handle, whose one slot points here); the cell
 between them holds everything the runtime needs: the mailbox, the lifecycle state,
-whether the actor is scheduled, the task and cancel scope of a running ``async``
+who serves it, the task and cancel scope of a running ``async``
 handler, and the counters behind statistics. It is deliberately a flat, slotted
 record: the tell fast path reads three of its attributes and nothing else.
 
 Invariants the serving loop relies on:
 
-* ``scheduled`` is true while the actor is in the run queue, being served inline, or
-  being served by a task of its own; a mailbox is never served by two at once.
-* while ``scheduled`` is true, ``mailbox`` is a deque (it is allocated on first use,
-  so an actor that never got a message costs no deque).
+* ``serving`` says who serves the mailbox (:class:`~trio_actors.lifecycle._state.Serving`):
+  nobody, the dispatcher (run queue or inline turn), its serving task, or a restart
+  task; a mailbox is never served by two at once. It changes only as
+  :data:`~trio_actors.lifecycle._state.SERVING_TRANSITIONS` allows.
 * ``accepting`` is ``state.accepts``, kept by
-  :func:`~trio_actors.lifecycle._state.advance`.
+  :func:`~trio_actors.lifecycle._state.advance`; so is ``inline_ready`` cleared
+  when the state no longer serves.
+* ``fast_tell`` and ``activates`` are a cache of the above for the tell fast paths,
+  defined in one place (:meth:`ActorCell.refresh_tell_paths`).
 * once the actor stops accepting, nothing is appended to ``mailbox`` again; an
   immediate stop moves what is queued to ``stranded`` in one step, which also ends
   any turn in progress.
@@ -24,15 +27,23 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Coroutine
 from threading import get_ident
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 import trio.lowlevel
 
 from .._errors import ActorError, ActorStopped
 from .._statistics import ActorStatistics, DeadLetterCounts
-from ..lifecycle._state import TRANSITIONS, ActorState, LifecycleEvent, advance
+from ..lifecycle._state import (
+    TRANSITIONS,
+    ActorState,
+    LifecycleEvent,
+    Serving,
+    advance,
+    hand_over,
+)
 from ..lifecycle._supervision import (
     DEFAULT_SUPERVISION,
     RestartWindow,
@@ -56,6 +67,10 @@ _STARTING = ActorState.STARTING
 _STOPPING = ActorState.STOPPING
 _STOPPED = ActorState.STOPPED
 _DRAINING = ActorState.DRAINING
+_IDLE = Serving.IDLE
+_DISPATCHER = Serving.DISPATCHER
+_TASK = Serving.TASK
+_RESTART = Serving.RESTART
 _BORN_STARTED = TRANSITIONS[_STARTING, LifecycleEvent.STARTED]
 # Withdrawn envelopes in a deque before it may be compacted (fewer are not worth
 # a walk over the deque).
@@ -112,13 +127,11 @@ class ActorCell:
         "instance",
         "kinds",
         "mailbox",
-        "needs_task",
         "receive",
-        "scheduled",
         "served_in",
+        "serving",
         "started",
         "state",
-        "stop_owned",
         "stopping_task",
         "system",
     )
@@ -152,11 +165,7 @@ class ActorCell:
     # how many of them are asks (a cleanup group without one needs no check per item).
     stranded: deque[Any] | None = None
     stranded_asks = 0
-    # Ownership: while scheduled, exactly one of the dispatcher (run queue or an
-    # inline turn), a serving task or a restart task owns the actor. A task owns it
-    # from the moment it is started (task_owned), before it first runs.
-    task_owned = False
-    serving_task: trio.lowlevel.Task | None = None  # the owning task, once running
+    serving_task: trio.lowlevel.Task | None = None  # the serving or restart task, once running
     restart_delay = 0.0
     handler_scope: trio.CancelScope | None = None  # of a running async handler
     withdrawn = 0
@@ -207,22 +216,31 @@ class ActorCell:
         # backlog and kept.
         self.head: Any = NO_MESSAGE
         self.mailbox: deque[Any] | None = None
-        self.scheduled = False
-        # accepting, scheduled and the deque allocated: the one flag the tell fast
-        # path reads.
+        self.serving = _IDLE  # who serves the mailbox (lifecycle._state.Serving)
+        # The tell paths (refresh_tell_paths, as it would compute them now).
         self.fast_tell = False
+        self.activates = not kinds.needs_task
         self.asks_queued = 0  # Ask envelopes in the mailbox (withdrawn ones too)
         self.served_in = 0  # the dispatcher round whose turn left it work to do
-        self.needs_task = kinds.needs_task
-        # An idle actor's tell may take the inline activation in ActorRef.tell: not
-        # needs_task, unbounded, and no tell from another thread pending (written by
-        # refresh_tell_paths, and cleared by mailbox._foreign).
-        self.activates = not kinds.needs_task
-        # Started and bound, with a plain receive: the dispatcher can serve it inline.
+        # Started and bound, with a plain receive, in a state that serves: the
+        # dispatcher can serve it inline (advance clears it when the state stops
+        # serving; a fresh instance is bound again).
         self.inline_ready = False
         self.stopping_task: trio.lowlevel.Task | None = None  # runs the stop sequence
-        self.stop_owned = False
         self.handled = 0
+
+    @property
+    def needs_task(self) -> bool:
+        """Whether a task must serve it: its ``receive`` is async, or its async
+        ``on_start`` has not run yet."""
+        kinds = self.kinds
+        return kinds.receive_async or (kinds.on_start_async and not self.started)
+
+    @property
+    def served_by_task(self) -> bool:
+        """Whether a serving task or a restart task owns it (from the moment the task
+        is started, before it first runs)."""
+        return self.serving is _TASK or self.serving is _RESTART
 
     @property
     def ref(self) -> ActorRef:
@@ -300,33 +318,41 @@ class ActorCell:
         self.system.dead_letters.record(self.ref, message, "stopped")
 
     def refresh_tell_paths(self) -> None:
-        """Recompute what the tell fast paths read (:meth:`ActorRef.tell`), unless a
-        tell from another thread is still pending. No call between the test and the
-        writes: no other thread can queue a tell in between (mailbox._foreign)."""
+        """Recompute the two flags the tell fast paths read (:meth:`ActorRef.tell`):
+        their one definition. Unless a tell from another thread is still pending
+        (then both stay off until it is delivered, mailbox._foreign). The needs_task
+        property is read before the test: from the test on there is no call, so no
+        other thread can queue a tell in between.
+
+        * ``fast_tell``: appending to the deque is all a tell has to do -- the actor
+          accepts, is unbounded, someone serves it, and its deque is allocated;
+        * ``activates``: a tell while it is idle may activate it inline (head slot,
+          run queue) -- it accepts, is unbounded, and is served inline.
+        """
+        inline = not self.needs_task
         if not self.foreign_pending:
-            self.activates = not self.needs_task and self.bounded is None
-            self.fast_tell = self.scheduled and self.accepting and self.mailbox is not None
+            unchecked = self.accepting and self.bounded is None
+            self.activates = unchecked and inline
+            self.fast_tell = unchecked and self.serving is not _IDLE and self.mailbox is not None
+
+    def close_tell_paths(self) -> None:
+        """Turn both tell fast paths off (until :meth:`refresh_tell_paths`): tells
+        from other threads wait in the foreign inbox while the runtime rewrites the
+        mailbox, or for good once the actor stops accepting."""
+        self.activates = self.fast_tell = False
 
     def enqueue(self, item: Any) -> None:
-        """Queue ``item`` (the actor accepts) and make sure the actor is scheduled."""
-        if not self.scheduled:
+        """Queue ``item`` (the actor accepts) and make sure someone serves it."""
+        if self.serving is _IDLE:
             self.head = item  # idle: the mailbox is empty
-            if self.needs_task:
-                self.dispatcher.schedule(self)
-            else:
-                # Dispatcher.schedule() for a plain actor, inlined: this is the path
-                # of every message to an idle actor (S3, S4), where a call is 10%.
-                self.scheduled = True
-                self.fast_tell = self.mailbox is not None and not self.foreign_pending
-                dispatcher = self.dispatcher
-                dispatcher.run_queue.append(self)
-                if dispatcher.parked is not None:
-                    dispatcher.wake()
+            self.dispatcher.schedule(self)
         else:
             mailbox = self.mailbox
             if mailbox is None:
                 mailbox = self.mailbox = deque()
-                self.fast_tell = not self.foreign_pending
+                mailbox.append(item)
+                self.refresh_tell_paths()  # opened once the item is in
+                return
             mailbox.append(item)
 
     def has_queued(self) -> bool:
@@ -345,14 +371,19 @@ class ActorCell:
         return item
 
     def set_idle(self) -> None:
-        """The serving loop found the mailbox empty: the actor is idle again."""
-        self.scheduled = False
-        self.fast_tell = False
+        """Whoever served the actor found its mailbox empty (or cannot serve it any
+        more): nobody serves it now."""
+        hand_over(self, _IDLE)
         if not self.accepting:
             self.went_idle_refusing()
 
-    async def ask_message(self, message: Any) -> Any:
-        """:meth:`ActorRef.ask`."""
+    def ask_message(self, message: Any) -> Coroutine[Any, Any, Any]:
+        """:meth:`ActorRef.ask`: check the call, and return the coroutine that asks.
+
+        A plain function, not a coroutine of its own: ``ActorRef.ask`` awaits what
+        it returns, one coroutine level less on every ask (~60 ns of S2's ~4 µs).
+        The checks raise at that await, as they would inside a coroutine.
+        """
         task = current_task_of(self.system, "ask")
         if task is self.serving_task:
             raise ActorError(
@@ -360,17 +391,21 @@ class ActorCell:
                 "call the method directly or tell yourself instead"
             )
         if not self.accepting:
-            try:
-                await trio.lowlevel.checkpoint()
-            except trio.Cancelled:
-                self.note_withdrawn()  # cancelled before it could even be refused
-                raise
-            self.failed_back += 1
-            raise ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
-        if self.inline_ready and not self.scheduled:
+            return self._refuse_ask()
+        if self.inline_ready and self.serving is _IDLE:
             # Idle, started, plain receive: answered in the asker's own task.
-            return await self.dispatcher.ask_idle(self, message)
-        return await self.queue_ask(message, task)
+            return self.dispatcher.ask_idle(self, message)
+        return self.queue_ask(message, task)
+
+    async def _refuse_ask(self) -> NoReturn:
+        """Fail an ask to an actor that no longer accepts (after a checkpoint)."""
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled:
+            self.note_withdrawn()  # cancelled before it could even be refused
+            raise
+        self.failed_back += 1
+        raise ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
 
     async def queue_ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
         """Queue an ask behind the mailbox and wait for its answer. A checkpoint."""
@@ -381,13 +416,13 @@ class ActorCell:
     def queue_envelope(self, envelope: Ask) -> None:
         """Queue an ask or a timer's tick, noting its position (the actor accepts)."""
         self.asks_queued += 1
-        if not self.scheduled:
+        if self.serving is _IDLE:
             self.enqueue(envelope)  # idle: to the head slot (no fast path is open)
             return
         # Behind others, in the deque: note where. The position and the append must
         # see the same deque, so no other thread's fast-path tell may land between
         # them (there are calls in between): those wait in the foreign inbox meanwhile.
-        self.fast_tell = False
+        self.close_tell_paths()
         if self.ask_at is None:
             self.ask_at = deque()
         self.ask_at.append(self.popped + len(self.mailbox or ()))
@@ -467,7 +502,6 @@ class ActorCell:
     def mark_started(self) -> None:
         """``on_start`` finished (or there is none): serve messages from now on."""
         self.started = True
-        self.needs_task = self.kinds.receive_async
         self.refresh_tell_paths()
         if self.state is _STARTING:
             advance(self, LifecycleEvent.STARTED)
@@ -487,7 +521,7 @@ class ActorCell:
             if (
                 withdrawn >= _COMPACT_AT_LEAST
                 and 2 * withdrawn > len(self.mailbox or ())
-                and (self.task_owned or not self.scheduled)
+                and self.serving is not _DISPATCHER
             ):
                 self.compact()
 
@@ -506,7 +540,7 @@ class ActorCell:
             return
         # No other thread's fast-path tell may append while the deque is walked and
         # rewritten: those wait in the foreign inbox meanwhile (mailbox._foreign).
-        self.fast_tell = False
+        self.close_tell_paths()
         kept, positions = self._live_entries(mailbox)
         dropped = len(mailbox) - len(kept)
         mailbox.clear()
@@ -561,18 +595,22 @@ class ActorCell:
         else:
             await self.wait_stopped()
 
-    def begin_stop(self, *, drain: bool, cancel_handler: bool) -> None:
+    def begin_stop(self, *, drain: bool, cancel_handler: bool, stop_task: bool = True) -> None:
         """Start stopping; the rest of the stop runs in a system task. Idempotent.
 
         ``drain``: keep serving what is queued, then stop. ``cancel_handler``: cancel
         a running async handler (not when the actor stops itself from it).
+        ``stop_task``: start the task that runs the rest of the stop -- unless the
+        caller runs it itself (the system's exit). A stop task is started exactly
+        when the actor first leaves the accepting states, so an actor DRAINING or
+        STOPPING always has someone finishing its stop.
         """
         state = self.state
         if state is _STOPPING or state is _STOPPED:
             if cancel_handler and self.handler_scope is not None:
                 self.handler_scope.cancel()  # e.g. it stopped itself, then stop()
             return
-        self.fast_tell = False
+        self.close_tell_paths()
         if self.watching:
             forget_watches(self)  # it accepts nothing more: no Terminated either
         if self.senders:
@@ -581,7 +619,8 @@ class ActorCell:
         if drain:
             if state is not _DRAINING:
                 advance(self, LifecycleEvent.DRAIN)
-                self._own_stop()
+                if stop_task:
+                    self.system._start_stop_task(self)
             return
         advance(self, LifecycleEvent.STOP)
         self.strand()
@@ -589,8 +628,8 @@ class ActorCell:
             self.handler_scope.cancel()
         if state is _DRAINING:
             self.wake_drain_waiter()
-        else:
-            self._own_stop()
+        elif stop_task:
+            self.system._start_stop_task(self)
 
     def strand(self) -> None:
         """Move everything queued to ``stranded`` (which ends any turn in progress)."""
@@ -625,11 +664,6 @@ class ActorCell:
             lambda: ActorStopped(f"{self.path} stopped while a send waited for room")
         )
 
-    def _own_stop(self) -> None:
-        if not self.stop_owned:
-            self.stop_owned = True
-            self.system._start_stop_task(self)
-
     def went_idle_refusing(self) -> None:
         """Called by a serving loop when this non-accepting actor's mailbox ran dry."""
         if self.state is _DRAINING:
@@ -642,21 +676,22 @@ class ActorCell:
 
     async def wait_drained(self) -> None:
         """Wait until a draining actor has handled its queue. A checkpoint."""
-        while self.state is _DRAINING and (self.scheduled or self.has_queued()):
+        while self.state is _DRAINING and (self.serving is not _IDLE or self.has_queued()):
             self._drained = trio.Event()
             await self._drained.wait()
 
     async def wait_not_served(self) -> None:
-        """Wait until no task owns this actor. A checkpoint if one does."""
-        while self.task_owned:
+        """Wait until no task serves this actor (a serving or a restart task). A
+        checkpoint if one does."""
+        while self.served_by_task:
             if self._task_done is None:
                 self._task_done = trio.Event()
             await self._task_done.wait()
 
     def serving_task_done(self) -> None:
-        """The owning task is finishing: release ownership and wake any waiter."""
+        """The serving (or restart) task is finishing: wake whoever waits for it. The
+        task then hands the actor over (:func:`hand_over`) before it yields again."""
         self.serving_task = None
-        self.task_owned = False
         if self._task_done is not None:
             self._task_done.set()
             self._task_done = None
@@ -694,10 +729,9 @@ class ActorCell:
     # --- restarts and children ------------------------------------------------------
 
     def hand_to_restart(self) -> None:
-        """The owner of a RESTARTING actor lets go: a restart task takes it over."""
-        self.scheduled = True
-        self.inline_ready = False
-        self.task_owned = True
+        """Whoever serves a RESTARTING actor lets go (or nobody did): a restart task
+        takes it over."""
+        hand_over(self, _RESTART)
         self.system._start_restart_task(self, self.restart_delay)
 
     def make_instance(self) -> tuple[Actor, HandlerKinds]:
@@ -718,9 +752,8 @@ class ActorCell:
         self.receive = instance.receive if kinds.receive_async else None
         instance._trio_actors_cell = self
         self.started = False
-        self.needs_task = kinds.needs_task
-        self.refresh_tell_paths()
         self.inline_ready = False
+        self.refresh_tell_paths()
 
     # --- failures -----------------------------------------------------------------
 

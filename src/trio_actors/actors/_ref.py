@@ -26,10 +26,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, final
 
 from trio.lowlevel import enable_ki_protection
 
+from ..lifecycle._state import Serving
+
 if TYPE_CHECKING:
     from .._statistics import ActorStatistics
     from ..lifecycle._watch import Terminated
     from ._cell import ActorCell
+
+
+_IDLE = Serving.IDLE
+_DISPATCHER = Serving.DISPATCHER
 
 
 class _NoPublicConstructor(type):
@@ -84,26 +90,28 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         cell = self._cell
         if cell.fast_tell:
-            # The actor accepts messages, is already scheduled (in the run queue or
-            # being served), its deque is allocated and unbounded, and no tell from
-            # another thread waits in the system's foreign inbox: appending is all
-            # there is to do, from any thread. Under the GIL the test and the append
-            # cannot be separated by another thread (no eval breaker between them).
+            # Someone serves the actor, it accepts, its deque is allocated and
+            # unbounded, and no tell from another thread waits in the system's
+            # foreign inbox (ActorCell.refresh_tell_paths): appending is all there is
+            # to do, from any thread. Under the GIL the test and the append cannot
+            # be separated by another thread (no eval breaker between them).
             cell.mailbox.append(message)  # type: ignore[union-attr]
         elif (
             (dispatcher := cell.dispatcher).thread_id == get_ident()
-            and not cell.scheduled
-            and cell.accepting
             and cell.activates
+            and cell.serving is _IDLE
         ):
-            # An idle actor served inline (plain, unbounded, no tell from another
-            # thread pending): the message goes to the head slot and the actor to
-            # the run queue (ActorCell.enqueue, inlined: this is every activation of
-            # fan-out and ping-pong, where a call is ~10%). The thread is checked
-            # first: from the reads on there is no call, so no other thread can
-            # change the cell in between (see mailbox._foreign).
+            # An idle actor served inline (it accepts, is plain and unbounded, no
+            # tell from another thread pending): the message goes to the head slot
+            # and the actor to the run queue. This is ActorCell.enqueue and
+            # Dispatcher.schedule inlined, with the hand-over from IDLE to DISPATCHER
+            # and the tell paths it leaves (activates stays: it does not depend on
+            # who serves): the path of every activation of fan-out and ping-pong,
+            # where the two calls cost ~10%. The thread is checked first: from the
+            # reads on there is no call, so no other thread can change the cell in
+            # between (see mailbox._foreign).
             cell.head = message
-            cell.scheduled = True
+            cell.serving = _DISPATCHER
             cell.fast_tell = cell.mailbox is not None
             dispatcher.run_queue.append(cell)
             if dispatcher.parked is not None:

@@ -28,8 +28,8 @@ from ..lifecycle._stopping import finish_idle_stop, finish_stop
 from ..lifecycle._stranded import CleanupCadence
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy, check_strategy
 from ..mailbox._bounded import Bounded
+from ..mailbox._dispatcher import Dispatcher
 from ..mailbox._foreign import ForeignInbox
-from ..mailbox._serving import Dispatcher
 from ._actor import Actor, unknown_spawn_keyword
 from ._bounded_cell import BoundedCell
 from ._cell import ActorCell
@@ -303,8 +303,8 @@ class ActorSystem:
                 by_reason["stopped"], by_reason["stranded"], by_reason["overflow"]
             ),
             rounds=dispatcher.rounds,
-            longest_round_messages=dispatcher.longest_round_messages,
-            longest_round_seconds=dispatcher.longest_round,
+            longest_round_messages=dispatcher.clock.longest_round_messages,
+            longest_round_seconds=dispatcher.clock.longest_round,
             timers=self.timers_active(),
         )
 
@@ -361,15 +361,14 @@ class ActorSystem:
             try:
                 if cell.state is _STOPPED:
                     continue  # stopped meanwhile (by its parent, or by itself)
-                if cell.stop_owned:
-                    # A stop task (or its parent's stop) owns it already; a drain in
+                if not cell.accepting:
+                    # DRAINING or STOPPING: its stop task finishes it; a drain in
                     # progress becomes an immediate stop.
                     cell.begin_stop(drain=False, cancel_handler=True)
                     with trio.CancelScope(shield=True):
                         await cell.wait_stopped()
                 else:
-                    cell.stop_owned = True  # so begin_stop starts no stop task of its own
-                    cell.begin_stop(drain=False, cancel_handler=True)
+                    cell.begin_stop(drain=False, cancel_handler=True, stop_task=False)
                     if not finish_idle_stop(cell):
                         await finish_stop(cell, cadence)
                 if cadence.group_complete_after(1):  # one unit per actor

@@ -1,11 +1,14 @@
-"""The actor lifecycle: states and transitions (one table), stopping, supervision
+"""The actor lifecycle: states and transitions (one table), who serves an actor
+(a second table), stopping, supervision
 and restarts, death watch, and dead letters."""
 
 from ._dead_letters import DeadLetter as DeadLetter
 from ._dead_letters import DeadLetters as DeadLetters
+from ._state import SERVING_TRANSITIONS as SERVING_TRANSITIONS
 from ._state import TRANSITIONS as TRANSITIONS
 from ._state import ActorState as ActorState
 from ._state import LifecycleEvent as LifecycleEvent
+from ._state import Serving as Serving
 from ._supervision import Backoff as Backoff
 from ._supervision import Escalate as Escalate
 from ._supervision import Restart as Restart
@@ -15,6 +18,7 @@ from ._supervision import SupervisionStrategy as SupervisionStrategy
 from ._watch import Terminated as Terminated
 
 __all__ = [
+    "SERVING_TRANSITIONS",
     "TRANSITIONS",
     "ActorState",
     "Backoff",
@@ -24,6 +28,7 @@ __all__ = [
     "LifecycleEvent",
     "Restart",
     "Resume",
+    "Serving",
     "Stop",
     "SupervisionStrategy",
     "Terminated",

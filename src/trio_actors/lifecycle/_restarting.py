@@ -63,7 +63,6 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
     finally:
         cell.handler_scope = None
         cell.serving_task_done()
-        cell.scheduled = cell.fast_tell = False
         if replaced and cell.state is ActorState.RESTARTING:
             advance(cell, LifecycleEvent.REPLACED)
         if replaced and cell.state in (ActorState.STARTING, ActorState.DRAINING):

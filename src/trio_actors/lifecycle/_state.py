@@ -141,20 +141,91 @@ assert not NO_OPS & TRANSITIONS.keys(), "a pair is either a transition or a no-o
 del S, E
 
 
+class Serving(enum.Enum):
+    """Who serves an actor's mailbox: at most one at a time, and the lifecycle's
+    second machine (:data:`SERVING_TRANSITIONS`).
+
+    ``DISPATCHER`` is one value for "in the run queue" and "in an inline turn":
+    nothing reads the difference, and telling them apart would cost a write at the
+    start of every turn, on the path of every activation (S3, S4). Stopping is
+    not a server: a stop moves what is queued to the actor's stranded messages in
+    one step, which its stop sequence cleans up, and whoever serves the mailbox
+    finds it empty and lets go (the stop waits for a task that serves it).
+    """
+
+    __hash__ = object.__hash__
+
+    IDLE = "idle"  # nobody: nothing queued, or it may not be served now
+    DISPATCHER = "dispatcher"  # the dispatcher: in its run queue or in an inline turn
+    TASK = "task"  # its serving task (async handlers), from when the task is started
+    RESTART = "restart"  # a restart task, from the hand-over until the fresh instance
+
+
+V = Serving
+
+SERVING_TRANSITIONS: Mapping[tuple[Serving, Serving], str] = {
+    (V.IDLE, V.DISPATCHER): "work arrives for an actor served inline (plain handlers)",
+    (V.IDLE, V.TASK): "work arrives for an actor with an async receive or on_start",
+    (V.IDLE, V.RESTART): "it fails while idle (a child escalated): restarted at once",
+    (V.DISPATCHER, V.IDLE): "its mailbox ran dry, or it stopped",
+    (V.DISPATCHER, V.RESTART): "it failed in its turn, or while in the run queue",
+    (V.TASK, V.IDLE): "its mailbox ran dry, or it stopped",
+    (V.TASK, V.DISPATCHER): "its async on_start ran and its receive is plain",
+    (V.TASK, V.TASK): "its task ended with work left (interrupted): a new one serves on",
+    (V.TASK, V.RESTART): "it failed in an async handler or on_start",
+    (V.RESTART, V.IDLE): "it stopped (or escalated) during the restart",
+    (V.RESTART, V.DISPATCHER): "the fresh instance is served inline",
+    (V.RESTART, V.TASK): "the fresh instance needs a task",
+}
+"""Every legal change of who serves an actor, with why it happens; nothing else is
+legal (:func:`hand_over`). Two inlined copies skip the check, on the paths of every
+activation: ``ActorRef.tell`` (IDLE to DISPATCHER) and the dispatcher's turn
+(DISPATCHER to IDLE); the serving tests check that they keep to the table."""
+del V
+
+
 class HasLifecycle(Protocol):
     """What :func:`advance` needs of an actor's runtime record."""
 
     state: ActorState
     accepting: bool
+    inline_ready: bool
 
     def describe(self) -> str: ...
+
+
+class HasServer(HasLifecycle, Protocol):
+    """What :func:`hand_over` needs of an actor's runtime record."""
+
+    serving: Serving
+
+    def refresh_tell_paths(self) -> None: ...
+
+
+def hand_over(subject: HasServer, to: Serving) -> None:
+    """Make ``to`` the one who serves ``subject``, and recompute the tell paths.
+
+    Raises:
+        LifecycleError: ``(subject.serving, to)`` is not in
+            :data:`SERVING_TRANSITIONS`; nothing is changed, and the message names
+            the actor and both.
+    """
+    if (subject.serving, to) not in SERVING_TRANSITIONS:
+        raise LifecycleError(
+            f"illegal hand-over of {subject.describe()}: from {subject.serving.name} "
+            f"to {to.name} (in state {subject.state.name})"
+        )
+    subject.serving = to
+    subject.refresh_tell_paths()
 
 
 def advance(subject: HasLifecycle, event: LifecycleEvent) -> ActorState:
     """Apply ``event`` to ``subject`` and return its new state.
 
     ``subject.accepting`` is kept equal to ``state.accepts`` (the tell fast path reads
-    the flag rather than the state). A pair in :data:`NO_OPS` changes nothing.
+    the flag rather than the state), and ``subject.inline_ready`` is cleared when
+    the new state does not serve (which ends an inline turn in progress). A pair in
+    :data:`NO_OPS` changes nothing.
 
     Raises:
         LifecycleError: ``(state, event)`` is in neither :data:`TRANSITIONS` nor
@@ -172,14 +243,19 @@ def advance(subject: HasLifecycle, event: LifecycleEvent) -> ActorState:
         ) from None
     subject.state = new_state
     subject.accepting = new_state.accepts
+    if not new_state.serves:
+        subject.inline_ready = False
     return new_state
 
 
 __all__ = [
     "ACCEPTING_STATES",
     "NO_OPS",
+    "SERVING_TRANSITIONS",
     "TRANSITIONS",
     "ActorState",
     "LifecycleEvent",
+    "Serving",
     "advance",
+    "hand_over",
 ]

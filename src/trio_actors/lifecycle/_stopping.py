@@ -55,7 +55,7 @@ def finish_idle_stop(cell: ActorCell) -> bool:
 def _must_wait_or_clean(cell: ActorCell) -> bool:
     """Whether steps 1--4 have anything to do (see the module docstring)."""
     return bool(
-        cell.state is ActorState.DRAINING or cell.task_owned or cell.children or cell.stranded
+        cell.state is ActorState.DRAINING or cell.served_by_task or cell.children or cell.stranded
     )
 
 

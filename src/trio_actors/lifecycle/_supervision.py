@@ -35,7 +35,7 @@ import attrs
 import trio
 
 from .._policy import is_finite
-from ._state import ActorState, LifecycleEvent, advance
+from ._state import ActorState, LifecycleEvent, Serving, advance
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
@@ -216,13 +216,13 @@ def handle_failure(
         if delay is not None:
             advance(cell, LifecycleEvent.FAILED)
             cell.end_timers()  # the fresh instance starts with none
-            cell.inline_ready = False
             cell.restart_delay = delay
-            if not cell.scheduled:
-                cell.hand_to_restart()  # idle: nobody owns it, restart it now
-            # Otherwise its owner (the dispatcher, or the task serving it) hands it to
-            # a restart task as soon as it sees RESTARTING: an async handler that is
-            # running finishes first, as between two messages.
+            if cell.serving is Serving.IDLE:
+                cell.hand_to_restart()  # nobody serves it: restart it now
+            # Otherwise whoever serves it (the dispatcher, or its serving task) hands
+            # it to a restart task as soon as it sees RESTARTING (advance has ended
+            # an inline turn): an async handler that is running finishes first, as
+            # between two messages.
 
 
 def restart_delay(

@@ -3,6 +3,6 @@ asks in flight, bounded mailboxes, and tells from other threads. The one sub-pac
 that uses trio's scheduling primitives."""
 
 from ._bounded import Bounded as Bounded
-from ._serving import Dispatcher as Dispatcher
+from ._dispatcher import Dispatcher as Dispatcher
 
 __all__ = ["Bounded", "Dispatcher"]

@@ -55,8 +55,7 @@ class ForeignInbox:
             )
         # No call before the append: these lines run with no other thread between.
         cell.foreign_pending += 1
-        cell.activates = False
-        cell.fast_tell = False
+        cell.close_tell_paths()
         self._items.append((cell, message))
         if not self._drain_requested:
             self._drain_requested = True

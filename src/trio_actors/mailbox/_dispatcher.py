@@ -1,8 +1,11 @@
-"""The serving loop: how mailboxes get their turns.
+"""The dispatcher: the run queue, rounds and inline turns -- how mailboxes get their
+turns.
 
-This module (with the ask envelope in ``_envelope.py``) is the one place that uses
-trio's scheduling primitives (``wait_task_rescheduled``, ``reschedule``,
-``checkpoint``); everything else in the package goes through it.
+This module (with serving by task in ``_task_serving.py`` and the ask envelope in
+``_envelope.py``) is the one place that uses trio's scheduling primitives
+(``wait_task_rescheduled``, ``reschedule``, ``checkpoint``); everything else in the
+package goes through it. When the round reads the clock is ``_round_clock.py``'s;
+how a handler is called and where its outcome goes, ``_handler_call.py``'s.
 
 Design
 ======
@@ -16,10 +19,10 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   called inline by the dispatcher: no task per actor, no hop per activation. Actor
   ping-pong and fan-out (S3/S4) then cost a deque append and a method call per
   message instead of a task switch.
-* **A task only while an async handler needs one.** An actor whose ``receive`` (or
-  ``on_start``) is ``async def`` is served by a short-lived task started when it gets
-  work and ending when its mailbox runs dry; an idle actor has no task (S5: memory
-  and spawn rate).
+* **A task only while an async handler needs one** (``_task_serving.py``). An actor
+  whose ``receive`` (or ``on_start``) is ``async def`` is served by a short-lived
+  task started when it gets work and ending when its mailbox runs dry; an idle
+  actor has no task (S5: memory and spawn rate).
 * **Yield batches.** The dispatcher serves a *round*: actors from the run queue,
   each for a *turn* of at most ``batch`` messages. An actor whose turn leaves work
   goes to the back of the run queue, marked with the round; reaching it again ends
@@ -30,22 +33,9 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   marked: new work for it in the same round is a new activation (ping-pong, fan-out)
   and costs no yield. The dispatcher yields only when work remains: an empty run
   queue parks it instead.
-* **The clock is read every k messages, with k adapted to the handlers' cost.**
-  Reading the clock costs about as much as a trivial handler (~0.1 µs), so the round
-  reads it at its start and then after k messages, where k = min(16, the messages
-  that fit in the rest of the slice at the mean cost so far); a round's first k comes
-  from the previous round's cost. Cheap handlers: ~4 reads per 64 messages. 1 ms
-  handlers (T13): k shrinks so the round ends within one handler of the slice. The
-  overshoot is bounded by k handlers whose cost differs from the mean (heavy tails).
-  Why at most 16: it is the largest k for which handlers that turn from cheap to
-  T13's 1 ms all at once still end the step within T13's 20 ms. Measured: k = 64
-  (one reading per batch) would make S1 ~10% faster (alternating-process A/B),
-  which is what S1's reads and checks cost. So a check is kept cheap instead:
-  trio's default clock is read through ``perf_counter`` (``_clock_reader``), the
-  common case needs no arithmetic (16 or more messages in at most half the slice:
-  16 more fit), and a stretch between checks reuses a prebuilt ``range``. Under
-  callgrind these took S1 from 3,162 to 3,068 instructions per message (k = 64:
-  ~2,820).
+* **The clock is read every k messages, with k adapted to the handlers' cost**
+  (``_round_clock.py``): at most every 16 messages, fewer when handlers are slow,
+  so a round overshoots its slice by at most a few handlers.
 * **An ask to an idle plain actor is answered in the asker's task** (``ask_idle``):
   no hop to the dispatcher and back, one checkpoint instead of two task switches.
 * **Stranded cleanup** (``lifecycle/_stranded.py``) has its own cadence and yields that cannot
@@ -63,20 +53,26 @@ now per path are in ``docs/performance.rst``.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from threading import get_ident
-from time import perf_counter
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._errors import ActorStopped
 from .._policy import ServingPolicy
-from ..lifecycle._state import ActorState
+from ..lifecycle._state import ActorState, Serving, hand_over
 from ..lifecycle._supervision import handle_failure
-from ._envelope import NO_MESSAGE, Ask, AskState
+from . import _task_serving
+from ._envelope import NO_MESSAGE, Ask
+from ._handler_call import (
+    answer_plain,
+    call_plain,
+    coroutine_returned,
+    reply_plain,
+    stray_cancelled,
+)
+from ._round_clock import MAX_CHECK_EVERY, RoundClock
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
@@ -85,72 +81,21 @@ _STARTING = ActorState.STARTING
 _RUNNING = ActorState.RUNNING
 _RESTARTING = ActorState.RESTARTING
 _DRAINING = ActorState.DRAINING
+_IDLE = Serving.IDLE
+_DISPATCHER = Serving.DISPATCHER
+_TASK = Serving.TASK
 
-_QUEUED = AskState.QUEUED
-_ASK_RUNNING = AskState.RUNNING
-_MAX_CHECK_EVERY = 16
-_MAX_CHECK_EVERY_F = float(_MAX_CHECK_EVERY)
 # The serving loop handles messages in stretches of ``count`` between clock checks:
 # ``for n in _COUNTS[count]`` reuses a range made once, where ``range(1, count + 1)``
 # would build one per stretch (~1,000 instructions, a third of a stretch's overhead).
-# With a time slice a stretch is at most 16 messages; without one, up to the batch
-# (64 by default); longer stretches build their range.
-_COUNTS_UP_TO = 64
+# With a time slice a stretch is at most MAX_CHECK_EVERY (16) messages; without
+# one, up to the batch (64 by default); longer stretches build their range.
+_COUNTS_UP_TO = max(64, MAX_CHECK_EVERY)
 _COUNTS = tuple(range(1, count + 1) for count in range(_COUNTS_UP_TO + 1))
-
-
-def _trio_default_clock_type() -> type[trio.abc.Clock] | None:
-    """trio's default clock class: a private name, so ``None`` if it has moved
-    (then every clock is read through its ``current_time``)."""
-    try:
-        from trio._core._run import SystemClock
-    except ImportError:  # pragma: no cover - a trio without it
-        return None
-    return SystemClock
-
-
-_TrioSystemClock = _trio_default_clock_type()
-
-
-def _clock_reader(clock: trio.abc.Clock) -> Callable[[], float]:
-    """What the dispatcher reads the run's clock with.
-
-    The dispatcher only compares its readings with each other (a round's start and
-    deadline, turn and round lengths), so a reading that differs from the clock's
-    by a constant serves as well. trio's default clock reads ``offset +
-    perf_counter()`` in a Python method, ~5x the cost of the C call: under it the
-    dispatcher calls :func:`time.perf_counter` itself (measured: ~40 of S1's ~3,160
-    instructions per message). Any other clock -- ``MockClock`` in tests, a user's
-    own -- is read through its ``current_time``. (So a test cannot move the
-    dispatcher's time by patching ``perf_counter`` inside trio: use ``MockClock``.)
-    """
-    if _TrioSystemClock is not None and type(clock) is _TrioSystemClock:
-        return perf_counter
-    return clock.current_time
-
-
-def _coroutine_returned(cell: ActorCell, result: Any) -> TypeError:
-    result.close()
-    return TypeError(
-        f"{type(cell.instance).__qualname__}.receive returned a coroutine; declare it "
-        "'async def' (or make sure inspect.iscoroutinefunction sees it as one)"
-    )
 
 
 async def _reraise(error: BaseException) -> None:
     raise error
-
-
-def _stray_cancelled(cell: ActorCell, cancelled: BaseException) -> RuntimeError:
-    """The failure a handler's stray ``Cancelled`` becomes: one that no scope of the
-    runtime's cancelled (kept from an earlier cancellation and raised again, say).
-    Let through, it would end the system block silently."""
-    error = RuntimeError(
-        f"a handler of {cell.path} raised trio.Cancelled that was not its own "
-        "cancellation (a Cancelled kept and raised again?); it is a failure of the actor"
-    )
-    error.__cause__ = cancelled
-    return error
 
 
 class Dispatcher:
@@ -169,32 +114,21 @@ class Dispatcher:
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
         self.closed = False  # the system has exited: run() returns
-        self._first_check = 1  # when a round first reads the clock (see _next_check)
-        # Reads the run's clock (up to a constant, see _clock_reader); the current
-        # round's start, deadline and the middle between them (with a slice).
-        self._now = _clock_reader(trio.lowlevel.current_clock())
-        self._round_start = 0.0
-        self._deadline = 0.0
-        self._midpoint = 0.0
-        # The last clock reading of the round, and the round's count of messages then.
-        self._read_time = 0.0
-        self._read_used = 0
-        # Statistics: the longest round, in trio-clock seconds and in messages.
-        self.longest_round = 0.0
-        self.longest_round_messages = 0
+        # When the round reads the clock, and the round statistics.
+        self.clock = RoundClock(policy, trio.lowlevel.current_clock())
 
     # --- scheduling ---------------------------------------------------------------
 
     def schedule(self, cell: ActorCell) -> None:
-        """Give an idle actor that has work (or must start) a turn. Never blocks.
+        """Give an actor that has work (or must start) to its server: a serving task
+        if it needs one, the run queue otherwise. Never blocks.
 
-        The caller has checked that ``cell`` is not scheduled.
+        Nobody serves ``cell`` (IDLE), or its restart task is handing it back.
         """
-        cell.scheduled = True
-        cell.fast_tell = cell.accepting and cell.mailbox is not None and not cell.foreign_pending
         if cell.needs_task:
-            self._start_serving_task(cell)
+            self.start_serving_task(cell)
         else:
+            hand_over(cell, _DISPATCHER)
             self.run_queue.append(cell)
             if self.parked is not None:
                 self.wake()
@@ -274,21 +208,15 @@ class Dispatcher:
             cell.note_withdrawn()
             raise
         try:
-            result = cell.receive(message)
-        except Exception as error:
+            result = reply_plain(cell, cell.receive, message)
+        except Exception:
             cell.handled += 1
-            cell.handler_failed(error, message)
             await trio.lowlevel.checkpoint()
             raise
         except BaseException:
             cell.handled += 1  # a KeyboardInterrupt in the handler: it goes on
             raise
         cell.handled += 1
-        if result is not None and type(result) is CoroutineType:
-            misuse = _coroutine_returned(cell, result)
-            cell.handler_failed(misuse, message)
-            await trio.lowlevel.checkpoint()
-            raise misuse
         await trio.lowlevel.checkpoint()
         return result
 
@@ -311,40 +239,9 @@ class Dispatcher:
         pop, the call and two counters: this loop is the hot path of S1, S3 and S4.
         """
         self.rounds += 1
-        policy = self.policy
-        start = self._read_time = self._round_start = self._now()
-        self._read_used = 0
-        if policy.time_slice is None:
-            next_check = policy.batch  # without a slice, the batch bounds the round too
-        else:
-            self._deadline = start + policy.time_slice
-            self._midpoint = start + policy.time_slice / 2
-            next_check = self._first_check  # from the handlers' cost in the last round
+        next_check = self.clock.begin_round()
         used, last, turn = self._serve_turns(run_queue, next_check)
-        if used == self._read_used:
-            now = self._read_time  # the round ended at a clock reading
-        else:
-            # One more reading, for statistics and for the next round's first check
-            # (a round is up to a time slice of handlers, or ends in a yield or a
-            # park, each of which costs far more than the reading).
-            now = self._now()
-            if last is not None:
-                self._attribute(now, used, last, turn)
-        elapsed = now - start
-        if used and policy.time_slice is not None:
-            # The next round first looks after as many messages as fit in a whole
-            # slice at this round's mean cost (so cheap handlers cost no early
-            # clock read, and a round of expensive ones looks after the first).
-            if used >= _MAX_CHECK_EVERY and now <= self._midpoint:
-                # Then at least 2 x used >= 32 fit in a whole slice: no arithmetic.
-                self._first_check = _MAX_CHECK_EVERY
-            else:
-                fit = policy.time_slice * used / (elapsed or 1e-12)
-                self._first_check = _MAX_CHECK_EVERY if fit >= _MAX_CHECK_EVERY else (int(fit) or 1)
-        if elapsed > self.longest_round:
-            self.longest_round = elapsed
-        if used > self.longest_round_messages:
-            self.longest_round_messages = used
+        self.clock.end_round(used, last, turn)
 
     def _serve_turns(
         self, run_queue: deque[ActorCell], next_check: int
@@ -353,6 +250,7 @@ class Dispatcher:
         actor served last with the messages of its last turn (for statistics)."""
         this_round = self.rounds
         batch = self.policy.batch
+        clock = self.clock
         used = turn = 0
         cell = None
         while run_queue:
@@ -365,6 +263,7 @@ class Dispatcher:
                     turn = 0
                     continue
                 item = cell.head
+                turn = 0
                 if item is not NO_MESSAGE:
                     # The message that woke the actor waits in the head slot rather than
                     # in the deque: an actor that gets one message per activation (S3,
@@ -372,10 +271,12 @@ class Dispatcher:
                     cell.head = NO_MESSAGE
                     if cell.asks_queued and isinstance(item, Ask):  # or a Notice
                         cell.asks_queued -= 1
-                        self._answer_inline(cell, cell.receive, item)
+                        answer_plain(cell, cell.receive, item)
                     else:
-                        # A local, not cell.receive(item): a slot read is specialized by
-                        # the interpreter, a method-style call on a slot is not.
+                        # call_plain(cell, cell.receive, item), inlined: this is every
+                        # activation of fan-out and ping-pong (S3, S4). A local, not
+                        # cell.receive(item): a slot read is specialized by the
+                        # interpreter, a method-style call on a slot is not.
                         receive = cell.receive
                         try:
                             result = receive(item)
@@ -386,28 +287,29 @@ class Dispatcher:
                             raise
                         else:
                             if result is not None and type(result) is CoroutineType:
-                                cell.handler_failed(_coroutine_returned(cell, result), item)
+                                cell.handler_failed(coroutine_returned(cell, result), item)
                     cell.handled += 1
                     used += 1
                     turn = 1
                     if not cell.mailbox and cell.inline_ready:
                         # One message and the mailbox ran dry (the common activation):
-                        # the actor goes idle, as at the end of the loop below.
-                        cell.scheduled = cell.fast_tell = False
+                        # the actor goes idle as at the end of the turn below, copied
+                        # here because falling through to it costs S3 ~20 ns per
+                        # message of ~270 (in-process A/B, 4 runs each).
+                        cell.serving = _IDLE
+                        cell.fast_tell = False
                         if not cell.accepting:
                             cell.went_idle_refusing()
                         if used == next_check:
-                            next_check = self._next_check(used, cell, 1)
+                            next_check = clock.next_check(used, cell, 1)
                             if not next_check:
                                 return used, cell, 1
                         continue
                     if used == next_check:
-                        next_check = self._next_check(used, cell, 1)
-                else:
-                    turn = 0
-                receive = cell.receive
+                        next_check = clock.next_check(used, cell, 1)
                 mailbox = cell.mailbox
                 if next_check and mailbox and cell.inline_ready and turn < batch:
+                    receive = cell.receive
                     if cell.bounded is not None:
                         n, next_check = self._serve_checked(
                             cell, receive, batch - turn, used, turn, next_check
@@ -434,7 +336,7 @@ class Dispatcher:
                                 self._answer_next_ask(cell, receive, mailbox, ask_at)  # type: ignore[arg-type]
                                 n = 1
                                 if used + 1 >= next_check:
-                                    next_check = self._next_check(used + 1, cell, turn + 1)
+                                    next_check = clock.next_check(used + 1, cell, turn + 1)
                             cell.handled += n
                             used += n
                             turn += n
@@ -448,8 +350,12 @@ class Dispatcher:
                     cell.served_in = this_round  # work remains: back of the queue
                     run_queue.append(cell)
                 else:
-                    # The mailbox ran dry: the actor goes idle.
-                    cell.scheduled = cell.fast_tell = False
+                    # The mailbox ran dry: the actor goes idle. This is set_idle, with
+                    # the hand-over from DISPATCHER to IDLE and the tell paths it
+                    # leaves inlined (activates does not depend on who serves): the
+                    # end of every activation with a backlog.
+                    cell.serving = _IDLE
+                    cell.fast_tell = False
                     if not cell.accepting:
                         cell.went_idle_refusing()
                 if not next_check:
@@ -462,7 +368,7 @@ class Dispatcher:
                     raise
                 # A plain handler cannot be cancelled: any Cancelled it raises is
                 # stray, and a failure of the actor (its supervision decides).
-                handle_failure(cell, _stray_cancelled(cell, error), "in a plain handler")
+                handle_failure(cell, stray_cancelled(cell, error), "in a plain handler")
                 turn = 0
         return used, cell, turn
 
@@ -499,6 +405,8 @@ class Dispatcher:
                 stretch = _COUNTS[count] if 0 <= count <= _COUNTS_UP_TO else range(1, count + 1)
                 for n in stretch:  # noqa: B007 - n is the count
                     item = popleft()
+                    # call_plain(cell, receive, item), inlined: this loop is S1's every
+                    # message, and the call would be most of its overhead.
                     try:
                         result = receive(item)
                     except Exception as error:
@@ -507,7 +415,7 @@ class Dispatcher:
                             break  # restarting: a restart task owns it
                     else:
                         if result is not None and type(result) is CoroutineType:
-                            cell.handler_failed(_coroutine_returned(cell, result), item)
+                            cell.handler_failed(coroutine_returned(cell, result), item)
             except IndexError:
                 n -= 1  # it stopped itself: the mailbox was stranded
             except BaseException:
@@ -518,7 +426,7 @@ class Dispatcher:
                 raise
             served += n
             if used + served >= next_check:
-                next_check = self._next_check(used + served, cell, turn + served)
+                next_check = self.clock.next_check(used + served, cell, turn + served)
             if served == limit or not next_check or not mailbox or not cell.inline_ready:
                 break
         cell.popped += served
@@ -540,75 +448,23 @@ class Dispatcher:
             if isinstance(item, Ask):  # or a Notice
                 cell.asks_queued -= 1
                 try:
-                    self._answer_inline(cell, receive, item)
+                    answer_plain(cell, receive, item)
                 except BaseException:
-                    cell.handled += n  # (_answer_inline counted its own)
+                    cell.handled += n  # (answer_plain counted its own)
                     raise
             else:
                 try:
-                    result = receive(item)
-                except Exception as error:
-                    cell.handler_failed(error, item)
+                    call_plain(cell, receive, item)
                 except BaseException:
                     cell.handled += n + 1  # a KeyboardInterrupt: the counts stay true
                     raise
-                else:
-                    if result is not None and type(result) is CoroutineType:
-                        cell.handler_failed(_coroutine_returned(cell, result), item)
             n += 1
             if used + n >= next_check:
-                next_check = self._next_check(used + n, cell, turn + n)
+                next_check = self.clock.next_check(used + n, cell, turn + n)
                 if not next_check:
                     break
         cell.handled += n
         return n, next_check
-
-    def _next_check(self, used: int, cell: ActorCell, turn: int) -> int:
-        """Read the clock; return when to read it next, as the round's count of
-        messages (0 ends the round).
-
-        ``used``: the messages handled this round so far; ``cell`` and ``turn``: the
-        actor being served and the messages of its turn so far. If every message
-        since the last reading was of this turn, the time between the readings is
-        this turn's (at least): it goes to the actor's longest-turn statistic.
-        """
-        now = self._now()
-        # Statistics (see _attribute), inlined: this runs every 16 messages of S1.
-        if used - self._read_used <= turn:
-            interval = now - self._read_time
-            if interval > cell.longest_turn_time:
-                cell.longest_turn_time = interval
-        self._read_time = now
-        self._read_used = used
-        if self.policy.time_slice is None:
-            return 0  # called only when the round's batch is used up
-        deadline = self._deadline
-        if now >= deadline:
-            return 0
-        # The messages that fit in the rest of the slice at this round's mean cost so
-        # far, at most 16 between clock reads, at least 1. (The next round's first
-        # check is worked out once, at the end of this round.) The common case first,
-        # without arithmetic: if 16 or more messages took at most half the slice, 16
-        # more at their mean cost take at most as long again, which still fits.
-        if now <= self._midpoint and used >= _MAX_CHECK_EVERY:
-            return used + _MAX_CHECK_EVERY
-        remaining = deadline - now
-        elapsed = now - self._round_start
-        if remaining * used >= _MAX_CHECK_EVERY_F * elapsed:
-            return used + _MAX_CHECK_EVERY  # in float arithmetic only
-        return used + (int(remaining * used / (elapsed or 1e-12)) or 1)
-
-    def _attribute(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
-        """A clock reading at ``now``, after ``used`` messages of the round, during
-        (or at the end of) ``cell``'s turn of ``turn`` messages so far: if every
-        message since the last reading was of this turn, the time between the
-        readings is the turn's (at least), for its longest-turn statistic."""
-        if used - self._read_used <= turn:
-            interval = now - self._read_time
-            if interval > cell.longest_turn_time:
-                cell.longest_turn_time = interval
-        self._read_time = now
-        self._read_used = used
 
     def _answer_next_ask(
         self, cell: ActorCell, receive: Any, mailbox: deque[Any], ask_at: deque[int]
@@ -623,15 +479,17 @@ class Dispatcher:
         cell.popped += 1
         ask_at.popleft()
         cell.asks_queued -= 1
-        self._answer_inline(cell, receive, ask)
+        answer_plain(cell, receive, ask)
 
     def _interrupted(self, cell: ActorCell) -> None:
         """A turn of ``cell`` ended by an exception that is not a failure (a
         ``KeyboardInterrupt`` in its handler): put it back where it can be served."""
-        if cell.inline_ready and cell.scheduled and cell.has_queued():
+        if cell.serving is not _DISPATCHER:
+            return  # (a restart task took it over)
+        if cell.inline_ready and cell.has_queued():
             cell.served_in = self.rounds
             self.run_queue.append(cell)
-        elif cell.scheduled and not cell.task_owned:
+        else:
             self._release(cell)
 
     @staticmethod
@@ -642,21 +500,21 @@ class Dispatcher:
         else:
             cell.set_idle()
 
-    def _start_serving_task(self, cell: ActorCell) -> None:
-        cell.task_owned = True  # owned from now on, before the task first runs
-        self._nursery.start_soon(self._serve_in_task, cell, name=cell.path)
+    def start_serving_task(self, cell: ActorCell) -> None:
+        """Start the task that serves an actor with async handlers
+        (``_task_serving.py``); it serves the actor from now on, before it first runs."""
+        hand_over(cell, _TASK)
+        self._nursery.start_soon(_task_serving.serve_in_task, self, cell, name=cell.path)
 
     def _prepare_inline(self, cell: ActorCell) -> bool:
-        """Slow path of an activation: restarting, async, not yet started, or the
-        first turn of this instance (which binds its ``receive``)."""
+        """Slow path of an activation: restarting, not yet started, or the first
+        turn of this instance (which binds its ``receive``). (An actor that needs a
+        task is never in the run queue: only a restart task changes its instance.)"""
         # A plain on_start may run here: the time since the last clock reading is
         # no longer one turn's, and the round must read the clock at its end.
-        self._read_used = -1
+        self.clock.forget_turn()
         if cell.state is _RESTARTING:
             cell.hand_to_restart()  # it failed (or a child escalated) while queued
-            return False
-        if cell.needs_task:
-            self._start_serving_task(cell)
             return False
         if not cell.started and not self._start_inline(cell):
             return False
@@ -667,31 +525,6 @@ class Dispatcher:
         cell.inline_ready = True
         return True
 
-    def _answer_inline(self, cell: ActorCell, receive: Any, ask: Ask) -> None:
-        if ask.state is not _QUEUED:
-            cell.handled -= 1  # withdrawn: counted when it was cancelled
-            cell.skipped_withdrawn()
-            return
-        ask.state = _ASK_RUNNING  # Ask.start(), inlined: every ask passes here
-        try:
-            result = receive(ask.message)
-        except Exception as error:
-            ask.fail(error)
-            cell.handler_failed(error, ask.message)
-        except BaseException as error:
-            # KeyboardInterrupt and friends end the system; the asker must not hang.
-            # (Counted here: the callers count a handled ask when this returns.)
-            cell.handled += 1
-            ask.fail(ActorStopped(f"{cell.path} stopped while answering: {error!r}"))
-            raise
-        else:
-            if result is not None and type(result) is CoroutineType:
-                misuse = _coroutine_returned(cell, result)
-                ask.fail(misuse)
-                cell.handler_failed(misuse, ask.message)
-            else:
-                ask.reply(result)
-
     def _start_inline(self, cell: ActorCell) -> bool:
         """Run a plain ``on_start``; return whether the actor may now be served."""
         if cell.state is not _STARTING and cell.state is not _DRAINING:
@@ -701,157 +534,11 @@ class Dispatcher:
             cell.instance.on_start()
         except Exception as error:
             cell.start_failed(error)
-            if not self._may_go_on_after_failed_start(cell):
-                if cell.state is _RESTARTING:
-                    cell.hand_to_restart()
+            if not _task_serving.may_go_on_after_failed_start(cell):
+                self._release(cell)  # restarting, or stopped (Stop or Escalate)
                 return False
         cell.mark_started()
         return True
-
-    @staticmethod
-    def _may_go_on_after_failed_start(cell: ActorCell) -> bool:
-        """After ``on_start`` raised and supervision decided: serve on (Resume)?"""
-        if cell.state is _RESTARTING:
-            return False  # its owner hands it to a restart task
-        if cell.state is not _STARTING and cell.state is not _DRAINING:
-            cell.set_idle()  # stopped (Stop or Escalate)
-            return False
-        return True  # Resume: as if on_start had finished
-
-    # --- actors served by a task of their own ---------------------------------------
-
-    @enable_ki_protection
-    async def _serve_in_task(self, cell: ActorCell) -> None:
-        """Serve an actor with async handlers until its mailbox runs dry.
-
-        The task owns the actor from when it was started; when it ends it hands the
-        actor to a restart task (if it is RESTARTING), back to the dispatcher (if
-        only its ``on_start`` was async), or leaves it idle.
-
-        Shielded, as the dispatcher is (:meth:`run`): a cancellation of the system
-        block from outside does not reach the handlers; the exit cancels each
-        actor's handler when it reaches that actor, and until then the actor keeps
-        serving (an actor left idle with a queue by a dying task would never be
-        served again, and whoever waits on it would wait forever).
-        """
-        cell.serving_task = trio.lowlevel.current_task()
-        handed_back = False
-        try:
-            with trio.CancelScope(shield=True):
-                if cell.state is _RESTARTING:
-                    return  # it failed (or a child escalated) before this task ran
-                if not cell.started and not await self._start_in_task(cell):
-                    return
-                if not cell.kinds.receive_async:
-                    # Only on_start was async: plain receive goes back to the dispatcher.
-                    if cell.has_queued():
-                        handed_back = True
-                        self.run_queue.append(cell)
-                        if self.parked is not None:
-                            self.wake()
-                    return
-                await self._serve_async_turns(cell)
-        finally:
-            # From here on no other thread appends through the fast path; a tell of
-            # one that landed after the loop's last look is found below.
-            cell.fast_tell = False
-            cell.serving_task_done()
-            if handed_back:
-                cell.refresh_tell_paths()
-            elif cell.state is _RESTARTING:
-                cell.hand_to_restart()
-            elif cell.state.serves and cell.has_queued() and cell.kinds.receive_async:
-                self._start_serving_task(cell)  # it came in meanwhile: serve on
-            else:
-                cell.set_idle()
-
-    async def _start_in_task(self, cell: ActorCell) -> bool:
-        if cell.state is not _STARTING and cell.state is not _DRAINING:
-            return False
-        on_start = cell.instance.on_start
-        with trio.CancelScope() as scope:
-            cell.handler_scope = scope
-            try:
-                if cell.kinds.on_start_async:
-                    await on_start()
-                else:
-                    on_start()
-            except Exception as error:
-                cell.start_failed(error)
-                if not self._may_go_on_after_failed_start(cell):
-                    return False
-            finally:
-                cell.handler_scope = None
-        if scope.cancelled_caught or cell.state is _RESTARTING:
-            return False  # stopped while starting, or a child escalated meanwhile
-        cell.mark_started()
-        return True
-
-    async def _serve_async_turns(self, cell: ActorCell) -> None:
-        policy = self.policy
-        clock = trio.lowlevel.current_clock()
-        while cell.has_queued() and cell.state.serves:
-            turn_start = clock.current_time()
-            n = 0
-            while n < policy.batch and cell.has_queued() and cell.state.serves:
-                n += 1
-                await self._handle_async(cell, cell.pop_next())
-                elapsed = clock.current_time() - turn_start
-                if elapsed > cell.longest_turn_time:
-                    cell.longest_turn_time = elapsed
-                if policy.time_slice is not None and elapsed >= policy.time_slice:
-                    break
-            if n > cell.longest_turn:
-                cell.longest_turn = n
-            if cell.has_queued():
-                await trio.lowlevel.checkpoint()
-
-    async def _handle_async(self, cell: ActorCell, item: Any) -> None:
-        """Run one async handler under its own cancel scope.
-
-        Whatever ends the handler -- a return, an exception, its asker's or a stop's
-        cancellation, or the whole system being cancelled -- the asker is answered
-        exactly once (or was released already, if it was cancelled itself).
-        """
-        if isinstance(item, Ask):  # or a Notice
-            ask: Ask | None = item
-            cell.asks_queued -= 1
-            if not item.start():
-                cell.skipped_withdrawn()
-                return  # withdrawn
-            message = item.message
-        else:
-            ask = None
-            message = item
-        try:
-            with trio.CancelScope() as scope:
-                cell.handler_scope = scope
-                if ask is not None:
-                    ask.scope = scope
-                try:
-                    result = await cell.receive(message)
-                except Exception as error:
-                    if ask is not None:
-                        ask.fail(error)
-                    cell.handler_failed(error, message)
-                except trio.Cancelled as cancelled:
-                    if scope.cancel_called:
-                        raise  # its own: its asker's or a stop's (the scope catches it)
-                    # Served shielded, nothing else cancels it: this one is stray.
-                    failure = _stray_cancelled(cell, cancelled)
-                    if ask is not None:
-                        ask.fail(failure)
-                    cell.handler_failed(failure, message)
-                else:
-                    if ask is not None:
-                        ask.reply(result)
-                finally:
-                    cell.handler_scope = None
-        finally:
-            cell.handled += 1
-            if ask is not None and ask.state is AskState.RUNNING:
-                # Cancelled by stop(), or by the cancellation of the whole system.
-                ask.fail(ActorStopped(f"{cell.path} stopped while answering"))
 
 
 __all__ = ["Dispatcher"]
