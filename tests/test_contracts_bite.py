@@ -233,7 +233,7 @@ def intensity_is_never_exceeded(mp: pytest.MonkeyPatch) -> None:
 
 
 def watchers_are_never_told(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(_cell, "notify_watchers", lambda target: None)
+    mp.setattr(_stopping, "notify_watchers", lambda target: None)
 
 
 def parents_stop_before_children(mp: pytest.MonkeyPatch) -> None:

@@ -30,7 +30,8 @@ from .._errors import ActorError, MailboxFull, describe_value
 from ..lifecycle._state import Serving
 from ..mailbox._bounded import Bounded, WaitingSenders
 from ..mailbox._envelope import Ask, Notice
-from ._cell import ActorCell, current_task_of
+from ..mailbox._foreign import current_task_of
+from ._cell import ActorCell
 
 if TYPE_CHECKING:
     pass

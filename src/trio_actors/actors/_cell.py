@@ -3,9 +3,16 @@
 Users see an :class:`~trio_actors.Actor` (their object) and an
 :class:`~trio_actors.ActorRef` (the handle, whose one slot points here); the cell
 between them holds everything the runtime needs: the mailbox, the lifecycle state,
-who serves it, the task and cancel scope of a running ``async``
-handler, and the counters behind statistics. It is deliberately a flat, slotted
-record: the tell fast path reads three of its attributes and nothing else.
+who serves it, the task and cancel scope of a running ``async`` handler, and the
+counters behind statistics. It is deliberately a flat, slotted record: the tell
+fast paths read two flags of it (and, to activate an idle actor, who serves it).
+
+This module holds the record and what happens to its mailbox (queueing, asks,
+withdrawal and compaction, notices). How an actor stops is
+``lifecycle/_stopping.py``'s and how it restarts ``lifecycle/_restarting.py``'s:
+their functions are bound here as methods, so that every layer reaches them
+through the cell (the serving loop and supervision sit below the cell and cannot
+import them).
 
 Invariants the serving loop relies on:
 
@@ -36,6 +43,7 @@ import trio.lowlevel
 
 from .._errors import ActorError, ActorStopped
 from .._statistics import ActorStatistics, DeadLetterCounts
+from ..lifecycle import _restarting, _stopping
 from ..lifecycle._state import (
     TRANSITIONS,
     ActorState,
@@ -50,9 +58,9 @@ from ..lifecycle._supervision import (
     SupervisionStrategy,
     handle_failure,
 )
-from ..lifecycle._watch import Terminated, forget_watches, notify_watchers
 from ..mailbox._bounded import Bounded, WaitingSenders
 from ..mailbox._envelope import NO_MESSAGE, Ask, AskState, Notice
+from ..mailbox._foreign import current_task_of
 from ._kinds import HandlerKinds
 from ._ref import ActorRef, new_ref
 from ._timers import Timer, cancel_timers
@@ -75,32 +83,6 @@ _BORN_STARTED = TRANSITIONS[_STARTING, LifecycleEvent.STARTED]
 # Withdrawn envelopes in a deque before it may be compacted (fewer are not worth
 # a walk over the deque).
 _COMPACT_AT_LEAST = 64
-
-
-def current_task_of(system: ActorSystem, operation: str) -> trio.lowlevel.Task:
-    """The calling task, checked to belong to ``system``'s trio run.
-
-    Raises:
-        RuntimeError: called outside a trio run.
-        ActorError: called from another trio run (for example another thread).
-    """
-    try:
-        task = trio.lowlevel.current_task()
-    except RuntimeError:
-        raise RuntimeError(
-            f"ActorRef.{operation}() must be awaited inside the trio run that opened "
-            "the actor system"
-        ) from None
-    # Another trio run can only be in another thread (runs do not nest), and a run
-    # in this thread after the system's own has ended finds every actor stopped:
-    # the thread is the check, and it is much cheaper than the run's token.
-    if get_ident() != system.thread_id:
-        raise ActorError(
-            f"ActorRef.{operation}() called from another trio run (another thread?); "
-            "refs belong to the run that opened their system -- use "
-            "trio.from_thread.run() to reach it"
-        )
-    return task
 
 
 class ActorCell:
@@ -568,117 +550,31 @@ class ActorCell:
         """The serving loop reached a withdrawn envelope and skipped it."""
         self.withdrawn_queued -= 1
 
-    # --- stopping -----------------------------------------------------------------
+    # --- stopping: the code is lifecycle/_stopping.py's; bound here as methods, so
+    # that every layer (the serving loop, supervision) reaches it through the cell ---
 
-    async def stop_and_wait(self, *, drain: bool) -> None:
-        """:meth:`ActorRef.stop`."""
-        self._refuse_own_handler("stop", "; call self.stop() instead")
-        self.begin_stop(drain=drain, cancel_handler=True)  # (nothing, if stopped)
-        await self._until_stopped()
+    stop_and_wait = _stopping.stop_and_wait
+    request_stop = _stopping.request_stop
+    wait_terminated = _stopping.wait_terminated
+    begin_stop = _stopping.begin_stop
+    strand = _stopping.strand
+    refuse_senders = _stopping.refuse_senders
+    went_idle_refusing = _stopping.went_idle_refusing
+    wake_drain_waiter = _stopping.wake_drain_waiter
+    wait_drained = _stopping.wait_drained
+    finished = _stopping.finished
+    stop_hook_failed = _stopping.stop_hook_failed
 
-    def _refuse_own_handler(self, operation: str, hint: str = "") -> None:
-        """Raise if the caller is this actor's own handler or stop: waiting for the
-        actor's stop there would wait for itself forever."""
-        task = current_task_of(self.system, operation)
-        if self.state is _STOPPED:
-            return  # nothing left to wait for: no deadlock
-        if task is self.serving_task or task is self.stopping_task:
-            raise ActorError(
-                f"{self.path} awaited its own ref's {operation}() from its own handler, "
-                f"which would deadlock (wait forever for itself){hint}"
-            )
+    # --- restarting: lifecycle/_restarting.py's, bound as above ---
 
-    async def _until_stopped(self) -> None:
-        """Wait until the actor is STOPPED. A checkpoint, always."""
-        if self.state is _STOPPED:
-            await trio.lowlevel.checkpoint()
-        else:
-            await self.wait_stopped()
-
-    def begin_stop(self, *, drain: bool, cancel_handler: bool, stop_task: bool = True) -> None:
-        """Start stopping; the rest of the stop runs in a system task. Idempotent.
-
-        ``drain``: keep serving what is queued, then stop. ``cancel_handler``: cancel
-        a running async handler (not when the actor stops itself from it).
-        ``stop_task``: start the task that runs the rest of the stop -- unless the
-        caller runs it itself (the system's exit). A stop task is started exactly
-        when the actor first leaves the accepting states, so an actor DRAINING or
-        STOPPING always has someone finishing its stop.
-        """
-        state = self.state
-        if state is _STOPPING or state is _STOPPED:
-            if cancel_handler and self.handler_scope is not None:
-                self.handler_scope.cancel()  # e.g. it stopped itself, then stop()
-            return
-        self.close_tell_paths()
-        if self.watching:
-            forget_watches(self)  # it accepts nothing more: no Terminated either
-        if self.senders:
-            self.refuse_senders()  # senders still waiting were never queued
-        self.end_timers()
-        if drain:
-            if state is not _DRAINING:
-                advance(self, LifecycleEvent.DRAIN)
-                if stop_task:
-                    self.system._start_stop_task(self)
-            return
-        advance(self, LifecycleEvent.STOP)
-        self.strand()
-        if cancel_handler and self.handler_scope is not None:
-            self.handler_scope.cancel()
-        if state is _DRAINING:
-            self.wake_drain_waiter()
-        elif stop_task:
-            self.system._start_stop_task(self)
-
-    def strand(self) -> None:
-        """Move everything queued to ``stranded`` (which ends any turn in progress)."""
-        asks = self.asks_queued
-        self.asks_queued = 0
-        self.ask_at = None
-        self.withdrawn_queued = 0
-        head = self.head
-        mailbox = self.mailbox
-        if head is NO_MESSAGE and not mailbox:
-            return
-        if self.stranded is None:
-            self.stranded = deque()
-        if asks:
-            self.stranded_asks += asks
-        if head is not NO_MESSAGE:
-            self.head = NO_MESSAGE
-            self.stranded.append(head)
-        if mailbox:
-            self.stranded.extend(mailbox)
-            mailbox.clear()
+    hand_to_restart = _restarting.hand_to_restart
+    make_instance = _restarting.make_instance
+    install = _restarting.install
 
     def end_timers(self) -> None:
         """End every timer this actor started (it stops or restarts)."""
         if self.timers:
             cancel_timers(self)
-
-    def refuse_senders(self) -> None:
-        """The actor stops accepting: every ``send`` still waiting raises ActorStopped."""
-        assert self.senders is not None
-        self.failed_back += self.senders.refuse_all(
-            lambda: ActorStopped(f"{self.path} stopped while a send waited for room")
-        )
-
-    def went_idle_refusing(self) -> None:
-        """Called by a serving loop when this non-accepting actor's mailbox ran dry."""
-        if self.state is _DRAINING:
-            self.wake_drain_waiter()
-
-    def wake_drain_waiter(self) -> None:
-        if self._drained is not None:
-            self._drained.set()
-            self._drained = None
-
-    async def wait_drained(self) -> None:
-        """Wait until a draining actor has handled its queue. A checkpoint."""
-        while self.state is _DRAINING and (self.serving is not _IDLE or self.has_queued()):
-            self._drained = trio.Event()
-            await self._drained.wait()
 
     async def wait_not_served(self) -> None:
         """Wait until no task serves this actor (a serving or a restart task). A
@@ -696,64 +592,12 @@ class ActorCell:
             self._task_done.set()
             self._task_done = None
 
-    def request_stop(self, *, drain: bool) -> None:
-        """:meth:`ActorRef.stop_nowait`: begin the stop, from any task of the run."""
-        task = current_task_of(self.system, "stop_nowait")
-        self.begin_stop(drain=drain, cancel_handler=task is not self.serving_task)
-
-    async def wait_terminated(self) -> Terminated:
-        """:meth:`ActorRef.wait_stopped`. A checkpoint, always."""
-        self._refuse_own_handler("wait_stopped")
-        await self._until_stopped()
-        return Terminated(self.ref, self.stop_error)
-
     async def wait_stopped(self) -> None:
         """Wait until the actor is STOPPED (no checkpoint if it is already)."""
         if self.state is not _STOPPED:
             if self._stopped is None:
                 self._stopped = trio.Event()
             await self._stopped.wait()
-
-    def finished(self) -> None:
-        """The stop is complete: the actor is STOPPED, watchers and waiters are told."""
-        advance(self, LifecycleEvent.FINISHED)
-        self.stopping_task = None  # it may wait for other actors' stops from now on
-        self.system._forget(self)
-        if self.watching:
-            forget_watches(self)
-        if self.watchers:
-            notify_watchers(self)
-        if self._stopped is not None:
-            self._stopped.set()
-
-    # --- restarts and children ------------------------------------------------------
-
-    def hand_to_restart(self) -> None:
-        """Whoever serves a RESTARTING actor lets go (or nobody did): a restart task
-        takes it over."""
-        hand_over(self, _RESTART)
-        self.system._start_restart_task(self, self.restart_delay)
-
-    def make_instance(self) -> tuple[Actor, HandlerKinds]:
-        """A fresh instance from the actor's factory and its kinds (for a restart).
-
-        Raises:
-            TypeError: the factory did not make a new actor.
-        """
-        factory = self.factory if self.factory is not None else type(self.instance)
-        return self.system._make_instance(factory, self.args)
-
-    def install(self, instance: Actor, kinds: HandlerKinds) -> None:
-        """Make ``instance`` (fresh from the factory) this actor's instance."""
-        if type(self.actor_name) is int and self.name_prefix is None:
-            self.name_prefix = self.kinds.class_name  # the generated name stays
-        self.instance = instance
-        self.kinds = kinds
-        self.receive = instance.receive if kinds.receive_async else None
-        instance._trio_actors_cell = self
-        self.started = False
-        self.inline_ready = False
-        self.refresh_tell_paths()
 
     # --- failures -----------------------------------------------------------------
 
@@ -766,13 +610,5 @@ class ActorCell:
         """``on_start`` raised: a failure, handled by the supervision strategy."""
         handle_failure(self, error, "in on_start")
 
-    def stop_hook_failed(self, error: BaseException) -> None:
-        """``on_stop`` raised: logged and counted; the actor still ends stopped."""
-        self.failures += 1
-        self.last_error = error
-        logger.error(
-            "%s failed in on_stop", self.path, exc_info=(type(error), error, error.__traceback__)
-        )
 
-
-__all__ = ["ActorCell", "current_task_of"]
+__all__ = ["ActorCell"]

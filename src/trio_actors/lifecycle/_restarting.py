@@ -23,12 +23,49 @@ from typing import TYPE_CHECKING
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from ._state import ActorState, LifecycleEvent, advance
+from ._state import ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._stopping import run_on_stop, stop_children
 from ._supervision import Restart, logger, restart_delay
 
 if TYPE_CHECKING:
+    from ..actors._actor import Actor
     from ..actors._cell import ActorCell
+    from ..actors._kinds import HandlerKinds
+
+# --- handing over to a restart, and the fresh instance (bound as ActorCell methods) ---
+
+
+def hand_to_restart(cell: ActorCell) -> None:
+    """Whoever serves a RESTARTING actor lets go (or nobody did): a restart task
+    takes it over."""
+    hand_over(cell, Serving.RESTART)
+    cell.system._start_restart_task(cell, cell.restart_delay)
+
+
+def make_instance(cell: ActorCell) -> tuple[Actor, HandlerKinds]:
+    """A fresh instance from the actor's factory and its kinds (for a restart).
+
+    Raises:
+        TypeError: the factory did not make a new actor.
+    """
+    factory = cell.factory if cell.factory is not None else type(cell.instance)
+    return cell.system._make_instance(factory, cell.args)
+
+
+def install(cell: ActorCell, instance: Actor, kinds: HandlerKinds) -> None:
+    """Make ``instance`` (fresh from the factory) this actor's instance."""
+    if type(cell.actor_name) is int and cell.name_prefix is None:
+        cell.name_prefix = cell.kinds.class_name  # the generated name stays
+    cell.instance = instance
+    cell.kinds = kinds
+    cell.receive = instance.receive if kinds.receive_async else None
+    instance._trio_actors_cell = cell
+    cell.started = False
+    cell.inline_ready = False
+    cell.refresh_tell_paths()
+
+
+# --- the restart task ---------------------------------------------------------------
 
 
 @enable_ki_protection
@@ -84,4 +121,4 @@ def _after_failed_creation(cell: ActorCell, error: BaseException) -> float | Non
     return restart_delay(cell, strategy, error)
 
 
-__all__ = ["run_restart"]
+__all__ = ["hand_to_restart", "install", "make_instance", "run_restart"]

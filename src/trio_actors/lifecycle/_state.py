@@ -178,7 +178,7 @@ SERVING_TRANSITIONS: Mapping[tuple[Serving, Serving], str] = {
     (V.RESTART, V.TASK): "the fresh instance needs a task",
 }
 """Every legal change of who serves an actor, with why it happens; nothing else is
-legal (:func:`hand_over`). Two inlined copies skip the check, on the paths of every
+legal (``hand_over``). Two inlined copies skip the check, on the paths of every
 activation: ``ActorRef.tell`` (IDLE to DISPATCHER) and the dispatcher's turn
 (DISPATCHER to IDLE); the serving tests check that they keep to the table."""
 del V

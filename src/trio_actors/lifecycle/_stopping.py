@@ -1,5 +1,13 @@
 """The stop sequence: what happens between "stop" and STOPPED.
 
+A stop begins with :func:`begin_stop`: the actor stops accepting (its tell paths
+close, waiting senders are refused, its timers end, the watches it holds are
+dropped), and either keeps serving what is queued (a drain) or moves it all to its
+stranded messages at once (:func:`strand`, which ends any turn in progress) and
+has its running async handler cancelled. Exactly when an actor first leaves the
+accepting states a stop task is started to run the rest -- or the system's exit
+runs it itself.
+
 Whoever owns an actor's stop -- a stop task started by ``stop()`` / ``Actor.stop()``,
 or the system's exit -- runs :func:`finish_stop`:
 
@@ -27,15 +35,183 @@ forever); if the system is being cancelled, an async ``on_stop`` sees ``Cancelle
 
 from __future__ import annotations
 
+import logging
+from collections import deque
 from typing import TYPE_CHECKING
 
 import trio
 
-from ._state import ActorState, LifecycleEvent, advance
+from .._errors import ActorError, ActorStopped
+from ..mailbox._envelope import NO_MESSAGE
+from ..mailbox._foreign import current_task_of
+from ._state import ActorState, LifecycleEvent, Serving, advance
 from ._stranded import CleanupCadence, clean_stranded, clean_stranded_now
+from ._watch import Terminated, forget_watches, notify_watchers
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
+
+logger = logging.getLogger("trio_actors")
+
+_STOPPING = ActorState.STOPPING
+_STOPPED = ActorState.STOPPED
+_DRAINING = ActorState.DRAINING
+
+# --- beginning a stop, and waiting for its end (bound as ActorCell methods) ------
+
+
+async def stop_and_wait(cell: ActorCell, *, drain: bool) -> None:
+    """:meth:`ActorRef.stop`."""
+    _refuse_own_handler(cell, "stop", "; call self.stop() instead")
+    cell.begin_stop(drain=drain, cancel_handler=True)  # (nothing, if stopped)
+    await _until_stopped(cell)
+
+
+def _refuse_own_handler(cell: ActorCell, operation: str, hint: str = "") -> None:
+    """Raise if the caller is this actor's own handler or stop: waiting for the
+    actor's stop there would wait for itself forever."""
+    task = current_task_of(cell.system, operation)
+    if cell.state is _STOPPED:
+        return  # nothing left to wait for: no deadlock
+    if task is cell.serving_task or task is cell.stopping_task:
+        raise ActorError(
+            f"{cell.path} awaited its own ref's {operation}() from its own handler, "
+            f"which would deadlock (wait forever for itself){hint}"
+        )
+
+
+async def _until_stopped(cell: ActorCell) -> None:
+    """Wait until the actor is STOPPED. A checkpoint, always."""
+    if cell.state is _STOPPED:
+        await trio.lowlevel.checkpoint()
+    else:
+        await cell.wait_stopped()
+
+
+def begin_stop(
+    cell: ActorCell, *, drain: bool, cancel_handler: bool, stop_task: bool = True
+) -> None:
+    """Start stopping; the rest of the stop runs in a system task. Idempotent.
+
+    ``drain``: keep serving what is queued, then stop. ``cancel_handler``: cancel
+    a running async handler (not when the actor stops itself from it).
+    ``stop_task``: start the task that runs the rest of the stop -- unless the
+    caller runs it itself (the system's exit). A stop task is started exactly
+    when the actor first leaves the accepting states, so an actor DRAINING or
+    STOPPING always has someone finishing its stop.
+    """
+    state = cell.state
+    if state is _STOPPING or state is _STOPPED:
+        if cancel_handler and cell.handler_scope is not None:
+            cell.handler_scope.cancel()  # e.g. it stopped itself, then stop()
+        return
+    cell.close_tell_paths()
+    if cell.watching:
+        forget_watches(cell)  # it accepts nothing more: no Terminated either
+    if cell.senders:
+        cell.refuse_senders()  # senders still waiting were never queued
+    cell.end_timers()
+    if drain:
+        if state is not _DRAINING:
+            advance(cell, LifecycleEvent.DRAIN)
+            if stop_task:
+                cell.system._start_stop_task(cell)
+        return
+    advance(cell, LifecycleEvent.STOP)
+    cell.strand()
+    if cancel_handler and cell.handler_scope is not None:
+        cell.handler_scope.cancel()
+    if state is _DRAINING:
+        cell.wake_drain_waiter()
+    elif stop_task:
+        cell.system._start_stop_task(cell)
+
+
+def strand(cell: ActorCell) -> None:
+    """Move everything queued to ``stranded`` (which ends any turn in progress)."""
+    asks = cell.asks_queued
+    cell.asks_queued = 0
+    cell.ask_at = None
+    cell.withdrawn_queued = 0
+    head = cell.head
+    mailbox = cell.mailbox
+    if head is NO_MESSAGE and not mailbox:
+        return
+    if cell.stranded is None:
+        cell.stranded = deque()
+    if asks:
+        cell.stranded_asks += asks
+    if head is not NO_MESSAGE:
+        cell.head = NO_MESSAGE
+        cell.stranded.append(head)
+    if mailbox:
+        cell.stranded.extend(mailbox)
+        mailbox.clear()
+
+
+def refuse_senders(cell: ActorCell) -> None:
+    """The actor stops accepting: every ``send`` still waiting raises ActorStopped."""
+    assert cell.senders is not None
+    cell.failed_back += cell.senders.refuse_all(
+        lambda: ActorStopped(f"{cell.path} stopped while a send waited for room")
+    )
+
+
+def went_idle_refusing(cell: ActorCell) -> None:
+    """Called by a serving loop when this non-accepting actor's mailbox ran dry."""
+    if cell.state is _DRAINING:
+        cell.wake_drain_waiter()
+
+
+def wake_drain_waiter(cell: ActorCell) -> None:
+    if cell._drained is not None:
+        cell._drained.set()
+        cell._drained = None
+
+
+async def wait_drained(cell: ActorCell) -> None:
+    """Wait until a draining actor has handled its queue. A checkpoint."""
+    while cell.state is _DRAINING and (cell.serving is not Serving.IDLE or cell.has_queued()):
+        cell._drained = trio.Event()
+        await cell._drained.wait()
+
+
+def request_stop(cell: ActorCell, *, drain: bool) -> None:
+    """:meth:`ActorRef.stop_nowait`: begin the stop, from any task of the run."""
+    task = current_task_of(cell.system, "stop_nowait")
+    cell.begin_stop(drain=drain, cancel_handler=task is not cell.serving_task)
+
+
+async def wait_terminated(cell: ActorCell) -> Terminated:
+    """:meth:`ActorRef.wait_stopped`. A checkpoint, always."""
+    _refuse_own_handler(cell, "wait_stopped")
+    await _until_stopped(cell)
+    return Terminated(cell.ref, cell.stop_error)
+
+
+def finished(cell: ActorCell) -> None:
+    """The stop is complete: the actor is STOPPED, watchers and waiters are told."""
+    advance(cell, LifecycleEvent.FINISHED)
+    cell.stopping_task = None  # it may wait for other actors' stops from now on
+    cell.system._forget(cell)
+    if cell.watching:
+        forget_watches(cell)
+    if cell.watchers:
+        notify_watchers(cell)
+    if cell._stopped is not None:
+        cell._stopped.set()
+
+
+def stop_hook_failed(cell: ActorCell, error: BaseException) -> None:
+    """``on_stop`` raised: logged and counted; the actor still ends stopped."""
+    cell.failures += 1
+    cell.last_error = error
+    logger.error(
+        "%s failed in on_stop", cell.path, exc_info=(type(error), error, error.__traceback__)
+    )
+
+
+# --- the stop sequence --------------------------------------------------------------
 
 
 def finish_idle_stop(cell: ActorCell) -> bool:
@@ -147,4 +323,20 @@ async def run_on_stop(cell: ActorCell) -> None:
         cell.stop_hook_failed(error)
 
 
-__all__ = ["finish_idle_stop", "finish_stop", "run_on_stop", "stop_children"]
+__all__ = [
+    "begin_stop",
+    "finish_idle_stop",
+    "finish_stop",
+    "finished",
+    "refuse_senders",
+    "request_stop",
+    "run_on_stop",
+    "stop_and_wait",
+    "stop_children",
+    "stop_hook_failed",
+    "strand",
+    "wait_drained",
+    "wait_terminated",
+    "wake_drain_waiter",
+    "went_idle_refusing",
+]

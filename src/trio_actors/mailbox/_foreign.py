@@ -1,4 +1,5 @@
-"""Tells from other threads: one ordered inbox per system.
+"""Calls from other threads: one ordered inbox per system for their tells, and the
+check that refuses everything else.
 
 A ``tell`` from a thread other than the system's trio thread cannot touch the
 mailbox (only the trio thread may schedule an actor), so it is queued here and the
@@ -22,6 +23,7 @@ their test and their change, so under the GIL no other thread can run in between
 from __future__ import annotations
 
 from collections import deque
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -30,6 +32,33 @@ from .._errors import ActorError
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
+    from ..actors._system import ActorSystem
+
+
+def current_task_of(system: ActorSystem, operation: str) -> trio.lowlevel.Task:
+    """The calling task, checked to belong to ``system``'s trio run.
+
+    Raises:
+        RuntimeError: called outside a trio run.
+        ActorError: called from another trio run (for example another thread).
+    """
+    try:
+        task = trio.lowlevel.current_task()
+    except RuntimeError:
+        raise RuntimeError(
+            f"ActorRef.{operation}() must be awaited inside the trio run that opened "
+            "the actor system"
+        ) from None
+    # Another trio run can only be in another thread (runs do not nest), and a run
+    # in this thread after the system's own has ended finds every actor stopped:
+    # the thread is the check, and it is much cheaper than the run's token.
+    if get_ident() != system.thread_id:
+        raise ActorError(
+            f"ActorRef.{operation}() called from another trio run (another thread?); "
+            "refs belong to the run that opened their system -- use "
+            "trio.from_thread.run() to reach it"
+        )
+    return task
 
 
 class ForeignInbox:
@@ -87,4 +116,4 @@ class ForeignInbox:
                 cell.refresh_tell_paths()
 
 
-__all__ = ["ForeignInbox"]
+__all__ = ["ForeignInbox", "current_task_of"]

@@ -119,7 +119,14 @@ class RoundClock:
         statistic, see :meth:`_attribute`).
         """
         now = self._now()
-        self._attribute(now, used, cell, turn)
+        # _attribute(now, used, cell, turn), inlined: this runs every 16 messages of
+        # S1, where the call measured ~2.5% of S1 (pyperf A/B, 4 rounds each).
+        if used - self._read_used <= turn:
+            interval = now - self._read_time
+            if interval > cell.longest_turn_time:
+                cell.longest_turn_time = interval
+        self._read_time = now
+        self._read_used = used
         if self.policy.time_slice is None:
             return 0  # called only when the round's batch is used up
         deadline = self._deadline
