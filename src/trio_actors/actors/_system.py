@@ -38,6 +38,7 @@ from ._ref import ActorRef
 from ._timers import TimerService
 
 _NAME = re.compile(r"[^/\s]+")
+_new_object = object.__new__
 # A name that could be a generated one, ``<class name>-<serial>``.
 _GENERATED_NAME = re.compile(r"(.+)-([1-9][0-9]{0,30})")
 # Sibling actors by name; an actor whose name is generated is keyed by its serial
@@ -200,7 +201,11 @@ class ActorSystem:
         self._live += 1
         if kinds.has_on_start:
             self._dispatcher.schedule(cell)
-        return cell.ref
+        # new_ref(cell), inlined: the property and the call were ~70 ns of a ~2 µs
+        # spawn (timeit, in-process).
+        ref: ActorRef = _new_object(ActorRef)
+        ref._cell = cell
+        return ref
 
     def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> tuple[Actor, HandlerKinds]:
         """Call the factory for a restart; return the checked instance and its kinds."""

@@ -56,6 +56,8 @@ logger = logging.getLogger("trio_actors")
 _STOPPING = ActorState.STOPPING
 _STOPPED = ActorState.STOPPED
 _DRAINING = ActorState.DRAINING
+_TASK = Serving.TASK
+_RESTART = Serving.RESTART
 
 # --- beginning a stop, and waiting for its end (bound as ActorCell methods) ------
 
@@ -230,8 +232,13 @@ def finish_idle_stop(cell: ActorCell) -> bool:
 
 def _must_wait_or_clean(cell: ActorCell) -> bool:
     """Whether steps 1--4 have anything to do (see the module docstring)."""
+    serving = cell.serving  # (cell.served_by_task without the property: S5's exit)
     return bool(
-        cell.state is ActorState.DRAINING or cell.served_by_task or cell.children or cell.stranded
+        cell.state is _DRAINING
+        or serving is _TASK
+        or serving is _RESTART
+        or cell.children
+        or cell.stranded
     )
 
 
