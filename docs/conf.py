@@ -422,7 +422,8 @@ def _draw_lifecycle_diagram(app: Sphinx) -> None:
         import lifecycle_diagram
     finally:
         sys.path.remove(str(HERE))
-    lifecycle_diagram.write(HERE / "_generated" / "lifecycle.svg")
+    generated = HERE / "_generated"
+    lifecycle_diagram.write(generated / "lifecycle.svg", generated / "serving.svg")
 
 
 def _plot_performance(app: Sphinx) -> None:

@@ -1,9 +1,11 @@
-"""Draw the actor lifecycle diagram (SVG) from ``trio_actors.lifecycle.TRANSITIONS``.
+"""Draw the lifecycle diagrams (SVG) from the tables of ``trio_actors.lifecycle``.
 
 Run by ``conf.py`` on every docs build (and runnable alone:
-``python docs/lifecycle_diagram.py out.svg``), so the picture in the docs is always
-the table in the code: each state a box, each ``(state, event) -> state`` an arrow
-labelled with the event. Plain SVG, no Graphviz needed.
+``python docs/lifecycle_diagram.py lifecycle.svg serving.svg``), so the pictures in
+the docs are always the tables in the code: for ``TRANSITIONS`` each state a box
+and each ``(state, event) -> state`` an arrow labelled with the event; for
+``SERVING_TRANSITIONS`` each server a box and each hand-over an arrow. Plain SVG,
+no Graphviz needed.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 import math
 import sys
 from collections import defaultdict
+from enum import Enum
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from trio_actors.lifecycle import TRANSITIONS, ActorState
+from trio_actors.lifecycle import SERVING_TRANSITIONS, TRANSITIONS, ActorState, Serving
 
 # Where each state sits (column, row); a state added to the enum without a place here
 # is put on a new row, so the diagram never silently drops it.
@@ -26,11 +29,20 @@ PLACES = {
     ActorState.STOPPING: (2, 2),
     ActorState.STOPPED: (2, 3),
 }
+SERVING_PLACES = {
+    Serving.IDLE: (0, 1),
+    Serving.DISPATCHER: (1, 0),
+    Serving.TASK: (1, 2),
+    Serving.RESTART: (2, 1),
+}
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 130, 40, 130, 90, 30
+Node = Enum  # a member of ActorState or Serving
 
 
-def _position(state: ActorState, extra: dict[ActorState, tuple[int, int]]) -> tuple[float, float]:
-    column, row = PLACES.get(state) or extra[state]
+def _position(
+    node: Node, places: dict[Node, tuple[int, int]], extra: dict[Node, tuple[int, int]]
+) -> tuple[float, float]:
+    column, row = places.get(node) or extra[node]
     return MARGIN + column * (BOX_W + GAP_X), MARGIN + row * (BOX_H + GAP_Y)
 
 
@@ -43,14 +55,10 @@ def _border_point(cx: float, cy: float, dx: float, dy: float) -> tuple[float, fl
     return cx + dx * scale, cy + dy * scale
 
 
-def _boxes(extra: dict[ActorState, tuple[int, int]]) -> dict[ActorState, tuple[float, float]]:
-    return {state: _position(state, extra) for state in ActorState}
-
-
 def _hits_a_box(
     points: list[tuple[float, float]],
-    boxes: dict[ActorState, tuple[float, float]],
-    ends: tuple[ActorState, ActorState],
+    boxes: dict[Node, tuple[float, float]],
+    ends: tuple[Node, Node],
 ) -> bool:
     pad = 6
     for state, (x, y) in boxes.items():
@@ -83,16 +91,35 @@ def _curve(
 
 
 def render() -> str:
-    """Return the SVG text of the lifecycle diagram."""
-    unplaced = [s for s in ActorState if s not in PLACES]
-    extra = {state: (i, 4) for i, state in enumerate(unplaced)}
-    boxes = _boxes(extra)
-    events: dict[tuple[ActorState, ActorState], list[str]] = defaultdict(list)
+    """Return the SVG text of the lifecycle diagram (states and events)."""
+    events: dict[tuple[Node, Node], list[str]] = defaultdict(list)
     for (source, event), target in TRANSITIONS.items():
         events[source, target].append(event.value)
+    return _render(list(ActorState), PLACES, events, final=ActorState.STOPPED, rows=4)
+
+
+def render_serving() -> str:
+    """Return the SVG text of the serving diagram (who serves an actor)."""
+    hand_overs: dict[tuple[Node, Node], list[str]] = {pair: [] for pair in SERVING_TRANSITIONS}
+    return _render(list(Serving), SERVING_PLACES, hand_overs, final=None, rows=3)
+
+
+def _render(
+    nodes: list[Node],
+    places: dict[Node, tuple[int, int]],
+    events: dict[tuple[Node, Node], list[str]],
+    *,
+    final: Node | None,
+    rows: int,
+) -> str:
+    # A node added to its enum without a place is put on a new row, so the diagram
+    # never silently drops it.
+    unplaced = [node for node in nodes if node not in places]
+    extra = {node: (i, rows) for i, node in enumerate(unplaced)}
+    boxes = {node: _position(node, places, extra) for node in nodes}
     width = MARGIN * 2 + 3 * BOX_W + 2 * GAP_X
-    rows = 5 if unplaced else 4
-    height = MARGIN * 2 + rows * BOX_H + (rows - 1) * GAP_Y
+    rows = rows + 1 if unplaced else rows
+    height = MARGIN * 2 + rows * BOX_H + (rows - 1) * GAP_Y + 20  # (room for a loop)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         'font-family="sans-serif" font-size="12">',
@@ -104,6 +131,14 @@ def render() -> str:
     for (source, target), labels in ordered:
         x1, y1 = boxes[source]
         x2, y2 = boxes[target]
+        if source is target:  # a loop under the box
+            bottom, left, right = y1 + BOX_H, x1 + BOX_W / 2 - 14, x1 + BOX_W / 2 + 14
+            parts.append(
+                f'<path d="M {left:.1f} {bottom:.1f} C {left - 10:.1f} {bottom + 40:.1f} '
+                f'{right + 10:.1f} {bottom + 40:.1f} {right:.1f} {bottom:.1f}" fill="none" '
+                'stroke="black" marker-end="url(#arrow)"/>'
+            )
+            continue
         c1 = (x1 + BOX_W / 2, y1 + BOX_H / 2)
         c2 = (x2 + BOX_W / 2, y2 + BOX_H / 2)
         # Bend an arrow around any box in its way; a two-way pair bends apart.
@@ -129,9 +164,9 @@ def render() -> str:
             f'<text x="{mx:.1f}" y="{my - 4:.1f}" text-anchor="{anchor}" fill="#225">'
             f"{escape(', '.join(labels))}</text>"
         )
-    for state in ActorState:
+    for state in nodes:
         x, y = boxes[state]
-        fill = "#e8f0ff" if state is not ActorState.STOPPED else "#eee"
+        fill = "#e8f0ff" if state is not final else "#eee"
         parts.append(
             f'<rect x="{x}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="8" '
             f'fill="{fill}" stroke="black"/>'
@@ -144,10 +179,15 @@ def render() -> str:
     return "\n".join(parts) + "\n"
 
 
-def write(path: Path) -> None:
+def write(path: Path, serving_path: Path | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(), encoding="utf-8")
+    if serving_path is not None:
+        serving_path.write_text(render_serving(), encoding="utf-8")
 
 
 if __name__ == "__main__":
-    write(Path(sys.argv[1] if len(sys.argv) > 1 else "lifecycle.svg"))
+    write(
+        Path(sys.argv[1] if len(sys.argv) > 1 else "lifecycle.svg"),
+        Path(sys.argv[2] if len(sys.argv) > 2 else "serving.svg"),
+    )
