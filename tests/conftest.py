@@ -4,6 +4,12 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from trio_actors.actors._debug import enable_serving_checks
+
+# Debug mode for every test: the serving invariants are asserted as the runtime runs
+# (trio_actors/actors/_debug.py); a violation fails the test that caused it.
+enable_serving_checks()
+
 settings.register_profile(
     "ci",
     max_examples=2_000,

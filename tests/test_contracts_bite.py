@@ -7,7 +7,7 @@ nothing. Each mutant is also shown to leave some other contract passing, so that
 breaks one promise rather than the whole runtime.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -17,6 +17,7 @@ import trio.lowlevel
 
 from trio_actors import ActorStopped, ServingPolicy
 from trio_actors.actors import _bounded_cell, _cell, _kinds, _system
+from trio_actors.actors._debug import collecting_violations
 from trio_actors.contracts import REGISTRY
 from trio_actors.lifecycle import _restarting, _stopping, _stranded, _supervision
 from trio_actors.mailbox import (
@@ -29,6 +30,14 @@ from trio_actors.mailbox import (
 )
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
+
+
+@pytest.fixture(autouse=True)
+def _contracts_alone() -> Iterator[None]:
+    # A contract must catch its mutant by itself: debug mode's checks (which would
+    # stop many of these broken runtimes first) only collect here.
+    with collecting_violations():
+        yield
 
 
 def reply_loses_the_value(mp: pytest.MonkeyPatch) -> None:
@@ -382,6 +391,27 @@ def system_cancellation_ends_the_dispatcher(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_dispatcher.Dispatcher, "run", run)
 
 
+def refused_tells_counted_twice(mp: pytest.MonkeyPatch) -> None:
+    # The dead letter is made once; only the count doubles (T21 sees nothing).
+    original = _cell.ActorCell.tell_refused
+
+    def counted_twice(self: Any, message: Any) -> None:
+        original(self, message)
+        self.stopped_letters += 1
+
+    mp.setattr(_cell.ActorCell, "tell_refused", counted_twice)
+
+
+def failed_back_asks_counted_twice(mp: pytest.MonkeyPatch) -> None:
+    original = _cell.ActorCell._refuse_ask
+
+    async def counted_twice(self: Any) -> Any:
+        self.failed_back += 1
+        return await original(self)
+
+    mp.setattr(_cell.ActorCell, "_refuse_ask", counted_twice)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -421,6 +451,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         system_cancellation_ends_the_dispatcher,
     ],
     "T29": [exit_refuses_everything_first, children_stop_all_at_once],
+    "T31": [refused_tells_counted_twice, failed_back_asks_counted_twice],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

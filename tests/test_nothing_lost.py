@@ -1,4 +1,5 @@
-"""T21 as a hypothesis property: any drawn program keeps the nothing-lost invariant.
+"""T21 and T31 as a hypothesis property: any drawn program keeps the nothing-lost
+invariant, and the runtime's statistics account for every message it was sent.
 
 Hypothesis draws whole programs (see ``trio_actors.contracts._nothing_lost``), each
 run as one ``trio.run`` under a ``MockClock``. The CI profile runs 2,000 examples;
@@ -9,9 +10,9 @@ from hypothesis import given
 
 from strategies import policies, programs
 from trio_actors import ServingPolicy
-from trio_actors.contracts._nothing_lost import Program, run_program
+from trio_actors.contracts._nothing_lost import Program, conserved, run_program
 
 
 @given(programs(), policies)
 def test_no_message_is_ever_lost(program: Program, policy: ServingPolicy) -> None:
-    run_program(program, policy)
+    conserved(run_program(program, policy))  # T21, then T31 on the same run

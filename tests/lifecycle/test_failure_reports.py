@@ -135,6 +135,45 @@ def test_a_stray_cancelled_from_a_handler_is_a_failure_not_a_silent_end(kind: st
     assert reached == ["the rest of the block", "after the block"]
 
 
+@pytest.mark.parametrize("kind", ["plain", "async"])
+def test_a_stray_cancelled_from_on_start_is_a_failure_not_a_silent_end(kind: str) -> None:
+    stray = _a_cancelled()
+    reached: list[str] = []
+    starts: list[int] = []
+
+    class PlainStart(ta.Actor):
+        def on_start(self) -> None:
+            starts.append(1)
+            if len(starts) == 1:
+                raise stray
+
+        def receive(self, message: Any) -> Any:
+            return message
+
+    class AsyncStart(ta.Actor):
+        async def on_start(self) -> None:
+            starts.append(1)
+            await trio.lowlevel.checkpoint()
+            if len(starts) == 1:
+                raise stray
+
+        async def receive(self, message: Any) -> Any:
+            return message
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(PlainStart if kind == "plain" else AsyncStart)
+            assert await ref.ask("after a restart") == "after a restart"
+            statistics = ref.statistics()
+            assert (statistics.failures, statistics.restarts) == (1, 1)
+            assert len(starts) == 2
+            reached.append("the rest of the block")
+        reached.append("after the block")
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert reached == ["the rest of the block", "after the block"]
+
+
 class Holder(ta.Actor):
     """Hands its own instance out, so a test can call its methods from a thread."""
 

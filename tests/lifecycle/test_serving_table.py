@@ -1,17 +1,19 @@
-"""Who serves an actor: the second state machine of ``lifecycle/_state.py``.
-
-Every change of ``ActorCell.serving`` -- through :func:`hand_over` or the two
-inlined copies on the activation path -- must be a pair of
-:data:`SERVING_TRANSITIONS`; an actor nobody serves has nothing queued; and the two
-flags the tell fast paths read are always what :meth:`ActorCell.refresh_tell_paths`
-would compute. :class:`ServingChecker` watches all three while drawn programs run
-(T21's), and is shown to catch a runtime broken in each way.
+"""Who serves an actor: the second state machine of ``lifecycle/_state.py``, and
+debug mode's checks of the serving invariants (``actors/_debug.py``, on for the
+whole suite): every change of ``ActorCell.serving`` -- through ``hand_over`` or the
+inlined copies on the activation path -- is a pair of :data:`SERVING_TRANSITIONS`;
+an actor nobody serves has nothing queued; the two flags the tell fast paths read
+are what ``refresh_tell_paths`` computes; queued asks are where their noted
+positions say. Drawn programs (T21's) keep them all, and the checks are shown to
+catch a runtime broken in each way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,60 +24,17 @@ from hypothesis import given, settings
 import trio_actors as ta
 from strategies import policies, programs
 from trio_actors._errors import LifecycleError
-from trio_actors.actors import _cell, _ref
+from trio_actors.actors import _cell, _debug
 from trio_actors.contracts._nothing_lost import Program, random_program, run_program
 from trio_actors.lifecycle._state import SERVING_TRANSITIONS, ActorState, Serving, hand_over
 from trio_actors.mailbox import _dispatcher, _handler_call, _task_serving
 
 
-class ServingChecker:
-    """Records every violation of the serving invariants while installed."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.violations: list[str] = []
-        self.seen: set[tuple[Serving, Serving]] = set()
-        slot = _cell.ActorCell.__dict__["serving"]  # the slot's member descriptor
-        checker = self
-
-        def get(cell: Any) -> Serving:
-            return slot.__get__(cell, type(cell))  # type: ignore[no-any-return]
-
-        def set_(cell: Any, to: Serving) -> None:
-            try:
-                before = slot.__get__(cell, type(cell))
-            except AttributeError:
-                before = None  # the cell's first write (in __init__)
-            slot.__set__(cell, to)
-            if before is None or (before is to and to is not Serving.TASK):
-                return
-            checker.seen.add((before, to))
-            if (before, to) not in SERVING_TRANSITIONS:
-                checker.violations.append(f"{cell.path}: {before.name} -> {to.name}")
-            if to is Serving.IDLE and cell.has_queued():
-                checker.violations.append(f"{cell.path}: IDLE with messages queued")
-
-        monkeypatch.setattr(_cell.ActorCell, "serving", property(get, set_))
-        tell = _ref.ActorRef.tell
-
-        def checked_tell(ref: Any, message: Any) -> None:
-            cell = ref._cell
-            if threading.get_ident() == cell.dispatcher.thread_id and not cell.foreign_pending:
-                fast_tell, activates = cell.fast_tell, cell.activates
-                cell.refresh_tell_paths()
-                if (cell.fast_tell, cell.activates) != (fast_tell, activates):
-                    checker.violations.append(
-                        f"{cell.path} in {cell.state.name}, {cell.serving.name}: tell paths "
-                        f"were {(fast_tell, activates)}, should be "
-                        f"{(cell.fast_tell, cell.activates)}"
-                    )
-            tell(ref, message)
-
-        monkeypatch.setattr(_ref.ActorRef, "tell", checked_tell)
-
-
 @pytest.fixture
-def checker(monkeypatch: pytest.MonkeyPatch) -> ServingChecker:
-    return ServingChecker(monkeypatch)
+def checker() -> Iterator[list[str]]:
+    """The violations debug mode finds in the test (collected, not raised)."""
+    with _debug.collecting_violations() as found:
+        yield found
 
 
 def test_hand_over_refuses_a_pair_outside_the_table() -> None:
@@ -83,7 +42,7 @@ def test_hand_over_refuses_a_pair_outside_the_table() -> None:
         state = ActorState.RUNNING
         accepting = True
         inline_ready = False
-        serving = Serving.RESTART
+        serving = Serving.DISPATCHER
 
         def describe(self) -> str:
             return "actor system/x"
@@ -92,9 +51,9 @@ def test_hand_over_refuses_a_pair_outside_the_table() -> None:
             raise AssertionError("not reached")
 
     subject = Subject()
-    with pytest.raises(LifecycleError, match=r"system/x: from RESTART to RESTART \(in state"):
-        hand_over(subject, Serving.RESTART)
-    assert subject.serving is Serving.RESTART
+    with pytest.raises(LifecycleError, match=r"system/x: from DISPATCHER to DISPATCHER \(in st"):
+        hand_over(subject, Serving.DISPATCHER)
+    assert subject.serving is Serving.DISPATCHER
 
 
 def test_every_server_can_be_reached_and_left() -> None:
@@ -103,20 +62,24 @@ def test_every_server_can_be_reached_and_left() -> None:
     assert sources == targets == set(Serving)
 
 
+def test_debug_mode_is_on_in_the_suite() -> None:
+    assert _debug.enabled()
+
+
 @settings(max_examples=300)
 @given(programs(), policies)
 def test_drawn_programs_keep_the_serving_invariants(
     program: Program, policy: ta.ServingPolicy
 ) -> None:
-    with pytest.MonkeyPatch.context() as patch:
-        checker = ServingChecker(patch)
+    with _debug.collecting_violations() as found:
         run_program(program, policy)
-    assert checker.violations == []
+    assert found == []
 
 
 # Reached only by actors with an async on_start (and a plain receive), and a parent
 # whose child escalates: not in T21's programs, but in the test after. (TASK -> TASK
-# takes a KeyboardInterrupt in an async handler: test_interrupts.py.)
+# and RESTART -> RESTART take a KeyboardInterrupt in an async handler or a restart:
+# test_interrupts.py.)
 _SPECIAL = {
     (Serving.TASK, Serving.DISPATCHER),
     (Serving.RESTART, Serving.TASK),
@@ -124,12 +87,14 @@ _SPECIAL = {
 }
 
 
-def test_seeded_programs_use_every_other_transition(checker: ServingChecker) -> None:
+def test_seeded_programs_use_every_other_transition(checker: list[str]) -> None:
+    _debug.seen_transitions.clear()
     rng = random.Random(14)
     for _ in range(150):
         run_program(random_program(rng), ta.ServingPolicy(batch=2, time_slice=None))
-    assert checker.violations == []
-    assert set(SERVING_TRANSITIONS) - _SPECIAL - checker.seen == {(Serving.TASK, Serving.TASK)}
+    assert checker == []
+    missing = set(SERVING_TRANSITIONS) - _SPECIAL - _debug.seen_transitions
+    assert missing == {(Serving.TASK, Serving.TASK), (Serving.RESTART, Serving.RESTART)}
 
 
 class AsyncStart(ta.Actor):
@@ -170,8 +135,9 @@ class Parent(ta.Actor):
 
 
 async def test_async_starts_restarts_and_threads_keep_the_invariants(
-    checker: ServingChecker, autojump_clock: trio.testing.MockClock
+    checker: list[str], autojump_clock: trio.testing.MockClock
 ) -> None:
+    _debug.seen_transitions.clear()
     log: list[Any] = []
     async with ta.open_actor_system() as system:
         plain_after_start = system.spawn(AsyncStart, log)
@@ -193,8 +159,8 @@ async def test_async_starts_restarts_and_threads_keep_the_invariants(
         await trio.sleep(1)
         assert parent.statistics().restarts == 1
     assert sorted(log) == list(range(8))
-    assert checker.violations == []
-    assert checker.seen >= _SPECIAL
+    assert checker == []
+    assert _debug.seen_transitions >= _SPECIAL
 
 
 # --- the checker catches a broken runtime --------------------------------------------
@@ -211,10 +177,9 @@ class Slow(ta.Actor):
         return message
 
 
-async def test_the_checker_catches_stale_tell_paths(
-    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+async def test_the_checks_catch_stale_tell_paths(
+    checker: list[str], monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    checker = ServingChecker(monkeypatch)
     monkeypatch.setattr(_cell.ActorCell, "close_tell_paths", lambda self: None)
     async with ta.open_actor_system() as system:
         ref = system.spawn(Slow)
@@ -225,15 +190,15 @@ async def test_the_checker_catches_stale_tell_paths(
         ref.stop_nowait()  # ...and (broken) stays open while it stops
         ref.tell(4)
         await ref.wait_stopped()
-    assert checker.violations == [
-        "system/Slow-1 in STOPPING, TASK: tell paths were (True, False), should be (False, False)"
+    assert checker == [
+        "system/Slow-1 in STOPPING, TASK: tell paths (fast_tell, activates) were "
+        "(True, False), should be (False, False)"
     ]
 
 
-async def test_the_checker_catches_an_actor_left_idle_with_work(
-    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+async def test_the_checks_catch_an_actor_left_idle_with_work(
+    checker: list[str], monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    checker = ServingChecker(monkeypatch)
     start = _dispatcher.Dispatcher.start_serving_task
 
     def drop_the_serve_on(self: Any, cell: Any) -> None:
@@ -253,4 +218,25 @@ async def test_the_checker_catches_an_actor_left_idle_with_work(
             ref.tell(1)
             ref.tell(2)
             await trio.sleep(5)
-    assert "system/Slow-1: IDLE with messages queued" in checker.violations
+    assert "system/Slow-1 in RUNNING: IDLE with messages queued" in checker
+
+
+async def test_the_checks_catch_a_wrong_ask_position(
+    checker: list[str], monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    queue_envelope = _cell.ActorCell.queue_envelope
+
+    def one_too_far(cell: Any, envelope: Any) -> None:
+        queue_envelope(cell, envelope)
+        if cell.ask_at:
+            cell.ask_at[-1] += 1  # broken: the ask is noted one place behind itself
+
+    monkeypatch.setattr(_cell.ActorCell, "queue_envelope", one_too_far)
+    # (What the broken runtime does next does not matter: the check found it first.)
+    with contextlib.suppress(Exception, BaseExceptionGroup), trio.move_on_after(5):
+        async with ta.open_actor_system(serving=ta.ServingPolicy(batch=1, time_slice=None)) as s:
+            ref = s.spawn(Plain)
+            for number in range(3):
+                ref.tell(number)
+            await ref.ask("where am I")
+    assert checker[0] == "system/Plain-1 in RUNNING: ask positions noted [3], queued at [2]"

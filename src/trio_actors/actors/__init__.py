@@ -1,5 +1,6 @@
 """Actors, refs and the actor system: what application code touches."""
 
+from . import _debug  # noqa: F401 - installs the debug checks if TRIO_ACTORS_DEBUG is set
 from ._actor import Actor as Actor
 from ._ref import ActorRef as ActorRef
 from ._system import ActorSystem as ActorSystem

@@ -5,9 +5,11 @@ under a ``MockClock``) and then run: actors of both handler kinds, top-level or
 children of earlier ones, each with a supervision strategy (restart, resume, stop,
 and for children escalate) and an unbounded or a small bounded mailbox (any overflow
 policy), virtual handler costs and failing messages, receive tells, sends and asks
-(with and without deadlines) while asks and sends are cancelled, actors watch each
-other, and actors are stopped and drain-stopped; then the system block is left.
-The invariant checked at the end:
+(with and without deadlines) while asks and sends are cancelled, actors watch and
+unwatch each other from their plain or async handlers, actors are stopped and
+drain-stopped, a handler raises ``KeyboardInterrupt``, and the system block is
+cancelled from outside; then the block is left (or the interrupt ends it). The
+invariant checked at the end:
 
 * every tell was handled (its handler ran), is exactly one dead letter, or was
   refused at once with ``MailboxFull`` -- exactly one of these;
@@ -20,7 +22,11 @@ The invariant checked at the end:
   an answered one did, and no ask became a dead letter;
 * no handler ran twice for one message, and no task is left behind;
 * no watcher got more ``Terminated`` notices for an actor than it asked for, and
-  none for an actor that did not stop.
+  none for an actor that did not stop;
+* the runtime counted as withdrawn every cancelled ask or send that never ran, and
+  besides them at most one notice per ``unwatch``.
+
+T31 checks the same runs against the runtime's own statistics (:func:`conserved`).
 
 The pytest suite draws programs with hypothesis (2,000 examples in CI); the
 registered contract runs a fixed set of seeded programs so that it is quick and the
@@ -42,6 +48,7 @@ import trio.testing
 from .. import (
     Actor,
     ActorRef,
+    ActorStatistics,
     ActorStopped,
     Bounded,
     Escalate,
@@ -51,6 +58,7 @@ from .. import (
     ServingPolicy,
     Stop,
     SupervisionStrategy,
+    SystemStatistics,
     Terminated,
 )
 from ._harness import count_tasks, require, run_virtual, system_for
@@ -85,11 +93,13 @@ class Op:
     """One step of a program.
 
     ``kind`` is one of ``tell``, ``send``, ``ask``, ``ask_deadline``,
-    ``cancel_ask``, ``stop``, ``drain_stop``, ``watch``, ``sleep``,
-    ``checkpoint``; ``actor`` indexes the program's actors; ``fail`` makes the
-    handler raise; ``value`` is a deadline or a sleep in virtual seconds, or (for
-    ``cancel_ask``) which earlier ask or send to cancel, or (for ``watch``) which
-    actor to watch.
+    ``cancel_ask``, ``stop``, ``drain_stop``, ``watch``, ``unwatch``, ``sleep``,
+    ``checkpoint``, ``interrupt`` (a tell whose handler raises
+    ``KeyboardInterrupt``) and ``cancel_block`` (cancel the system block from
+    outside); ``actor`` indexes the program's actors; ``fail`` makes the handler
+    raise; ``value`` is a deadline or a sleep in virtual seconds, or (for
+    ``cancel_ask``) which earlier ask or send to cancel, or (for ``watch`` and
+    ``unwatch``) which actor to watch or unwatch.
     """
 
     kind: str
@@ -114,8 +124,12 @@ OP_KINDS = (
     "drain_stop",
     "sleep",
     "checkpoint",
+    "watch",
+    "unwatch",
+    "interrupt",
+    "cancel_block",
 )
-_WEIGHTS = (30, 10, 15, 8, 8, 2, 2, 8, 8)
+_WEIGHTS = (30, 10, 15, 8, 8, 2, 2, 8, 8, 4, 2, 0.3, 0.3)
 
 
 def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60) -> Program:
@@ -142,7 +156,7 @@ def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60
             value = rng.choice((0.0, 0.0005, 0.003, 0.05))
         elif kind == "sleep":
             value = rng.choice((0.0001, 0.001, 0.01))
-        elif kind in ("cancel_ask", "watch"):
+        elif kind in ("cancel_ask", "watch", "unwatch"):
             value = float(rng.randint(0, 20))
         ops.append(Op(kind, rng.randrange(len(actors)), rng.random() < 0.1, value))
     return Program(tuple(actors), tuple(ops))
@@ -195,16 +209,29 @@ class _Probe(Actor):
         if isinstance(message, Terminated):
             self.notices[self.index, message.ref] += 1
             return None
-        if isinstance(message, ActorRef):
-            self.watch(message)
+        if type(message) is _Watch:
+            if message.watch:
+                self.watch(message.target)
+            else:
+                self.unwatch(message.target)
             return None
         ident, fail = message
         self.invoked[ident] += 1
+        if fail == "interrupt":
+            raise KeyboardInterrupt(f"injected by program step {ident}")
         if self.cost:
             self.clock.jump(self.cost)
         if fail:
             raise _Failure(ident)
         return ident
+
+
+@attrs.frozen
+class _Watch:
+    """Told to a probe: watch (or unwatch) ``target`` from its handler."""
+
+    target: ActorRef
+    watch: bool
 
 
 @attrs.frozen
@@ -217,10 +244,12 @@ class _SpawnChild:
 
 class _AsyncProbe(_Probe):
     async def receive(self, message: Any) -> Any:
-        if isinstance(message, Terminated | ActorRef | _SpawnChild):
-            return super().receive(message)
+        if isinstance(message, Terminated | _Watch | _SpawnChild):
+            return super().receive(message)  # (watch and unwatch from an async handler)
         ident, fail = message
         self.invoked[ident] += 1
+        if fail == "interrupt":
+            raise KeyboardInterrupt(f"injected by program step {ident}")
         if self.cost:
             await trio.sleep(self.cost)
         if fail:
@@ -228,13 +257,38 @@ class _AsyncProbe(_Probe):
         return ident
 
 
-def run_program(program: Program, policy: ServingPolicy) -> None:
+@attrs.frozen
+class ProgramRun:
+    """What a program sent, and the runtime's own counts at its end (for T31).
+
+    ``sent[i]``: the messages the program addressed to actor ``i`` (tells, including
+    those refused with ``MailboxFull``, sends and asks); ``statistics[i]``: that
+    actor's :class:`~trio_actors.ActorStatistics` once the system block has exited;
+    ``system``: the system's :class:`~trio_actors.SystemStatistics` then.
+    """
+
+    sent: tuple[int, ...]
+    statistics: tuple[ActorStatistics, ...]
+    system: SystemStatistics
+    notices: tuple[int, ...]
+    """The ``Terminated`` notices each actor handled or got as dead letters."""
+    unwatches: tuple[int, ...]
+    """The ``unwatch`` steps told to each actor (each may withdraw one notice)."""
+
+
+def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
     """Run ``program`` and check the nothing-lost invariant; see the module docstring.
+
+    Returns what it sent and the runtime's counts at the end (see :func:`conserved`).
 
     Raises:
         ContractViolation: the invariant does not hold (the reason says how).
     """
     invoked: Counter[int] = Counter()
+    sent: Counter[int] = Counter()
+    unwatches: Counter[int] = Counter()
+    final: list[Any] = []
+    refs: list[Any] = []
     notices: Counter[tuple[int, Any]] = Counter()
     watches: Counter[tuple[int, Any]] = Counter()
     tells: dict[int, int] = {}  # message id -> actor index
@@ -282,10 +336,30 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
 
     async def main(clock: trio.testing.MockClock) -> None:
         before = count_tasks()
+        systems: list[Any] = []
+        try:
+            with trio.CancelScope() as block:
+                await run_steps(clock, block, systems)
+        except BaseException as error:
+            if not _only_interrupts(error):
+                raise
+            # An injected KeyboardInterrupt ended the block, after every actor stopped.
+        finally:
+            if systems:
+                system = systems[0]
+                dead.append(system.dead_letters)
+                final.append(([r.statistics() for r in refs], system.statistics()))
+                withdrawn_by_runtime.append(sum(r.statistics().withdrawn for r in refs))
+        left = count_tasks() - before
+        require(left == 0, f"{left} tasks left behind")
+
+    async def run_steps(
+        clock: trio.testing.MockClock, block: trio.CancelScope, systems: list[Any]
+    ) -> None:
         ident = 0
         scopes: list[trio.CancelScope] = []
         async with trio.open_nursery() as outside, system_for(policy) as system:
-            refs: list[Any] = []
+            systems.append(system)
             for index, spec in enumerate(program.actors):
                 factory = _AsyncProbe if spec.is_async else _Probe
                 args = (factory, clock, spec.cost, invoked, notices, index)
@@ -294,6 +368,7 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                 if spec.parent >= 0:
                     # A child: its parent spawns it (setup, before any program step).
                     options = {"supervision": strategy, "mailbox": mailbox}
+                    sent[spec.parent] += 1
                     refs.append(await refs[spec.parent].ask(_SpawnChild(args, options)))
                 else:
                     if isinstance(strategy, Escalate):
@@ -301,11 +376,13 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                     refs.append(system.spawn(*args, supervision=strategy, mailbox=mailbox))
             for op in program.ops:
                 ref = refs[op.actor]
-                if op.kind == "tell":
+                if op.kind in ("tell", "send", "ask", "ask_deadline", "interrupt"):
+                    sent[op.actor] += 1
+                if op.kind in ("tell", "interrupt"):
                     ident += 1
                     tells[ident] = op.actor
                     try:
-                        ref.tell((ident, op.fail))
+                        ref.tell((ident, "interrupt" if op.kind == "interrupt" else op.fail))
                     except MailboxFull:
                         refused.add(ident)
                 elif op.kind == "send":
@@ -330,22 +407,25 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
                     outside.start_soon(ref.stop)
                 elif op.kind == "drain_stop":
                     outside.start_soon(functools.partial(ref.stop, drain=True))
-                elif op.kind == "watch":
+                elif op.kind in ("watch", "unwatch"):
                     target = refs[int(op.value) % len(refs)]
                     if target != ref:
+                        sent[op.actor] += 1
+                        watch = op.kind == "watch"
                         try:
-                            ref.tell(target)  # the probe watches it from its handler
+                            ref.tell(_Watch(target, watch))  # from the probe's handler
                         except MailboxFull:
                             continue
-                        watches[op.actor, target] += 1
+                        if watch:
+                            watches[op.actor, target] += 1
+                        else:
+                            unwatches[op.actor] += 1
+                elif op.kind == "cancel_block":
+                    block.cancel()
                 elif op.kind == "sleep":
                     await trio.sleep(op.value)
                 else:
                     await trio.lowlevel.checkpoint()
-            dead.append(system.dead_letters)
-        withdrawn_by_runtime.append(sum(r.statistics().withdrawn for r in refs))
-        left = count_tasks() - before
-        require(left == 0, f"{left} tasks left behind")
 
     run_virtual(main)
 
@@ -394,17 +474,76 @@ def run_program(program: Program, policy: ServingPolicy) -> None:
             f"actor {watcher} got {count} Terminated for {target} after "
             f"{watches[watcher, target]} watch requests",
         )
-    for (watcher, target), count in notices.items():
-        require(
-            count <= watches[watcher, target],
-            f"actor {watcher} got {count} Terminated for {target} after "
-            f"{watches[watcher, target]} watch requests",
-        )
+    unwatched = sum(unwatches.values())
     require(
-        withdrawn_by_runtime[0] == cancelled_never_ran,
-        f"the runtime counted {withdrawn_by_runtime[0]} withdrawn asks; "
-        f"{cancelled_never_ran} cancelled asks never ran",
+        cancelled_never_ran <= withdrawn_by_runtime[0] <= cancelled_never_ran + unwatched,
+        f"the runtime counted {withdrawn_by_runtime[0]} withdrawn; {cancelled_never_ran} "
+        f"cancelled asks and sends never ran, and {unwatched} unwatch steps may each "
+        "have withdrawn a notice",
     )
+    statistics, system_statistics = final[0]
+    notices_of: Counter[int] = Counter()
+    for (watcher, _target), count in notices.items():
+        notices_of[watcher] += count
+    for letter in others:
+        if isinstance(letter.message, Terminated):
+            notices_of[refs.index(letter.recipient)] += 1
+    actors = range(len(program.actors))
+    return ProgramRun(
+        tuple(sent[index] for index in actors),
+        tuple(statistics),
+        system_statistics,
+        tuple(notices_of[index] for index in actors),
+        tuple(unwatches[index] for index in actors),
+    )
+
+
+def _only_interrupts(error: BaseException) -> bool:
+    """Whether ``error`` is a ``KeyboardInterrupt``, or a group of nothing else."""
+    if isinstance(error, KeyboardInterrupt):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        _matched, rest = error.split(KeyboardInterrupt)
+        return rest is None
+    return False
+
+
+def conserved(run: ProgramRun) -> None:
+    """T31's law on a finished run: for every actor, what it was sent -- by the
+    program, and the death-watch notices of the runtime -- equals what the runtime's
+    statistics account for: handled, withdrawn, failed back, dead letters, and still
+    queued (nothing, once the block has exited); and the system's dead-letter counts
+    are the sums of its actors'. (An ``unwatch`` may withdraw a notice not yet
+    handled, which is then counted as withdrawn: each allows one more.)
+
+    Raises:
+        ContractViolation: the law does not hold (the reason names the actor and
+            every count).
+    """
+    for index, stats in enumerate(run.statistics):
+        letters = stats.dead_letters.total
+        accounted = (
+            stats.handled + stats.withdrawn + stats.failed_back + letters + stats.mailbox_depth
+        )
+        # What the program sent, and the notices the runtime sent that were handled
+        # or dead-lettered; a notice withdrawn by an unwatch is counted as withdrawn
+        # and is known only to be one of at most as many as there were unwatches.
+        sent = run.sent[index] + run.notices[index]
+        require(
+            sent <= accounted <= sent + run.unwatches[index],
+            f"actor {index} ({stats.path}) was sent {run.sent[index]} messages and "
+            f"{run.notices[index]} notices it handled or got as dead letters (and "
+            f"{run.unwatches[index]} unwatch steps); its statistics account for "
+            f"{accounted}: handled {stats.handled}, withdrawn {stats.withdrawn}, failed "
+            f"back {stats.failed_back}, dead letters {letters}, queued {stats.mailbox_depth}",
+        )
+    for reason in ("stopped", "stranded", "overflow"):
+        actors = sum(getattr(stats.dead_letters, reason) for stats in run.statistics)
+        system = getattr(run.system.dead_letters, reason)
+        require(
+            actors == system,
+            f"dead letters '{reason}': the actors count {actors}, the system {system}",
+        )
 
 
 SEEDED_PROGRAMS = 150
@@ -427,13 +566,36 @@ def nothing_lost(policy: ServingPolicy) -> None:
             require(False, f"seed {seed}: {violation}")
 
 
+@contract(
+    "T31",
+    "conservation",
+    "for any program, per actor, what was sent equals handled + withdrawn + failed "
+    "back + dead letters (+ still queued) in the runtime's own statistics, and the "
+    "system's dead-letter counts are the sums of its actors'",
+)
+def conservation(policy: ServingPolicy) -> None:
+    for seed in range(CONSERVATION_PROGRAMS):
+        program = random_program(random.Random(10_000 + seed))
+        try:
+            conserved(run_program(program, policy))
+        except AssertionError as violation:
+            require(False, f"seed {10_000 + seed}: {violation}")
+
+
+CONSERVATION_PROGRAMS = 60
+"""How many seeded programs T31 runs (others than T21's)."""
+
+
 __all__ = [
+    "CONSERVATION_PROGRAMS",
     "OP_KINDS",
     "OVERFLOWS",
     "STRATEGIES",
     "ActorSpec",
     "Op",
     "Program",
+    "ProgramRun",
+    "conserved",
     "random_program",
     "run_program",
     "mailbox_for",

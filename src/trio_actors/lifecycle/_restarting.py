@@ -104,6 +104,11 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
             advance(cell, LifecycleEvent.REPLACED)
         if replaced and cell.state in (ActorState.STARTING, ActorState.DRAINING):
             cell.dispatcher.schedule(cell)  # on_start first, then the queue
+        elif cell.state is ActorState.RESTARTING:
+            # No fresh instance, and nothing stopped it: the restart was interrupted
+            # (a KeyboardInterrupt at one of its steps). A new restart task tries
+            # again -- never left idle with its queue, which nobody would serve.
+            cell.hand_to_restart()
         else:
             cell.set_idle()  # stopped (or escalated) meanwhile
 

@@ -174,6 +174,7 @@ SERVING_TRANSITIONS: Mapping[tuple[Serving, Serving], str] = {
     (V.TASK, V.TASK): "its task ended with work left (interrupted): a new one serves on",
     (V.TASK, V.RESTART): "it failed in an async handler or on_start",
     (V.RESTART, V.IDLE): "it stopped (or escalated) during the restart",
+    (V.RESTART, V.RESTART): "its restart was interrupted: a new restart task tries again",
     (V.RESTART, V.DISPATCHER): "the fresh instance is served inline",
     (V.RESTART, V.TASK): "the fresh instance needs a task",
 }

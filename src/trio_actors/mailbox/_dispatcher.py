@@ -485,7 +485,10 @@ class Dispatcher:
         ``KeyboardInterrupt`` in its handler): put it back where it can be served."""
         if cell.serving is not _DISPATCHER:
             return  # (a restart task took it over)
-        if cell.inline_ready and cell.has_queued():
+        if cell.has_queued():
+            # Whatever it was doing (a turn, its on_start): it is served again later,
+            # never left idle with work (nobody would serve it, and the next tell
+            # would take the head slot).
             cell.served_in = self.rounds
             self.run_queue.append(cell)
         else:
@@ -532,7 +535,13 @@ class Dispatcher:
         try:
             cell.instance.on_start()
         except Exception as error:
-            cell.start_failed(error)
+            failure: BaseException | None = error
+        except trio.Cancelled as cancelled:
+            failure = stray_cancelled(cell, cancelled)  # a plain hook cannot be cancelled
+        else:
+            failure = None
+        if failure is not None:
+            cell.start_failed(failure)
             if not _task_serving.may_go_on_after_failed_start(cell):
                 self._release(cell)  # restarting, or stopped (Stop or Escalate)
                 return False

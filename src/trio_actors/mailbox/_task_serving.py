@@ -17,7 +17,7 @@ from trio.lowlevel import enable_ki_protection
 
 from .._policy import ServingPolicy
 from ..lifecycle._state import ActorState
-from ._handler_call import handle_async
+from ._handler_call import handle_async, stray_cancelled
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
@@ -92,6 +92,13 @@ async def _start_in_task(cell: ActorCell) -> bool:
                 on_start()
         except Exception as error:
             cell.start_failed(error)
+            if not may_go_on_after_failed_start(cell):
+                return False
+        except trio.Cancelled as cancelled:
+            if scope.cancel_called:
+                raise  # its own: a stop's (the scope catches it)
+            # Served shielded, nothing else cancels it: this one is stray, a failure.
+            cell.start_failed(stray_cancelled(cell, cancelled))
             if not may_go_on_after_failed_start(cell):
                 return False
         finally:
