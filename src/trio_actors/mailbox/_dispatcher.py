@@ -263,7 +263,6 @@ class Dispatcher:
                     turn = 0
                     continue
                 item = cell.head
-                turn = 0
                 if item is not NO_MESSAGE:
                     # The message that woke the actor waits in the head slot rather than
                     # in the deque: an actor that gets one message per activation (S3,
@@ -312,6 +311,8 @@ class Dispatcher:
                         continue
                     if used == next_check:
                         next_check = clock.next_check(used, cell, 1)
+                else:
+                    turn = 0
                 mailbox = cell.mailbox
                 if next_check and mailbox and cell.inline_ready and turn < batch:
                     receive = cell.receive
