@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.compare import Kind, Result, results, table  # noqa: E402
 
-RESULTS_OF_RECORD = ROOT / "benchmarks" / "results" / "record-3-combined-20261130.json"
+RESULTS_OF_RECORD = ROOT / "benchmarks" / "results" / "issue14-record-combined-20261201.json"
 """The file the performance page shows (see ``benchmarks/results/README.md``)."""
 
 

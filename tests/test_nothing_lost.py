@@ -6,6 +6,7 @@ run as one ``trio.run`` under a ``MockClock``. The CI profile runs 2,000 example
 ``HYPOTHESIS_PROFILE=soak`` runs 50,000.
 """
 
+import pytest
 from hypothesis import given
 
 from strategies import policies, programs
@@ -13,6 +14,7 @@ from trio_actors import ServingPolicy
 from trio_actors.contracts._nothing_lost import Program, conserved, run_program
 
 
+@pytest.mark.timeout(600)  # 2,000 programs take ~13 s alone; the soak's 50,000 longer
 @given(programs(), policies)
 def test_no_message_is_ever_lost(program: Program, policy: ServingPolicy) -> None:
     conserved(run_program(program, policy))  # T21, then T31 on the same run

@@ -32,7 +32,6 @@ Invariants the serving loop relies on:
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Coroutine
 from threading import get_ident
@@ -68,8 +67,6 @@ from ._timers import Timer, cancel_timers
 if TYPE_CHECKING:
     from ._actor import Actor
     from ._system import ActorSystem
-
-logger = logging.getLogger("trio_actors")
 
 _STARTING = ActorState.STARTING
 _STOPPING = ActorState.STOPPING

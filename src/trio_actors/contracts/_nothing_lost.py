@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import random
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -558,10 +559,15 @@ SEEDED_PROGRAMS = 150
     "withdrawn / failed back / dead letter, and no task left behind",
 )
 def nothing_lost(policy: ServingPolicy) -> None:
-    for seed in range(SEEDED_PROGRAMS):
+    _seeded(range(SEEDED_PROGRAMS), policy, lambda run: None)
+
+
+def _seeded(seeds: range, policy: ServingPolicy, check: Callable[[ProgramRun], None]) -> None:
+    """Run the seeded programs (T21's invariant on each), then ``check`` each run."""
+    for seed in seeds:
         program = random_program(random.Random(seed))
         try:
-            run_program(program, policy)
+            check(run_program(program, policy))
         except AssertionError as violation:
             require(False, f"seed {seed}: {violation}")
 
@@ -574,12 +580,7 @@ def nothing_lost(policy: ServingPolicy) -> None:
     "system's dead-letter counts are the sums of its actors'",
 )
 def conservation(policy: ServingPolicy) -> None:
-    for seed in range(CONSERVATION_PROGRAMS):
-        program = random_program(random.Random(10_000 + seed))
-        try:
-            conserved(run_program(program, policy))
-        except AssertionError as violation:
-            require(False, f"seed {10_000 + seed}: {violation}")
+    _seeded(range(10_000, 10_000 + CONSERVATION_PROGRAMS), policy, conserved)
 
 
 CONSERVATION_PROGRAMS = 60
