@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,16 +78,22 @@ STEPS = {
 CASES = [(step, call) for step, (_, _, calls) in STEPS.items() for call in range(1, calls + 1)]
 
 
-def interrupt_at(mp: pytest.MonkeyPatch, owner: Any, name: str, call: int) -> list[int]:
-    """Make ``owner.name`` raise KeyboardInterrupt on its ``call``-th call; return
-    a list that counts the calls."""
+def interrupt_at(
+    mp: pytest.MonkeyPatch,
+    owner: Any,
+    name: str,
+    call: int,
+    error: Callable[[str], BaseException] = KeyboardInterrupt,
+) -> list[int]:
+    """Make ``owner.name`` raise ``error(...)`` (a KeyboardInterrupt) on its
+    ``call``-th call; return a list that counts the calls."""
     original = getattr(owner, name)
     calls: list[int] = []
 
     def check() -> None:
         calls.append(1)
         if len(calls) == call:
-            raise KeyboardInterrupt(f"injected at call {call} of {name}")
+            raise error(f"injected at call {call} of {name}")
 
     if inspect.iscoroutinefunction(original):
 
@@ -215,6 +222,39 @@ def test_a_keyboard_interrupt_at_a_step_leaves_every_actor_stopped_and_nothing_l
     error, record = run_busy_system_and_interrupt()
     assert len(calls) >= call, f"the program reached {step} only {len(calls)} times"
     assert _keyboard_interrupts(error), f"the interrupt did not leave the block: {error!r}"
+    check_accounting(record)
+
+
+def _stray_cancelled(reason: str) -> BaseException:
+    """A real trio.Cancelled, caught in a run of its own and raised again here: one
+    that no cancel scope of the system's run has asked for."""
+    kept: list[BaseException] = []
+
+    async def catch_one() -> None:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            try:
+                await trio.lowlevel.checkpoint()
+            except trio.Cancelled as cancelled:
+                kept.append(cancelled)
+                raise
+
+    trio.run(catch_one)
+    return kept[0]
+
+
+@pytest.mark.parametrize(("step", "call"), CASES, ids=[f"{s}-{c}" for s, c in CASES])
+def test_a_stray_cancelled_at_a_step_is_loud_and_leaves_nothing_lost(
+    step: str, call: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Cancelled that no scope asked for, raised where the KeyboardInterrupt was:
+    # the block must not end silently, and every actor still ends stopped with
+    # every message accounted for.
+    owner, name, _ = STEPS[step]
+    calls = interrupt_at(monkeypatch, owner, name, call, _stray_cancelled)
+    error, record = run_busy_system_and_interrupt()
+    assert len(calls) >= call, f"the program reached {step} only {len(calls)} times"
+    assert error is not None, "the stray Cancelled ended the block silently"
     check_accounting(record)
 
 
