@@ -38,7 +38,10 @@ def programs(draw: st.DrawFn) -> Program:
         kind=st.sampled_from(_KINDS),
         actor=st.integers(0, len(actors) - 1),
         fail=st.booleans(),
-        value=st.sampled_from([0.0, 0.0001, 0.0005, 0.001, 0.003, 0.01, 0.05, 3.0, 7.0]),
+        # A time (deadline, sleep) or an index (which ask to cancel, which actor to
+        # watch): the small integers spread the cancellations over the pending asks.
+        value=st.sampled_from([0.0, 0.0001, 0.0005, 0.001, 0.003, 0.01, 0.05, 3.0, 7.0])
+        | st.integers(0, 30).map(float),
     )
     return Program(tuple(actors), tuple(draw(st.lists(op, max_size=40))))
 
