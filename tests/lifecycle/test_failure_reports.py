@@ -274,3 +274,34 @@ async def test_spawn_refuses_a_receive_that_is_not_a_handler(cls: type, words: s
         with pytest.raises(TypeError, match=words):
             system.spawn(cls)
         assert system.statistics().live_actors == 0
+
+
+def test_exceeding_the_restart_intensity_is_logged_with_the_numbers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # (A mutant that dropped this log line survived the whole suite.)
+    class Child(ta.Actor):
+        def receive(self, message: Any) -> None:
+            raise ValueError("again")
+
+    class Parent(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            child = self.spawn(
+                Child, name="child", supervision=ta.Restart(max_restarts=1, within=10.0)
+            )
+            child.tell(1)
+            child.tell(2)
+            return None
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            parent = system.spawn(Parent, name="parent", supervision=ta.Resume())
+            await parent.ask("spawn")
+            await trio.testing.wait_all_tasks_blocked()
+
+    with caplog.at_level(logging.ERROR, logger="trio_actors"):
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert (
+        "system/parent/child failed 2 times within 10s (more than max_restarts=1): escalating"
+        in caplog.text
+    )
