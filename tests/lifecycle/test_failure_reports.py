@@ -305,3 +305,34 @@ def test_exceeding_the_restart_intensity_is_logged_with_the_numbers(
         "system/parent/child failed 2 times within 10s (more than max_restarts=1): escalating"
         in caplog.text
     )
+
+
+def test_a_factory_failing_in_a_restart_counts_one_failure_and_is_tried_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # (A mutant counting that failure twice survived the mutation run.)
+    made: list[int] = []
+
+    class Worker(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            if message == "fail":
+                raise ValueError("in the handler")
+            return len(made)
+
+    def factory() -> ta.Actor:
+        made.append(1)
+        if len(made) == 2:
+            raise RuntimeError("the fresh instance cannot be made, once")
+        return Worker()
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(factory, supervision=ta.Restart(max_restarts=5, within=60.0))
+            ref.tell("fail")
+            assert await ref.ask("which") == 3  # made on the third call
+            statistics = ref.statistics()
+            assert (statistics.failures, statistics.restarts) == (2, 1)
+
+    with caplog.at_level(logging.ERROR, logger="trio_actors"):
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert "failed creating a fresh instance" in caplog.text
