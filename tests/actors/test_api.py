@@ -522,3 +522,29 @@ async def test_spawn_refuses_a_keyword_it_does_not_know_and_says_to_use_partial(
         with pytest.raises(TypeError, match="_parent"):
             system.spawn(Echo, _parent=None)
         assert system.statistics().live_actors == 0
+
+
+@pytest.mark.parametrize("message", ["ok", "fail"])
+async def test_an_ask_answered_in_the_askers_task_yields_whether_or_not_it_fails(
+    message: str,
+) -> None:
+    # (A mutant without the checkpoint of the failing path survived the suite. trio's
+    # assert_checkpoints accepts any block that raises, so this counts the schedule
+    # points as it does.)
+    class Picky(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            if message == "fail":
+                raise ValueError("on purpose")
+            return message
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Picky, supervision=ta.Resume())
+        assert await ref.ask("warm") == "warm"  # idle and bound: the asker-task path
+        task = trio.lowlevel.current_task()
+        before = task._schedule_points
+        if message == "fail":
+            with pytest.raises(ValueError, match="on purpose"):
+                await ref.ask(message)
+        else:
+            assert await ref.ask(message) == "ok"
+        assert task._schedule_points > before, "the ask did not yield"
