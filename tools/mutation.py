@@ -4,11 +4,11 @@ A small AST mutator of our own (no dependency): it lists every place in the core
 modules -- ``mailbox/``, ``lifecycle/`` and the actor cell -- where one of the
 operators below applies, samples ``--mutants`` of them with a fixed seed, and for
 each one runs the whole test suite against a copy of the package with that one
-change (``PYTHONPATH`` puts the copy first), with a per-test timeout (the suite's
-own, 60 s: the slowest test takes ~13 s alone, so a timeout is a hang), stopping at
-the first failure. A mutant the suite fails on is *killed*; one it passes on
-*survived* and is listed, for a person to decide whether it is equivalent (changes
-nothing observable) or a test is missing.
+change (``PYTHONPATH`` puts the copy first), with a per-test timeout (20 s: every
+test but T21's hypothesis test, which has its own, takes at most a few seconds, so a
+timeout is a hang), stopping at the first failure. A mutant the suite fails on is
+*killed*; one it passes on *survived* and is listed, for a person to decide whether
+it is equivalent (changes nothing observable) or a test is missing.
 
 Operators: a comparison replaced by its opposite (``==``/``!=``, ``<``/``>=``,
 ``<=``/``>``, ``is``/``is not``, ``in``/``not in``), ``and``/``or`` swapped, a
@@ -18,7 +18,10 @@ is unused, or an assignment to an attribute).
 
 Usage (from the repository root, in the dev venv)::
 
-    python tools/mutation.py --mutants 220 --jobs 2 -o mutation/results.json
+    python tools/mutation.py --mutants 220 --jobs 2 -o mutation/results.json [--resume]
+
+The results file is rewritten after every mutant, so an interrupted run keeps what it
+did; ``--resume`` runs only the sampled mutants not yet in it.
 
 Docstrings, ``assert`` statements, ``__all__`` and code under ``TYPE_CHECKING``
 are not mutated; neither are f-strings (messages).
@@ -220,7 +223,11 @@ def run_mutant(mutant: dict[str, Any], timeout: float, per_test: int) -> dict[st
                 outcome, detail = "survived", ""
             else:
                 lines = result.stdout.splitlines()
-                failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+                failed = [  # pytest's summary lines, not captured ERROR log records
+                    line
+                    for line in lines
+                    if line.startswith(("FAILED tests", "ERROR tests", "FAILED examples"))
+                ]
                 outcome = "killed"
                 detail = failed[0] if failed else f"pytest exited {result.returncode}"
                 if "Timeout (>" in result.stdout:
@@ -233,15 +240,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutants", type=int, default=220, help="how many to sample")
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--jobs", type=int, default=2, help="suites run at once")
-    parser.add_argument("--per-test-timeout", type=int, default=60, help="seconds")
-    parser.add_argument("--suite-timeout", type=float, default=600.0, help="seconds")
+    parser.add_argument("--per-test-timeout", type=int, default=20, help="seconds")
+    parser.add_argument("--suite-timeout", type=float, default=900.0, help="seconds")
     parser.add_argument("-o", "--output", type=Path, required=True, help="results JSON")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the results already in OUTPUT, run the rest"
+    )
     args = parser.parse_args(argv)
 
     everything = all_mutants()
     sample = random.Random(args.seed).sample(everything, min(args.mutants, len(everything)))
-    print(f"{len(everything)} mutants in {len(TARGETS)} modules; running {len(sample)}")
-    results = []
+    results: list[dict[str, Any]] = []
+    if args.resume and args.output.exists():
+        results = json.loads(args.output.read_text(encoding="utf-8"))["mutants"]
+        done = {_key(record) for record in results}
+        sample = [m for m in sample if _key(m) not in done]
+    print(f"{len(everything)} mutants in {len(TARGETS)} modules;", end=" ")
+    print(f"{len(results)} done, running {len(sample)}")
+    command = "python tools/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:])
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [
             pool.submit(run_mutant, m, args.suite_timeout, args.per_test_timeout) for m in sample
@@ -249,18 +265,39 @@ def main(argv: list[str] | None = None) -> int:
         for number, future in enumerate(concurrent.futures.as_completed(futures), 1):
             record = future.result()
             results.append(record)
+            _write(args.output, command, everything, results)  # an interrupted run keeps them
             print(
                 f"[{number}/{len(sample)}] {record['outcome']:8} {record['module']} "
                 f"{record['change']} ({record['seconds']:.0f} s)",
                 flush=True,
             )
-    results.sort(key=lambda r: (r["module"], r["index"], r["operator"]))
+    summary = _write(args.output, command, everything, results)
+    print(f"\nkilled {summary['killed']} of {summary['sampled']} ({summary['score']:.1%})")
+    for module, counts in summary["by_module"].items():
+        print(f"  {module:32} {counts.get('killed', 0):3} / {sum(counts.values()):3}")
+    survivors = [r for r in summary["mutants"] if r["outcome"] == "survived"]
+    if survivors:
+        print("\nsurvivors:")
+        for record in survivors:
+            print(f"  {record['module']} {record['change']} ({record['operator']})")
+    return 0
+
+
+def _key(record: dict[str, Any]) -> tuple[str, int, str]:
+    return record["module"], record["index"], record["operator"]
+
+
+def _write(
+    output: Path, command: str, everything: list[dict[str, Any]], results: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Write the results so far (sorted, with the kill rate per module); return them."""
+    results = sorted(results, key=_key)
     by_module: dict[str, Counter[str]] = {}
     for record in results:
         by_module.setdefault(record["module"], Counter())[record["outcome"]] += 1
     killed = sum(1 for r in results if r["outcome"] == "killed")
     summary: dict[str, Any] = {
-        "command": "python tools/mutation.py " + " ".join(argv or sys.argv[1:]),
+        "command": command,
         "sites": len(everything),
         "sampled": len(results),
         "killed": killed,
@@ -268,17 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         "by_module": {module: dict(counts) for module, counts in sorted(by_module.items())},
         "mutants": results,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    print(f"\nkilled {killed} of {len(results)} ({summary['score']:.1%})")
-    for module, counts in sorted(by_module.items()):
-        print(f"  {module:32} {counts['killed']:3} / {sum(counts.values()):3}")
-    survivors = [r for r in results if r["outcome"] == "survived"]
-    if survivors:
-        print("\nsurvivors:")
-        for record in survivors:
-            print(f"  {record['module']} {record['change']} ({record['operator']})")
-    return 0
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return summary
 
 
 if __name__ == "__main__":
