@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from cancellation import a_stray_cancelled
 
 
 class Unprintable:
@@ -82,26 +83,9 @@ def test_backoff_with_a_huge_factor_never_overflows() -> None:
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
-def _a_cancelled() -> trio.Cancelled:
-    """A real trio.Cancelled, caught and kept (as a handler might, by mistake)."""
-    kept: list[trio.Cancelled] = []
-
-    async def catch_one() -> None:
-        with trio.CancelScope() as scope:
-            scope.cancel()
-            try:
-                await trio.lowlevel.checkpoint()
-            except trio.Cancelled as cancelled:
-                kept.append(cancelled)
-                raise
-
-    trio.run(catch_one)
-    return kept[0]
-
-
 @pytest.mark.parametrize("kind", ["plain", "async"])
 def test_a_stray_cancelled_from_a_handler_is_a_failure_not_a_silent_end(kind: str) -> None:
-    stray = _a_cancelled()
+    stray = a_stray_cancelled()
     reached: list[str] = []
 
     class Plain(ta.Actor):
@@ -137,7 +121,7 @@ def test_a_stray_cancelled_from_a_handler_is_a_failure_not_a_silent_end(kind: st
 
 @pytest.mark.parametrize("kind", ["plain", "async"])
 def test_a_stray_cancelled_from_on_start_is_a_failure_not_a_silent_end(kind: str) -> None:
-    stray = _a_cancelled()
+    stray = a_stray_cancelled()
     reached: list[str] = []
     starts: list[int] = []
 

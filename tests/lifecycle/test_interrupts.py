@@ -28,6 +28,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from cancellation import a_stray_cancelled
 from trio_actors.actors import _cell
 from trio_actors.lifecycle import _restarting, _stopping, _stranded
 
@@ -225,24 +226,6 @@ def test_a_keyboard_interrupt_at_a_step_leaves_every_actor_stopped_and_nothing_l
     check_accounting(record)
 
 
-def _stray_cancelled(reason: str) -> BaseException:
-    """A real trio.Cancelled, caught in a run of its own and raised again here: one
-    that no cancel scope of the system's run has asked for."""
-    kept: list[BaseException] = []
-
-    async def catch_one() -> None:
-        with trio.CancelScope() as scope:
-            scope.cancel()
-            try:
-                await trio.lowlevel.checkpoint()
-            except trio.Cancelled as cancelled:
-                kept.append(cancelled)
-                raise
-
-    trio.run(catch_one)
-    return kept[0]
-
-
 @pytest.mark.parametrize(("step", "call"), CASES, ids=[f"{s}-{c}" for s, c in CASES])
 def test_a_stray_cancelled_at_a_step_is_loud_and_leaves_nothing_lost(
     step: str, call: int, monkeypatch: pytest.MonkeyPatch
@@ -251,7 +234,7 @@ def test_a_stray_cancelled_at_a_step_is_loud_and_leaves_nothing_lost(
     # the block must not end silently, and every actor still ends stopped with
     # every message accounted for.
     owner, name, _ = STEPS[step]
-    calls = interrupt_at(monkeypatch, owner, name, call, _stray_cancelled)
+    calls = interrupt_at(monkeypatch, owner, name, call, a_stray_cancelled)
     error, record = run_busy_system_and_interrupt()
     assert len(calls) >= call, f"the program reached {step} only {len(calls)} times"
     assert error is not None, "the stray Cancelled ended the block silently"
