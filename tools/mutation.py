@@ -37,6 +37,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -212,25 +213,36 @@ def run_mutant(mutant: dict[str, Any], timeout: float, per_test: int) -> dict[st
             "tests",
             "examples/testing",
         ]
+        # Its own session, so that a hang is ended with everything it started (the
+        # SIGINT-under-load test runs a child process of its own).
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            result = subprocess.run(
-                command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-            )
+            stdout, _ = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
             outcome, detail = "killed", f"the suite ran over {timeout:.0f} s (a hang)"
         else:
-            if result.returncode == 0:
+            if process.returncode == 0:
                 outcome, detail = "survived", ""
             else:
-                lines = result.stdout.splitlines()
+                lines = stdout.splitlines()
                 failed = [  # pytest's summary lines, not captured ERROR log records
                     line
                     for line in lines
                     if line.startswith(("FAILED tests", "ERROR tests", "FAILED examples"))
                 ]
                 outcome = "killed"
-                detail = failed[0] if failed else f"pytest exited {result.returncode}"
-                if "Timeout (>" in result.stdout:
+                detail = failed[0] if failed else f"pytest exited {process.returncode}"
+                if "Timeout (>" in stdout:
                     detail += " [a test timed out]"
     return {**mutant, "outcome": outcome, "detail": detail, "seconds": time.monotonic() - started}
 
