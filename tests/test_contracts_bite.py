@@ -117,7 +117,7 @@ def running_ask_ignores_cancellation(mp: pytest.MonkeyPatch) -> None:
 def idle_ask_skips_its_last_checkpoint(mp: pytest.MonkeyPatch) -> None:
     # An ask answered in the asker's task returns the reply without the checkpoint
     # after the handler, so a cancellation that arrived meanwhile is lost.
-    async def ask_idle(self: Any, cell: Any, message: Any) -> Any:
+    async def ask_idle(self: Any, cell: Any, message: Any, task: Any) -> Any:
         await trio.lowlevel.checkpoint_if_cancelled()
         result = cell.receive(message)
         cell.handled += 1
@@ -129,7 +129,7 @@ def idle_ask_skips_its_last_checkpoint(mp: pytest.MonkeyPatch) -> None:
 def idle_ask_ignores_earlier_cancellation(mp: pytest.MonkeyPatch) -> None:
     # An ask answered in the asker's task runs the handler before its first cancel
     # point: an asker cancelled beforehand still gets its message handled.
-    async def ask_idle(self: Any, cell: Any, message: Any) -> Any:
+    async def ask_idle(self: Any, cell: Any, message: Any, task: Any) -> Any:
         result = cell.receive(message)
         cell.handled += 1
         await trio.lowlevel.checkpoint()
@@ -139,7 +139,7 @@ def idle_ask_ignores_earlier_cancellation(mp: pytest.MonkeyPatch) -> None:
 
 
 def idle_ask_is_no_checkpoint(mp: pytest.MonkeyPatch) -> None:
-    async def ask_idle(self: Any, cell: Any, message: Any) -> Any:
+    async def ask_idle(self: Any, cell: Any, message: Any, task: Any) -> Any:
         cell.handled += 1
         return cell.receive(message)
 

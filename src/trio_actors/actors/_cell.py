@@ -373,7 +373,7 @@ class ActorCell:
             return self._refuse_ask()
         if self.inline_ready and self.serving is _IDLE:
             # Idle, started, plain receive: answered in the asker's own task.
-            return self.dispatcher.ask_idle(self, message)
+            return self.dispatcher.ask_idle(self, message, task)
         return self.queue_ask(message, task)
 
     async def _refuse_ask(self) -> NoReturn:
