@@ -412,6 +412,23 @@ def failed_back_asks_counted_twice(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_cell.ActorCell, "_refuse_ask", counted_twice)
 
 
+def expected_errors_are_failures(mp: pytest.MonkeyPatch) -> None:
+    # The runtime before expected errors: every exception from receive is a failure.
+    mp.setattr(_cell.ActorCell, "handler_failed", _cell.ActorCell.handler_misused)
+
+
+def only_exact_expected_types(mp: pytest.MonkeyPatch) -> None:
+    # A subclass of a declared error is a failure (type() is instead of isinstance).
+    def handler_failed(self: Any, error: BaseException, message: Any) -> None:
+        if type(error) in self.kinds.expected_errors:
+            self.expected_errors += 1
+            self.system.expected_errors += 1
+        else:
+            self.handler_misused(error, message)
+
+    mp.setattr(_cell.ActorCell, "handler_failed", handler_failed)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -450,6 +467,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         cleanup_waits_for_the_handler,
         system_cancellation_ends_the_dispatcher,
     ],
+    "T26": [expected_errors_are_failures, only_exact_expected_types],
     "T29": [exit_refuses_everything_first, children_stop_all_at_once],
     "T31": [refused_tells_counted_twice, failed_back_asks_counted_twice],
 }

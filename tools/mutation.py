@@ -258,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--resume", action="store_true", help="keep the results already in OUTPUT, run the rest"
     )
+    parser.add_argument(
+        "--rerun-timeouts",
+        action="store_true",
+        help="with --resume: run again the mutants killed only by a timeout (a machine "
+        "busy with other work can make a sound test time out)",
+    )
     args = parser.parse_args(argv)
 
     everything = all_mutants()
@@ -265,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     if args.resume and args.output.exists():
         results = json.loads(args.output.read_text(encoding="utf-8"))["mutants"]
+        if args.rerun_timeouts:
+            results = [record for record in results if not _timed_out(record)]
         done = {_key(record) for record in results}
         sample = [m for m in sample if _key(m) not in done]
     print(f"{len(everything)} mutants in {len(TARGETS)} modules;", end=" ")
@@ -293,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
         for record in survivors:
             print(f"  {record['module']} {record['change']} ({record['operator']})")
     return 0
+
+
+def _timed_out(record: dict[str, Any]) -> bool:
+    """Whether a record's kill was a timeout (of a test, or of the whole suite)."""
+    detail = record.get("detail", "")
+    return record["outcome"] == "killed" and ("timed out" in detail or "(a hang)" in detail)
 
 
 def _key(record: dict[str, Any]) -> tuple[str, int, str]:

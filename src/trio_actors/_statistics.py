@@ -62,7 +62,10 @@ class ActorStatistics:
         failed_back: messages refused with an exception to their sender: asks
             failed with ``ActorStopped`` or ``MailboxFull``, sends refused, tells
             refused with ``MailboxFull``.
-        failures: exceptions from its handlers (and from factories in restarts).
+        failures: exceptions from its handlers (and from factories in restarts),
+            not counting expected errors.
+        expected_errors: messages whose ``receive`` raised one of the actor's
+            :attr:`~trio_actors.Actor.expected_errors` (a reply, not a failure).
         restarts: fresh instances made for it by ``Restart`` supervision.
         longest_turn_messages: the most messages it handled in one turn.
         longest_turn_seconds: the longest trio-clock time one of its turns was
@@ -81,6 +84,7 @@ class ActorStatistics:
     withdrawn: int
     failed_back: int
     failures: int
+    expected_errors: int
     restarts: int
     longest_turn_messages: int
     longest_turn_seconds: float
@@ -96,6 +100,8 @@ class SystemStatistics:
         live_actors: actors alive now (at every level), not yet stopped.
         spawned: actors spawned since the system opened.
         restarts: restarts of all its actors.
+        failures: failures of all its actors (as ``ActorStatistics.failures``).
+        expected_errors: expected errors raised by all its actors' handlers.
         dead_letters: all dead letters so far, by reason.
         rounds: dispatcher rounds served (each ends with a yield or a park).
             The dispatcher serves plain handlers; actors whose ``receive`` is
@@ -110,6 +116,8 @@ class SystemStatistics:
     live_actors: int
     spawned: int
     restarts: int
+    failures: int
+    expected_errors: int
     dead_letters: DeadLetterCounts
     rounds: int
     longest_round_messages: int

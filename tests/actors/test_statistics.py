@@ -39,6 +39,7 @@ async def test_a_fresh_actor_has_all_zero_statistics() -> None:
             withdrawn=0,
             failed_back=0,
             failures=0,
+            expected_errors=0,
             restarts=0,
             longest_turn_messages=0,
             longest_turn_seconds=0.0,
@@ -85,6 +86,7 @@ async def test_dead_letters_failures_and_restarts_are_counted_by_actor_and_syste
         assert system_stats.dead_letters.total == system.dead_letters.count == 3
         assert (system_stats.live_actors, system_stats.spawned) == (1, 2)
         assert system_stats.restarts == 1
+        assert (system_stats.failures, system_stats.expected_errors) == (1, 0)
 
 
 async def test_stranded_messages_and_failed_back_asks_are_counted(autojump_clock: Clock) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from threading import get_ident
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from trio.lowlevel import enable_ki_protection
 
@@ -66,6 +66,24 @@ class Actor:
     # default rather than a slot, so that spawn can check it without an exception.
     _trio_actors_cell: ActorCell | None = None
 
+    expected_errors: ClassVar[tuple[type[Exception], ...]] = ()
+    """Exceptions that are replies, not failures (a tuple of ``Exception`` classes).
+
+    When ``receive`` raises one of these (or a subclass), the asker gets it, with
+    its type, and nothing else happens: no supervision, no restart, no failure
+    counted, no log -- the instance keeps its state and goes on with its next
+    message, as after a return. It is counted in the statistics' ``expected_errors``.
+    A tell has no asker: its expected error is discarded like a tell's return
+    value (and counted). Only ``receive`` has replies: an exception from
+    ``on_start`` is a failure whatever its type. ::
+
+        class Account(Actor):
+            expected_errors = (Overdraft,)
+
+    pykka sends an ask's exception to the caller and keeps the actor, Akka has
+    ``StatusReply.Error``, Erlang replies ``{error, Reason}``: this is that.
+    """
+
     def receive(self, message: Any) -> Any:
         """Handle one message; the return value is the reply to an ``ask``.
 
@@ -73,8 +91,9 @@ class Actor:
         is cancelled if its asker is cancelled (the actor goes on with its next
         message) or the actor is stopped. A plain ``receive`` cannot be
         interrupted. An exception raised here reaches the asker of the
-        message (same type) and is a failure of the actor: it is logged and counted,
-        and the actor's supervision strategy decides what happens next (by default a
+        message (same type). Unless it is one of :attr:`expected_errors` (a reply),
+        it is also a failure of the actor: it is logged and counted, and the
+        actor's supervision strategy decides what happens next (by default a
         restart with a fresh instance).
         """
         raise NotImplementedError  # pragma: no cover - spawn refuses such actors

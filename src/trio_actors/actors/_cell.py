@@ -155,6 +155,7 @@ class ActorCell:
     stranded_letters = 0
     overflow_letters = 0
     failures = 0
+    expected_errors = 0  # handled messages whose handler raised an expected error
     restarts = 0
     longest_turn = 0  # messages (turns of more than one message; see statistics())
     longest_turn_time = 0.0
@@ -265,6 +266,7 @@ class ActorCell:
             withdrawn=self.withdrawn,
             failed_back=self.failed_back,
             failures=self.failures,
+            expected_errors=self.expected_errors,
             restarts=self.restarts,
             # A one-message turn (the common activation) is not counted as it
             # happens: it would cost every activation a comparison.
@@ -599,7 +601,18 @@ class ActorCell:
     # --- failures -----------------------------------------------------------------
 
     def handler_failed(self, error: BaseException, message: Any) -> None:
-        """``receive`` raised: a failure, handled by the supervision strategy."""
+        """``receive`` raised ``error``: a reply if the actor expects it, otherwise a
+        failure, handled by the supervision strategy. (Whoever called reports the
+        error to an asker either way.)"""
+        if isinstance(error, self.kinds.expected_errors):
+            self.expected_errors += 1
+            self.system.expected_errors += 1
+            return
+        self.handler_misused(error, message)
+
+    def handler_misused(self, error: BaseException, message: Any) -> None:
+        """``receive`` failed, whatever the expected errors: raised an unexpected
+        error, or broke the rules (returned a coroutine). Supervision decides."""
         # The message's type only (api.md): its repr may raise, or be huge.
         handle_failure(self, error, f"handling a {type(message).__qualname__}")
 

@@ -30,6 +30,7 @@ class HandlerKinds:
     has_on_stop: bool
     on_stop_async: bool
     class_name: str  # the start of the actor's generated names
+    expected_errors: tuple[type[Exception], ...] = ()  # Actor.expected_errors, checked
     # A task is needed to serve the actor while receive is async, or until an async
     # on_start has run.
     needs_task: bool = attrs.field(init=False)
@@ -77,9 +78,34 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
             has_on_stop=cls.on_stop is not Actor.on_stop,
             on_stop_async=_is_async(cls.on_stop),
             class_name=cls.__name__,
+            expected_errors=_expected_errors(cls),
         )
         _cache[cls] = kinds
     return kinds
+
+
+def _expected_errors(cls: type[Actor]) -> tuple[type[Exception], ...]:
+    """The class's ``expected_errors``, checked to be a tuple of ``Exception`` classes.
+
+    Raises:
+        TypeError: naming the class and what is wrong with the value.
+    """
+    value: object = cls.expected_errors
+    where = f"{cls.__qualname__}.expected_errors"
+    if isinstance(value, type):
+        raise TypeError(
+            f"{where} must be a tuple of exception classes, got the class "
+            f"{value.__qualname__}; write ({value.__qualname__},)"
+        )
+    if not isinstance(value, tuple):
+        raise TypeError(f"{where} must be a tuple of exception classes, got {value!r}")
+    for item in value:
+        if not (isinstance(item, type) and issubclass(item, Exception)):
+            raise TypeError(
+                f"{where} must hold Exception subclasses only, got {item!r} (a "
+                "KeyboardInterrupt, Cancelled or other BaseException is never a reply)"
+            )
+    return value
 
 
 def _without_ki_protection(cls: type[Actor]) -> None:

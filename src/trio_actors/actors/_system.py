@@ -76,6 +76,8 @@ class ActorSystem:
         self._failed = False
         self._random = random.Random()
         self.restarts = 0  # of all its actors, for statistics
+        self.failures = 0  # likewise
+        self.expected_errors = 0  # likewise
         self._timer_service: TimerService | None = None  # made with the first timer
 
     @property
@@ -304,6 +306,8 @@ class ActorSystem:
             live_actors=self._live,
             spawned=self._spawned,
             restarts=self.restarts,
+            failures=self.failures,
+            expected_errors=self.expected_errors,
             dead_letters=DeadLetterCounts(
                 by_reason["stopped"], by_reason["stranded"], by_reason["overflow"]
             ),

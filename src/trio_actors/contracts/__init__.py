@@ -13,6 +13,7 @@ True
 from . import (
     _bounded,
     _cancellation,
+    _expected,
     _messaging,
     _nothing_lost,
     _scheduling,
@@ -27,8 +28,8 @@ from ._registry import ContractResult as ContractResult
 from ._registry import ContractViolation as ContractViolation
 from ._registry import run_contracts as run_contracts
 
-del _bounded, _cancellation, _messaging, _nothing_lost, _scheduling, _shutdown, _stopping
-del _supervision, _timers
+del _bounded, _cancellation, _expected, _messaging, _nothing_lost, _scheduling, _shutdown
+del _stopping, _supervision, _timers
 
 __all__ = [
     "REGISTRY",

@@ -25,7 +25,7 @@ from trio.lowlevel import enable_ki_protection
 
 from ._state import ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._stopping import run_on_stop, stop_children
-from ._supervision import Restart, logger, restart_delay
+from ._supervision import Restart, record_failure, restart_delay
 
 if TYPE_CHECKING:
     from ..actors._actor import Actor
@@ -114,13 +114,7 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
 
 
 def _after_failed_creation(cell: ActorCell, error: BaseException) -> float | None:
-    cell.failures += 1
-    cell.last_error = error
-    logger.error(
-        "%s failed creating a fresh instance",
-        cell.path,
-        exc_info=(type(error), error, error.__traceback__),
-    )
+    record_failure(cell, error, "creating a fresh instance")
     strategy = cell.supervision
     assert isinstance(strategy, Restart)
     return restart_delay(cell, strategy, error)

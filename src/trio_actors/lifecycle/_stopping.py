@@ -35,7 +35,6 @@ forever); if the system is being cancelled, an async ``on_stop`` sees ``Cancelle
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -46,12 +45,12 @@ from ..mailbox._envelope import NO_MESSAGE
 from ..mailbox._foreign import current_task_of
 from ._state import ActorState, LifecycleEvent, Serving, advance
 from ._stranded import CleanupCadence, clean_stranded, clean_stranded_now
+from ._supervision import record_failure
 from ._watch import Terminated, forget_watches, notify_watchers
 
 if TYPE_CHECKING:
     from ..actors._cell import ActorCell
 
-logger = logging.getLogger("trio_actors")
 
 _STOPPING = ActorState.STOPPING
 _STOPPED = ActorState.STOPPED
@@ -206,11 +205,7 @@ def finished(cell: ActorCell) -> None:
 
 def stop_hook_failed(cell: ActorCell, error: BaseException) -> None:
     """``on_stop`` raised: logged and counted; the actor still ends stopped."""
-    cell.failures += 1
-    cell.last_error = error
-    logger.error(
-        "%s failed in on_stop", cell.path, exc_info=(type(error), error, error.__traceback__)
-    )
+    record_failure(cell, error, "in on_stop")
 
 
 # --- the stop sequence --------------------------------------------------------------

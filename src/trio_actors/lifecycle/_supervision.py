@@ -183,6 +183,17 @@ class RestartWindow:
         return len(times)
 
 
+def record_failure(cell: ActorCell, error: BaseException, where: str) -> None:
+    """Count ``cell``'s failure (its own and the system's) and log it once, with the
+    traceback: ``"<path> failed <where>"``."""
+    cell.failures += 1
+    cell.system.failures += 1
+    cell.last_error = error
+    logger.error(
+        "%s failed %s", cell.path, where, exc_info=(type(error), error, error.__traceback__)
+    )
+
+
 def handle_failure(
     cell: ActorCell, error: BaseException, where: str, *, escalated: bool = False
 ) -> None:
@@ -192,11 +203,7 @@ def handle_failure(
     raised) and, with ``escalated``, for a parent whose child escalated -- a parent
     that may be in the middle of an async handler of its own, which a stop cancels.
     """
-    cell.failures += 1
-    cell.last_error = error
-    logger.error(
-        "%s failed %s", cell.path, where, exc_info=(type(error), error, error.__traceback__)
-    )
+    record_failure(cell, error, where)
     strategy = cell.supervision
     state = cell.state
     if state is ActorState.STOPPING or state is ActorState.STOPPED:
@@ -277,5 +284,6 @@ __all__ = [
     "check_strategy",
     "escalate",
     "handle_failure",
+    "record_failure",
     "restart_delay",
 ]

@@ -319,7 +319,7 @@ class Dispatcher:
                             raise
                         else:
                             if result is not None and type(result) is CoroutineType:
-                                cell.handler_failed(coroutine_returned(cell, result), item)
+                                cell.handler_misused(coroutine_returned(cell, result), item)
                     cell.handled += 1
                     used += 1
                     turn = 1
@@ -446,7 +446,7 @@ class Dispatcher:
                             break  # restarting: a restart task owns it
                     else:
                         if result is not None and type(result) is CoroutineType:
-                            cell.handler_failed(coroutine_returned(cell, result), item)
+                            cell.handler_misused(coroutine_returned(cell, result), item)
             except IndexError:
                 n -= 1  # it stopped itself: the mailbox was stranded
             except BaseException:

@@ -66,7 +66,7 @@ def call_plain(cell: ActorCell, receive: Any, message: Any) -> None:
         cell.handler_failed(error, message)
     else:
         if result is not None and type(result) is CoroutineType:
-            cell.handler_failed(coroutine_returned(cell, result), message)
+            cell.handler_misused(coroutine_returned(cell, result), message)
 
 
 def reply_plain(cell: ActorCell, receive: Any, message: Any) -> Any:
@@ -83,7 +83,7 @@ def reply_plain(cell: ActorCell, receive: Any, message: Any) -> Any:
         raise
     if result is not None and type(result) is CoroutineType:
         misuse = coroutine_returned(cell, result)
-        cell.handler_failed(misuse, message)
+        cell.handler_misused(misuse, message)
         raise misuse
     return result
 
@@ -149,7 +149,7 @@ async def handle_async(cell: ActorCell, item: Any) -> None:
                 failure = stray_cancelled(cell, cancelled)
                 if ask is not None:
                     ask.fail(failure)
-                cell.handler_failed(failure, message)
+                cell.handler_misused(failure, message)
             else:
                 if ask is not None:
                     ask.reply(result)
