@@ -7,6 +7,7 @@ nothing. Each mutant is also shown to leave some other contract passing, so that
 breaks one promise rather than the whole runtime.
 """
 
+import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -429,6 +430,17 @@ def only_exact_expected_types(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_cell.ActorCell, "handler_failed", handler_failed)
 
 
+def backoff_jitter_unseeded(mp: pytest.MonkeyPatch) -> None:
+    # The runtime before seeds: the jitter's random source ignores the seed.
+    original = _system.ActorSystem.__init__
+
+    def init(self: Any, *args: Any) -> None:
+        original(self, *args)
+        self._random = random.Random()
+
+    mp.setattr(_system.ActorSystem, "__init__", init)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -469,6 +481,7 @@ MUTANTS: dict[str, list[Mutant]] = {
     ],
     "T26": [expected_errors_are_failures, only_exact_expected_types],
     "T29": [exit_refuses_everything_first, children_stop_all_at_once],
+    "T30": [backoff_jitter_unseeded],
     "T31": [refused_tells_counted_twice, failed_back_asks_counted_twice],
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from threading import get_ident
@@ -57,7 +58,11 @@ class ActorSystem:
     """
 
     def __init__(
-        self, nursery: trio.Nursery, serving: ServingPolicy, dead_letters: DeadLetters
+        self,
+        nursery: trio.Nursery,
+        serving: ServingPolicy,
+        dead_letters: DeadLetters,
+        seed: int,
     ) -> None:
         self._nursery = nursery
         self._serving = serving
@@ -74,11 +79,19 @@ class ActorSystem:
         self._spawned = 0
         self._closed = False
         self._failed = False
-        self._random = random.Random()
+        self._seed = seed
+        self._random = random.Random(seed)  # every random choice of the runtime
         self.restarts = 0  # of all its actors, for statistics
         self.failures = 0  # likewise
         self.expected_errors = 0  # likewise
         self._timer_service: TimerService | None = None  # made with the first timer
+
+    @property
+    def seed(self) -> int:
+        """The seed of the runtime's random choices (the jitter of restart backoff):
+        the one given to :func:`open_actor_system`, or the one it drew. Log it, and a
+        run under ``MockClock`` can be replayed exactly with ``seed=system.seed``."""
+        return self._seed
 
     @property
     def serving(self) -> ServingPolicy:
@@ -400,11 +413,21 @@ def _describe(factory: object) -> str:
     return getattr(factory, "__qualname__", None) or repr(factory)
 
 
+def _checked_seed(seed: object) -> int:
+    """``seed`` if it is an int; a fresh one from the OS for ``None``."""
+    if seed is None:
+        return secrets.randbits(64)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int or None, got {seed!r}")
+    return seed
+
+
 @asynccontextmanager
 async def open_actor_system(
     *,
     serving: ServingPolicy | None = None,
     dead_letters_kept: int = DEFAULT_RECENT_DEAD_LETTERS,
+    seed: int | None = None,
 ) -> AsyncIterator[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
 
@@ -416,6 +439,12 @@ async def open_actor_system(
             (batch 64, cleanup batch 32, time slice 16 ms).
         dead_letters_kept: how many recent dead letters ``dead_letters.recent``
             keeps.
+        seed: seeds every random choice the runtime makes (today: the jitter of
+            :class:`~trio_actors.Backoff`), so that under ``MockClock`` a program
+            runs the same every time (contract T30). ``None`` (the default) draws
+            a fresh seed from the operating system, so that systems in different
+            processes do not restart in lockstep; :attr:`ActorSystem.seed` tells
+            which, to replay a run.
 
     Leaving the block stops every actor still alive, children before their parents,
     newest first and one at a time (an actor not yet reached keeps serving): queued
@@ -431,8 +460,9 @@ async def open_actor_system(
     elif not isinstance(serving, ServingPolicy):
         raise TypeError(f"serving must be a ServingPolicy, got {serving!r}")
     dead_letters = DeadLetters(dead_letters_kept)
+    seed = _checked_seed(seed)
     async with trio.open_nursery() as nursery:
-        system = ActorSystem(nursery, serving, dead_letters)
+        system = ActorSystem(nursery, serving, dead_letters, seed)
         await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
         try:
             yield system

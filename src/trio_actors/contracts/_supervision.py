@@ -1,4 +1,5 @@
-"""Contracts T17--T19: restart, restart intensity, death watch."""
+"""Contracts T17--T19 and T30: restart, restart intensity, death watch, reproducible
+backoff."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from .. import Actor, Backoff, Restart, ServingPolicy, Stop, Terminated
+from .. import Actor, Backoff, Restart, ServingPolicy, Stop, Terminated, open_actor_system
 from ._harness import captured_failures, require, run_virtual, settle, system_for
 from ._registry import ContractViolation, contract
 
@@ -285,3 +286,64 @@ def death_watch(policy: ServingPolicy) -> None:
                 )
 
     run_virtual(main)
+
+
+class _Starts(Actor):
+    """Records the trio time of each instance's start; fails on "boom"."""
+
+    def __init__(self, starts: list[float]) -> None:
+        self.starts = starts
+
+    def on_start(self) -> None:
+        self.starts.append(trio.current_time())
+
+    def receive(self, message: Any) -> Any:
+        if message == "boom":
+            raise _Boom("again")
+        return message
+
+
+def _restart_times(policy: ServingPolicy, seed: int | None) -> tuple[list[float], int]:
+    """One run: an actor with jittered backoff fails six times; its start times and
+    the system's seed."""
+
+    async def main(clock: trio.testing.MockClock) -> tuple[list[float], int]:
+        starts: list[float] = []
+        backoff = Backoff(min_delay=0.1, max_delay=5.0, factor=2.0, jitter=0.5)
+        with captured_failures():
+            async with open_actor_system(serving=policy, seed=seed) as system:
+                ref = system.spawn(
+                    _Starts,
+                    starts,
+                    supervision=Restart(max_restarts=10, within=1000.0, backoff=backoff),
+                )
+                for _ in range(6):
+                    await ref.ask("ping")  # started (after the backoff, if restarting)
+                    ref.tell("boom")
+                await ref.ask("ping")
+        return [start - starts[0] for start in starts], system.seed
+
+    return run_virtual(main)
+
+
+@contract(
+    "T30",
+    "reproducible backoff",
+    "with open_actor_system(seed=...) and MockClock, restart times with jitter are the "
+    "same on every run; another seed gives other times; a system opened without a seed "
+    "draws one, and replaying with it gives the same times",
+)
+def reproducible_backoff(policy: ServingPolicy) -> None:
+    first, seed = _restart_times(policy, 30)
+    require(seed == 30, f"system.seed is {seed}, not the seed given (30)")
+    require(len(first) == 7, f"{len(first)} starts, not 7 (one and six restarts)")
+    again, _ = _restart_times(policy, 30)
+    require(first == again, f"the same seed gave other restart times: {first} and {again}")
+    other, _ = _restart_times(policy, 31)
+    require(first != other, f"seeds 30 and 31 gave the same restart times {first}: no jitter?")
+    drawn_times, drawn = _restart_times(policy, None)
+    replayed, _ = _restart_times(policy, drawn)
+    require(
+        drawn_times == replayed,
+        f"replaying with the drawn seed {drawn} gave other times: {drawn_times} and {replayed}",
+    )
