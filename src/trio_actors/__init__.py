@@ -42,6 +42,7 @@ from .lifecycle import Escalate as Escalate
 from .lifecycle import Restart as Restart
 from .lifecycle import Resume as Resume
 from .lifecycle import Stop as Stop
+from .lifecycle import Supervision as Supervision
 from .lifecycle import SupervisionStrategy as SupervisionStrategy
 from .lifecycle import Terminated as Terminated
 from .mailbox import Bounded as Bounded
@@ -67,6 +68,7 @@ __all__ = [
     "Resume",
     "ServingPolicy",
     "Stop",
+    "Supervision",
     "SupervisionStrategy",
     "SystemStatistics",
     "Terminated",

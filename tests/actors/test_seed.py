@@ -25,4 +25,3 @@ async def test_the_seed_given_is_the_systems_and_none_draws_a_fresh_one() -> Non
             assert isinstance(system.seed, int)
             drawn.add(system.seed)
     assert len(drawn) == 3  # 64 random bits each: a repeat would be a broken draw
-

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorError
-from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy
+from ..lifecycle._supervision import DEFAULT_SUPERVISION, Supervision
 from ..lifecycle._watch import unwatch, watch
 from ..mailbox._bounded import Bounded
 from ._timers import Timer, check_delay
@@ -148,7 +148,7 @@ class Actor:
         actor_factory: type[Actor] | Callable[..., Actor],
         *args: Any,
         name: str | None = None,
-        supervision: SupervisionStrategy = DEFAULT_SUPERVISION,
+        supervision: Supervision = DEFAULT_SUPERVISION,
         mailbox: Bounded | None = None,
         **unknown: Any,
     ) -> ActorRef:

@@ -53,6 +53,7 @@ from ..lifecycle._state import (
 )
 from ..lifecycle._supervision import (
     DEFAULT_SUPERVISION,
+    Decider,
     RestartWindow,
     SupervisionStrategy,
     handle_failure,
@@ -117,7 +118,7 @@ class ActorCell:
 
     # --- class-level defaults (see above) ---
     parent: ActorCell | None = None  # set for a child only
-    supervision: SupervisionStrategy = DEFAULT_SUPERVISION  # set if another is given
+    supervision: SupervisionStrategy | Decider = DEFAULT_SUPERVISION  # set if another is given
     # The factory (called again for each restart, with args): set unless it is the
     # instance's class called with no arguments (the common spawn(Cls)).
     factory: Any = None

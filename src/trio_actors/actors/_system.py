@@ -27,7 +27,7 @@ from ..lifecycle._restarting import run_restart
 from ..lifecycle._state import ActorState
 from ..lifecycle._stopping import finish_idle_stop, finish_stop
 from ..lifecycle._stranded import CleanupCadence
-from ..lifecycle._supervision import DEFAULT_SUPERVISION, SupervisionStrategy, check_strategy
+from ..lifecycle._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
 from ..mailbox._bounded import Bounded
 from ..mailbox._dispatcher import Dispatcher
 from ..mailbox._foreign import ForeignInbox
@@ -104,7 +104,7 @@ class ActorSystem:
         actor_factory: type[Actor] | Callable[..., Actor],
         *args: Any,
         name: str | None = None,
-        supervision: SupervisionStrategy = DEFAULT_SUPERVISION,
+        supervision: Supervision = DEFAULT_SUPERVISION,
         mailbox: Bounded | None = None,
         **unknown: Any,
     ) -> ActorRef:
@@ -145,7 +145,7 @@ class ActorSystem:
         factory: type[Actor] | Callable[..., Actor],
         args: tuple[Any, ...],
         name: str | None,
-        supervision: SupervisionStrategy,
+        supervision: Supervision,
         mailbox: Bounded | None,
     ) -> ActorRef:
         """:meth:`spawn` of a top-level actor (``parent`` None) or of a child
@@ -164,8 +164,7 @@ class ActorSystem:
             # Not while stopping, nor while restarting: a child spawned by the old
             # instance's on_stop would outlive the restart that should stop it.
             raise ActorError(f"cannot spawn a child of {parent.path}: it is {parent.state.value}")
-        if supervision is not DEFAULT_SUPERVISION:
-            check_strategy(supervision)
+        checked = supervision if supervision is DEFAULT_SUPERVISION else check_strategy(supervision)
         if mailbox is not None and not isinstance(mailbox, Bounded):
             raise TypeError(
                 f"mailbox must be None (unbounded) or a trio_actors.Bounded, got {mailbox!r}"
@@ -205,8 +204,8 @@ class ActorSystem:
             if parent.children is None:
                 parent.children = {}
             parent.children[key] = cell
-        if supervision is not DEFAULT_SUPERVISION:
-            cell.supervision = supervision
+        if checked is not DEFAULT_SUPERVISION:
+            cell.supervision = checked
         if args or factory is not type(instance):
             cell.factory = factory  # called again for each restart
             cell.args = args

@@ -14,6 +14,7 @@ from ._supervision import Escalate as Escalate
 from ._supervision import Restart as Restart
 from ._supervision import Resume as Resume
 from ._supervision import Stop as Stop
+from ._supervision import Supervision as Supervision
 from ._supervision import SupervisionStrategy as SupervisionStrategy
 from ._watch import Terminated as Terminated
 
@@ -30,6 +31,7 @@ __all__ = [
     "Resume",
     "Serving",
     "Stop",
+    "Supervision",
     "SupervisionStrategy",
     "Terminated",
 ]

@@ -25,7 +25,7 @@ from trio.lowlevel import enable_ki_protection
 
 from ._state import ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._stopping import run_on_stop, stop_children
-from ._supervision import Restart, record_failure, restart_delay
+from ._supervision import Restart, escalate, record_failure, restart_delay, strategy_for
 
 if TYPE_CHECKING:
     from ..actors._actor import Actor
@@ -114,9 +114,15 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
 
 
 def _after_failed_creation(cell: ActorCell, error: BaseException) -> float | None:
+    """The factory failed while a restart built the fresh instance. A ``Restart``
+    that decides the error tries again (after its backoff) until its intensity is
+    exceeded; any other strategy a decider gives it escalates: with no instance
+    there is nothing to resume, and a stop would hide a supervisor giving up."""
     record_failure(cell, error, "creating a fresh instance")
-    strategy = cell.supervision
-    assert isinstance(strategy, Restart)
+    strategy = strategy_for(cell, error)
+    if not isinstance(strategy, Restart):
+        escalate(cell, error)
+        return None
     return restart_delay(cell, strategy, error)
 
 

@@ -29,6 +29,7 @@ import logging
 import math
 import random
 from collections import deque
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -58,6 +59,12 @@ def _positive_number(instance: Any, attribute: attrs.Attribute[Any], value: obje
     _non_negative_number(instance, attribute, value)
     if value == 0:
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be > 0, got 0")
+
+
+def _positive_window(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value == math.inf and not isinstance(value, bool):
+        return  # an unlimited window: every failure counts, forever
+    _positive_number(instance, attribute, value)
 
 
 def _non_negative_int(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -120,13 +127,14 @@ class Restart:
     Args:
         max_restarts: restarts allowed within ``within`` seconds; one failure more
             escalates (to the parent, or at the root fails the system block).
-        within: the window, in seconds of trio clock.
+        within: the window, in seconds of trio clock; ``math.inf`` counts every
+            failure of the actor's life (then ``max_restarts`` is a lifetime budget).
         backoff: a :class:`Backoff` to delay restarts, or ``None`` to restart at
             once.
     """
 
     max_restarts: int = attrs.field(default=3, validator=_non_negative_int)
-    within: float = attrs.field(default=5.0, validator=_positive_number)
+    within: float = attrs.field(default=5.0, validator=_positive_window)
     backoff: Backoff | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Backoff))
     )
@@ -152,18 +160,74 @@ class Escalate:
 
 
 SupervisionStrategy = Restart | Stop | Resume | Escalate
-"""Any one of the four strategies (the type of ``spawn(..., supervision=...)``)."""
+"""Any one of the four strategies."""
+Supervision = SupervisionStrategy | Mapping[type[Exception], SupervisionStrategy]
+"""The type of ``spawn(..., supervision=...)``: a strategy, or a decider -- a mapping
+from exception types to strategies (see :class:`Decider`)."""
 DEFAULT_SUPERVISION: SupervisionStrategy = Restart()
 STRATEGY_TYPES = (Restart, Stop, Resume, Escalate)
+_ESCALATE = Escalate()
 
 
-def check_strategy(strategy: object) -> SupervisionStrategy:
-    """Return ``strategy`` if it is one; raise a ``TypeError`` naming it otherwise."""
-    if not isinstance(strategy, STRATEGY_TYPES):
-        raise TypeError(
-            f"supervision must be Restart(...), Stop(), Resume() or Escalate(), got {strategy!r}"
-        )
-    return strategy
+class Decider:
+    """A ``supervision=`` mapping, checked: the strategy for each exception type.
+
+    The most specific match wins: the first class of the error's MRO that the
+    mapping names (so ``{ValueError: Resume(), Exception: Restart()}`` resumes on a
+    ``UnicodeError`` and restarts on a ``KeyError``); an error that matches no entry
+    escalates, as an Akka decider's unhandled case does.
+    """
+
+    __slots__ = ("_by_type",)
+
+    def __init__(self, by_type: Mapping[type[Exception], SupervisionStrategy]) -> None:
+        self._by_type = dict(by_type)
+
+    def decide(self, error: BaseException) -> SupervisionStrategy:
+        """The strategy for ``error``."""
+        by_type = self._by_type
+        for cls in type(error).__mro__:
+            strategy = by_type.get(cls)
+            if strategy is not None:
+                return strategy
+        return _ESCALATE
+
+    def __repr__(self) -> str:
+        entries = ", ".join(f"{cls.__qualname__}: {s!r}" for cls, s in self._by_type.items())
+        return f"{{{entries}}}"
+
+
+def check_strategy(strategy: object) -> SupervisionStrategy | Decider:
+    """Return ``strategy`` (a mapping as a :class:`Decider`) if it is one; raise a
+    ``TypeError`` naming what is wrong otherwise."""
+    if isinstance(strategy, STRATEGY_TYPES):
+        return strategy
+    if isinstance(strategy, Mapping):
+        if not strategy:
+            raise TypeError("supervision={} is empty: map exception types to strategies")
+        for cls, chosen in strategy.items():
+            if not (isinstance(cls, type) and issubclass(cls, Exception)):
+                raise TypeError(
+                    f"supervision mapping keys must be Exception subclasses, got {cls!r}"
+                )
+            if not isinstance(chosen, STRATEGY_TYPES):
+                raise TypeError(
+                    f"supervision mapping values must be Restart(...), Stop(), Resume() or "
+                    f"Escalate(), got {chosen!r} for {cls.__qualname__}"
+                )
+        return Decider(strategy)
+    raise TypeError(
+        "supervision must be Restart(...), Stop(), Resume(), Escalate() or a mapping "
+        f"from exception types to them, got {strategy!r}"
+    )
+
+
+def strategy_for(cell: ActorCell, error: BaseException) -> SupervisionStrategy:
+    """The strategy that decides ``cell``'s failure with ``error``."""
+    supervision = cell.supervision
+    if type(supervision) is Decider:
+        return supervision.decide(error)
+    return supervision  # type: ignore[return-value]
 
 
 class RestartWindow:
@@ -174,11 +238,13 @@ class RestartWindow:
     def __init__(self) -> None:
         self._times: deque[float] = deque()
 
-    def record(self, now: float, within: float) -> int:
-        """Record a failure at ``now``; return the failures now in the window."""
+    def record(self, now: float, strategy: Restart) -> int:
+        """Record a failure at ``now``; return the failures now in the window (at
+        most one more than ``max_restarts``: more need not be kept)."""
         times = self._times
         times.append(now)
-        while times and times[0] <= now - within:
+        start = now - strategy.within
+        while times and (times[0] <= start or len(times) > strategy.max_restarts + 1):
             times.popleft()
         return len(times)
 
@@ -204,7 +270,7 @@ def handle_failure(
     that may be in the middle of an async handler of its own, which a stop cancels.
     """
     record_failure(cell, error, where)
-    strategy = cell.supervision
+    strategy = strategy_for(cell, error)
     state = cell.state
     if state is ActorState.STOPPING or state is ActorState.STOPPED:
         return  # on its way out already: nothing to decide
@@ -239,7 +305,7 @@ def restart_delay(
     or ``None`` when the intensity is exceeded (the failure was escalated)."""
     if cell.restart_window is None:
         cell.restart_window = RestartWindow()
-    recent = cell.restart_window.record(trio.current_time(), strategy.within)
+    recent = cell.restart_window.record(trio.current_time(), strategy)
     if recent > strategy.max_restarts:
         logger.error(
             "%s failed %d times within %gs (more than max_restarts=%d): escalating",
@@ -273,6 +339,7 @@ def _stop_with(cell: ActorCell, error: BaseException, *, cancel_handler: bool) -
 
 __all__ = [
     "DEFAULT_SUPERVISION",
+    "Decider",
     "STRATEGY_TYPES",
     "Backoff",
     "Escalate",
@@ -280,10 +347,12 @@ __all__ = [
     "RestartWindow",
     "Resume",
     "Stop",
+    "Supervision",
     "SupervisionStrategy",
     "check_strategy",
     "escalate",
     "handle_failure",
     "record_failure",
     "restart_delay",
+    "strategy_for",
 ]
