@@ -18,6 +18,7 @@ from trio_actors import (
     Stop,
     Supervision,
     SupervisionStrategy,
+    Terminated,
     open_actor_system,
 )
 from trio_actors.lifecycle._supervision import Decider, RestartWindow
@@ -159,3 +160,56 @@ def test_the_window_keeps_no_more_failures_than_it_needs() -> None:
     counts = [window.record(float(t), strategy) for t in range(10)]
     assert counts == [1, 2, 3, 4, 4, 4, 4, 4, 4, 4]
     assert len(window._times) == 4
+
+
+class Watcher(Actor):
+    """Watches the ref it is given; fails on "fail"; records what it receives."""
+
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+
+    def on_start(self) -> None:
+        self.log.append(("started", self.restarted_after))
+
+    def receive(self, message: Any) -> Any:
+        if message == "fail":
+            raise RuntimeError("watcher failed")
+        if isinstance(message, tuple) and message[0] == "watch":
+            self.watch(message[1])
+            return None
+        self.log.append(message)
+        return None
+
+
+async def test_a_restart_drops_the_old_instances_watches_and_says_why() -> None:
+    async with open_actor_system() as system:
+        log: list[Any] = []
+        target = system.spawn(Raiser, [])
+        watcher = system.spawn(Watcher, log)
+        await watcher.ask(("watch", target))
+        with pytest.raises(RuntimeError):
+            await watcher.ask("fail")
+        await trio.testing.wait_all_tasks_blocked()
+        await target.stop()
+        await trio.testing.wait_all_tasks_blocked()
+        assert await watcher.ask("after") is None
+        first, (event, why), *rest = log
+        assert first == ("started", None)
+        assert event == "started"
+        assert isinstance(why, RuntimeError)
+        assert str(why) == "watcher failed"
+        assert rest == ["after"]  # no Terminated: the fresh instance never watched
+
+
+async def test_a_fresh_instance_that_watches_again_is_told() -> None:
+    async with open_actor_system() as system:
+        log: list[Any] = []
+        target = system.spawn(Raiser, [])
+        watcher = system.spawn(Watcher, log)
+        await watcher.ask(("watch", target))
+        with pytest.raises(RuntimeError):
+            await watcher.ask("fail")
+        await watcher.ask(("watch", target))
+        await target.stop()
+        await trio.testing.wait_all_tasks_blocked()
+        assert [entry for entry in log if isinstance(entry, Terminated)] == [Terminated(target)]

@@ -66,6 +66,11 @@ class Actor:
     # default rather than a slot, so that spawn can check it without an exception.
     _trio_actors_cell: ActorCell | None = None
 
+    restarted_after: BaseException | None = None
+    """For an instance a ``Restart`` made: the failure that led to it (set before its
+    ``on_start`` runs); ``None`` for the first instance. The old instance's watches
+    are not carried over: a fresh instance watches what its ``on_start`` watches."""
+
     expected_errors: ClassVar[tuple[type[Exception], ...]] = ()
     """Exceptions that are replies, not failures (a tuple of ``Exception`` classes).
 

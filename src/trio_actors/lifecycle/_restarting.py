@@ -26,6 +26,7 @@ from trio.lowlevel import enable_ki_protection
 from ._state import ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._stopping import run_on_stop, stop_children
 from ._supervision import Restart, escalate, record_failure, restart_delay, strategy_for
+from ._watch import unwatch
 
 if TYPE_CHECKING:
     from ..actors._actor import Actor
@@ -53,7 +54,15 @@ def make_instance(cell: ActorCell) -> tuple[Actor, HandlerKinds]:
 
 
 def install(cell: ActorCell, instance: Actor, kinds: HandlerKinds) -> None:
-    """Make ``instance`` (fresh from the factory) this actor's instance."""
+    """Make ``instance`` (fresh from the factory) this actor's instance.
+
+    The watches the old instance made are dropped, with any ``Terminated`` they
+    queued (Akka's default: the fresh instance watches what it chooses to), and the
+    fresh instance is told why it exists: its ``restarted_after`` is the failure
+    that led to it."""
+    for target in list(cell.watching or ()):
+        unwatch(cell, target)
+    instance.restarted_after = cell.last_error
     if type(cell.actor_name) is int and cell.name_prefix is None:
         cell.name_prefix = cell.kinds.class_name  # the generated name stays
     cell.instance = instance
