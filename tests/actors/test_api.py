@@ -548,3 +548,15 @@ async def test_an_ask_answered_in_the_askers_task_yields_whether_or_not_it_fails
         else:
             assert await ref.ask(message) == "ok"
         assert task._schedule_points > before, "the ask did not yield"
+
+
+async def test_open_actor_system_without_async_with_says_how_to_open_it() -> None:
+    opener: Any = ta.open_actor_system()  # Any: the misuses below are what mypy refuses
+    with pytest.raises(AttributeError, match=r"async context manager, not the system \(no \.spawn"):
+        opener.spawn  # noqa: B018
+    with pytest.raises(TypeError, match="is not awaited: write 'async with open_actor_system"):
+        await opener
+    with pytest.raises(TypeError, match="is an async context manager"), opener:
+        pass  # pragma: no cover
+    async with opener as system:  # still usable the right way
+        assert await system.spawn(Echo).ask(1) == 1

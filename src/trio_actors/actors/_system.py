@@ -12,7 +12,7 @@ import random
 import re
 import secrets
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from threading import get_ident
 from typing import Any, cast
 
@@ -421,13 +421,12 @@ def _checked_seed(seed: object) -> int:
     return seed
 
 
-@asynccontextmanager
-async def open_actor_system(
+def open_actor_system(
     *,
     serving: ServingPolicy | None = None,
     dead_letters_kept: int = DEFAULT_RECENT_DEAD_LETTERS,
     seed: int | None = None,
-) -> AsyncIterator[ActorSystem]:
+) -> AbstractAsyncContextManager[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
 
     Entering is a checkpoint (it starts the system's dispatcher task in a nursery
@@ -453,7 +452,54 @@ async def open_actor_system(
     system is left. This cleanup finishes even if the block is being cancelled.
     Like a nursery, an exception leaving the block comes wrapped in an
     ``ExceptionGroup``.
+
+    Used without ``async with`` (``system = open_actor_system()``, or ``await``-ed),
+    the first use says how to open it instead of failing obscurely.
     """
+    return _SystemOpener(_open(serving, dead_letters_kept, seed))
+
+
+class _SystemOpener:
+    """What :func:`open_actor_system` returns: an async context manager, only that."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager: AbstractAsyncContextManager[ActorSystem]) -> None:
+        self._manager = manager
+
+    async def __aenter__(self) -> ActorSystem:
+        return await self._manager.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return await self._manager.__aexit__(*exc_info)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(
+            f"open_actor_system() returns an async context manager, not the system "
+            f"(no .{name}): write 'async with open_actor_system() as system:' and use "
+            f"system.{name} inside the block"
+        )
+
+    def __await__(self) -> Any:
+        raise TypeError(
+            "open_actor_system() is not awaited: write 'async with open_actor_system() as system:'"
+        )
+
+    def __enter__(self) -> Any:
+        raise TypeError(
+            "open_actor_system() is an async context manager: write "
+            "'async with open_actor_system() as system:' (inside a trio run)"
+        )
+
+    def __exit__(self, *exc_info: Any) -> None:  # pragma: no cover - __enter__ raised
+        pass
+
+
+@asynccontextmanager
+async def _open(
+    serving: ServingPolicy | None, dead_letters_kept: int, seed: int | None
+) -> AsyncIterator[ActorSystem]:
+    """The body of :func:`open_actor_system`."""
     if serving is None:
         serving = ServingPolicy()
     elif not isinstance(serving, ServingPolicy):
