@@ -152,3 +152,45 @@ async def test_a_cancelled_receive_leaves_the_message_unread(actor_system: ta.Ac
         await probe.wait_for(str)
     assert probe.unread == ["hello"]
     assert await probe.receive() == "hello"
+
+
+class _Echo(ta.Actor):
+    def receive(self, message: Any) -> Any:
+        return message
+
+
+async def test_a_probe_watches_and_expects_terminated(autojump_clock: Any) -> None:
+    async with ta.open_actor_system() as system:
+        probe = Probe(system)
+        target = system.spawn(_Echo)
+        gone = system.spawn(_Echo)
+        await gone.stop()
+        probe.watch(target)
+        probe.watch(gone)  # stopped already: told at once
+        assert await probe.expect_terminated(gone) == ta.Terminated(gone)
+        target.tell("not yet")
+        await target.stop()
+        terminated = await probe.expect_terminated(target)
+        assert terminated.ref == target
+        assert terminated.error is None
+        assert probe.messages == [ta.Terminated(gone), ta.Terminated(target)]  # no _Watch
+
+
+async def test_expect_terminated_without_a_watch_fails_with_a_hint(autojump_clock: Any) -> None:
+    async with ta.open_actor_system() as system:
+        probe = Probe(system)
+        target = system.spawn(_Echo)
+        await target.stop()
+        hint = r"no Terminated of system/_Echo-\d+ within 1s \(watched with probe\.watch"
+        with pytest.raises(AssertionError, match=hint):
+            await probe.expect_terminated(target)
+
+
+async def test_a_probe_unwatch_withdraws_the_watch(autojump_clock: Any) -> None:
+    async with ta.open_actor_system() as system:
+        probe = Probe(system)
+        target = system.spawn(_Echo)
+        probe.watch(target)
+        probe.unwatch(target)
+        await target.stop()
+        await probe.expect_no_message(within=1)

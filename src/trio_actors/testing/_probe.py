@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import trio
 
-from .. import Actor, ActorRef, ActorSystem
+from .. import Actor, ActorRef, ActorSystem, Terminated
 
 DEFAULT_WITHIN = 1.0
 """Trio-clock seconds a probe waits for a message before failing the test."""
@@ -37,11 +38,22 @@ def describe(match: Any) -> str:
     return repr(match)
 
 
+@attrs.frozen
+class _Watch:
+    """The probe's own instruction to itself: watch ``ref`` (never recorded)."""
+
+    ref: ActorRef
+    watch: bool  # False: unwatch
+
+
 class _ProbeActor(Actor):
     def __init__(self, probe: Probe) -> None:
         self.probe = probe
 
     def receive(self, message: Any) -> Any:
+        if type(message) is _Watch:
+            (self.watch if message.watch else self.unwatch)(message.ref)
+            return None
         return self.probe._arrived(message)
 
 
@@ -142,6 +154,39 @@ class Probe:
         await trio.sleep(within)
         if self.unread:
             raise AssertionError(f"{self.ref.name} expected no message, received {self.unread!r}")
+
+    def watch(self, ref: ActorRef) -> None:
+        """Death-watch ``ref`` from the probe: when it stops, the probe receives its
+        :class:`~trio_actors.Terminated` (once, as any watcher; at once if it has
+        stopped already). Never blocks, never a checkpoint: the watch is made in
+        the probe's next turn, which cannot miss the stop (see
+        :meth:`Actor.watch <trio_actors.Actor.watch>`). Akka's ``probe.watch``."""
+        self.ref.tell(_Watch(ref, watch=True))
+
+    def unwatch(self, ref: ActorRef) -> None:
+        """Withdraw :meth:`watch` (a ``Terminated`` not yet received is withdrawn
+        too). Never blocks, never a checkpoint."""
+        self.ref.tell(_Watch(ref, watch=False))
+
+    async def expect_terminated(
+        self, ref: ActorRef, *, within: float = DEFAULT_WITHIN
+    ) -> Terminated:
+        """Skip unread messages until ``ref``'s :class:`~trio_actors.Terminated`
+        arrives (after :meth:`watch`), waiting up to ``within`` seconds; return it.
+        A checkpoint; fails with ``AssertionError`` as :meth:`wait_for` does.
+        Akka's ``expectTerminated``."""
+
+        def terminated(message: Any) -> bool:
+            return type(message) is Terminated and message.ref == ref
+
+        try:
+            message: Terminated = await self.wait_for(terminated, within=within)
+        except AssertionError as error:
+            raise AssertionError(
+                f"{self.ref.name} received no Terminated of {ref.path} within {within:g}s "
+                f"(watched with probe.watch(ref)?); {error}"
+            ) from None
+        return message
 
     def __repr__(self) -> str:
         return f"<Probe {self.ref.path}: {len(self.messages)} received, {len(self.unread)} unread>"
