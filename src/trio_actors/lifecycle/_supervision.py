@@ -162,8 +162,9 @@ class Escalate:
 SupervisionStrategy = Restart | Stop | Resume | Escalate
 """Any one of the four strategies."""
 Supervision = SupervisionStrategy | Mapping[type[Exception], SupervisionStrategy]
-"""The type of ``spawn(..., supervision=...)``: a strategy, or a decider -- a mapping
-from exception types to strategies (see :class:`Decider`)."""
+"""The type of ``spawn(..., supervision=...)``: a strategy, or a *decider* -- a mapping
+from exception types to strategies, in which the most specific match wins and an
+error no entry matches escalates."""
 DEFAULT_SUPERVISION: SupervisionStrategy = Restart()
 STRATEGY_TYPES = (Restart, Stop, Resume, Escalate)
 _ESCALATE = Escalate()
