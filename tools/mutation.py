@@ -189,7 +189,9 @@ def all_mutants() -> list[dict[str, Any]]:
     return mutants
 
 
-def run_mutant(mutant: dict[str, Any], timeout: float, per_test: int) -> dict[str, Any]:
+def run_mutant(
+    mutant: dict[str, Any], timeout: float, per_test: int, deselect: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Run the suite against one mutant; return the record with its outcome."""
     path = PACKAGE / mutant["module"]
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -209,6 +211,7 @@ def run_mutant(mutant: dict[str, Any], timeout: float, per_test: int) -> dict[st
             "-p",
             "no:cacheprovider",
             f"--timeout={per_test}",
+            *(f"--deselect={test}" for test in deselect),
             *FIRST,  # the broad, quick tests first: most mutants die in seconds
             "tests",
             "examples/testing",
@@ -264,6 +267,14 @@ def main(argv: list[str] | None = None) -> int:
         help="with --resume: run again the mutants killed only by a timeout (a machine "
         "busy with other work can make a sound test time out)",
     )
+    parser.add_argument(
+        "--deselect",
+        action="append",
+        default=[],
+        metavar="NODEID",
+        help="leave a test out (pytest's --deselect; repeatable), e.g. one that decides "
+        "by the wall clock, to see whether the deterministic tests kill the mutants",
+    )
     args = parser.parse_args(argv)
 
     everything = all_mutants()
@@ -280,7 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     command = "python tools/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:])
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [
-            pool.submit(run_mutant, m, args.suite_timeout, args.per_test_timeout) for m in sample
+            pool.submit(
+                run_mutant, m, args.suite_timeout, args.per_test_timeout, tuple(args.deselect)
+            )
+            for m in sample
         ]
         for number, future in enumerate(concurrent.futures.as_completed(futures), 1):
             record = future.result()
