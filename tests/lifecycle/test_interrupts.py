@@ -296,6 +296,41 @@ def test_a_keyboard_interrupt_in_a_plain_handler_does_not_stop_the_serving() -> 
     assert answers == ["question"]
 
 
+@pytest.mark.parametrize("backlog", [0, 3], ids=["activation", "in-a-turn"])
+def test_a_keyboard_interrupt_from_a_plain_handler_counts_its_message_handled(
+    backlog: int,
+) -> None:
+    # The interrupted message was taken by its handler: handled, exactly once, on
+    # the one-message path of an activation and inside a longer turn alike (a
+    # mutation that counted it -1 on the activation path survived the suite).
+    statistics: list[ta.ActorStatistics] = []
+
+    class Interrupted(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            if message == "interrupt":
+                raise KeyboardInterrupt
+            return message
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(Interrupted)
+            assert await ref.ask("started") == "started"
+            for n in range(backlog):
+                ref.tell(n)
+            ref.tell("interrupt")
+            try:
+                await trio.sleep(5)
+            finally:
+                statistics.append(ref.statistics())
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert caught.value.split(KeyboardInterrupt)[0] is not None
+    (seen,) = statistics
+    assert seen.handled == 1 + backlog + 1  # the ask, the backlog, the interrupted one
+    assert seen.mailbox_depth == 0
+
+
 def _cancel_the_block_while_an_async_handler_runs() -> dict[str, Any]:
     """99 tells queued behind a running async handler; the system block is then
     cancelled from outside. Returns what became of them."""
