@@ -282,8 +282,9 @@ async def _wait_and_clean(cell: ActorCell, cadence: CleanupCadence) -> None:
         if cell.state is ActorState.DRAINING:
             await cell.wait_drained()
             if cell.state is ActorState.DRAINING:
+                # Drained: nobody serves it and nothing is queued (wait_drained
+                # returned without a checkpoint after seeing so), so nothing strands.
                 advance(cell, LifecycleEvent.DRAINED)
-                cell.strand()
         stranded = cell.stranded
         if stranded:
             await clean_stranded(cell, stranded, cadence)
