@@ -10,6 +10,7 @@ dead letters must account for every one of those tells.
 from __future__ import annotations
 
 import json
+import signal
 from collections import Counter
 from typing import Any
 
@@ -39,6 +40,11 @@ class Async(ta.Actor):
 
 
 def main() -> None:
+    # Ctrl-C as in a terminal, whatever this process inherited: a shell starting a
+    # command in the background (``cmd &`` without job control) starts it with SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler, nor does trio --
+    # the test's SIGINTs would do nothing and it would hang.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sent = [0]
     refs: list[ta.ActorRef] = []
     systems: list[ta.ActorSystem] = []
