@@ -62,7 +62,7 @@ def _positive_number(instance: Any, attribute: attrs.Attribute[Any], value: obje
 
 
 def _positive_window(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value == math.inf and not isinstance(value, bool):
+    if value == math.inf:
         return  # an unlimited window: every failure counts, forever
     _positive_number(instance, attribute, value)
 
