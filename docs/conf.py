@@ -122,7 +122,7 @@ _UNRESOLVABLE_WITHOUT_INVENTORY: dict[str, list[tuple[str, str]]] = {
         ("py:class", "contextlib.AbstractAsyncContextManager"),
         ("py:class", "random.Random"),
     ],
-    "trio": [],
+    "trio": [("py:exc", "trio.EndOfChannel")],
     "attrs": [],
 }
 

@@ -7,6 +7,7 @@ nothing. Each mutant is also shown to leave some other contract passing, so that
 breaks one promise rather than the whole runtime.
 """
 
+import math
 import random
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -441,6 +442,78 @@ def backoff_jitter_unseeded(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_system.ActorSystem, "__init__", init)
 
 
+def no_shutdown_timeout(mp: pytest.MonkeyPatch) -> None:
+    # The runtime before shutdown timeouts: every stop waits as long as it takes.
+    mp.setattr(_system, "check_shutdown", lambda shutdown: math.inf)
+
+
+def drain_ignores_the_shutdown_timeout(mp: pytest.MonkeyPatch) -> None:
+    original = _stopping._wait_and_clean
+
+    async def unbounded(cell: Any, cadence: Any, deadline: float) -> None:
+        await original(cell, cadence, math.inf)
+
+    mp.setattr(_stopping, "_wait_and_clean", unbounded)
+
+
+def restart_on_stop_is_unbounded(mp: pytest.MonkeyPatch) -> None:
+    original = _stopping.run_on_stop
+
+    async def unbounded(cell: Any, deadline: float) -> None:
+        await original(cell, math.inf)
+
+    mp.setattr(_restarting, "run_on_stop", unbounded)
+
+
+def group_restarts_only_the_failed_child(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_restarting, "group_members", lambda failed, strategy: [failed])
+
+
+def group_tears_down_oldest_first(mp: pytest.MonkeyPatch) -> None:
+    async def teardown_turn(self: Any, cell: Any) -> None:
+        older = self.members[: self.members.index(cell)]
+        while not all(member in self._torn_down for member in older):
+            await self._changed.park()
+
+    mp.setattr(_restarting.GroupRestart, "teardown_turn", teardown_turn)
+
+
+def group_starts_all_at_once(mp: pytest.MonkeyPatch) -> None:
+    # Every member starts when all are torn down: a plain on_start (inline) then
+    # runs before an older member's async one.
+    async def start_turn(self: Any, cell: Any) -> None:
+        while len(self._torn_down) < len(self.members):
+            await self._changed.park()
+
+    mp.setattr(_restarting.GroupRestart, "start_turn", start_turn)
+
+
+def group_leaves_busy_siblings_running(mp: pytest.MonkeyPatch) -> None:
+    original = _restarting.restart_group
+
+    def restart_group(parent: Any, failed: Any, strategy: Any, delay: float, error: Any) -> None:
+        scopes = [c.handler_scope for c in parent.children.values()]
+        for child in parent.children.values():
+            child.handler_scope = None
+        original(parent, failed, strategy, delay, error)
+        for child, scope in zip(parent.children.values(), scopes, strict=True):
+            if child.handler_scope is None:
+                child.handler_scope = scope
+
+    mp.setattr(_cell.ActorCell, "restart_group", restart_group)
+
+
+def group_intensity_counted_per_child(mp: pytest.MonkeyPatch) -> None:
+    original = _supervision.restart_delay
+
+    def per_child(
+        cell: Any, strategy: Any, error: Any, group: Any = None, *, cancel_handler: bool = False
+    ) -> Any:
+        return original(cell, strategy, error, cancel_handler=cancel_handler)
+
+    mp.setattr(_supervision, "restart_delay", per_child)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -480,6 +553,18 @@ MUTANTS: dict[str, list[Mutant]] = {
         system_cancellation_ends_the_dispatcher,
     ],
     "T26": [expected_errors_are_failures, only_exact_expected_types],
+    "T27": [
+        no_shutdown_timeout,
+        drain_ignores_the_shutdown_timeout,
+        restart_on_stop_is_unbounded,
+    ],
+    "T28": [
+        group_restarts_only_the_failed_child,
+        group_tears_down_oldest_first,
+        group_starts_all_at_once,
+        group_leaves_busy_siblings_running,
+        group_intensity_counted_per_child,
+    ],
     "T29": [exit_refuses_everything_first, children_stop_all_at_once],
     "T30": [backoff_jitter_unseeded],
     "T31": [refused_tells_counted_twice, failed_back_asks_counted_twice],

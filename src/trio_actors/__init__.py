@@ -21,8 +21,10 @@ This module only re-exports the public API.
 """
 
 from ._errors import ActorError as ActorError
+from ._errors import ActorNotFound as ActorNotFound
 from ._errors import ActorStopped as ActorStopped
 from ._errors import MailboxFull as MailboxFull
+from ._errors import ShutdownTimeout as ShutdownTimeout
 from ._policy import DEFAULT_BATCH as DEFAULT_BATCH
 from ._policy import DEFAULT_CLEANUP_BATCH as DEFAULT_CLEANUP_BATCH
 from ._policy import DEFAULT_TIME_SLICE as DEFAULT_TIME_SLICE
@@ -38,8 +40,14 @@ from .actors import open_actor_system as open_actor_system
 from .lifecycle import Backoff as Backoff
 from .lifecycle import DeadLetter as DeadLetter
 from .lifecycle import DeadLetters as DeadLetters
+from .lifecycle import DeadLetterSubscription as DeadLetterSubscription
 from .lifecycle import Escalate as Escalate
+from .lifecycle import GroupStrategy as GroupStrategy
+from .lifecycle import OneForAll as OneForAll
+from .lifecycle import OneForOne as OneForOne
 from .lifecycle import Restart as Restart
+from .lifecycle import RestartType as RestartType
+from .lifecycle import RestForOne as RestForOne
 from .lifecycle import Resume as Resume
 from .lifecycle import Stop as Stop
 from .lifecycle import Supervision as Supervision
@@ -50,6 +58,7 @@ from .mailbox import Bounded as Bounded
 __all__ = [
     "Actor",
     "ActorError",
+    "ActorNotFound",
     "ActorRef",
     "ActorStatistics",
     "ActorStopped",
@@ -61,12 +70,19 @@ __all__ = [
     "DEFAULT_TIME_SLICE",
     "DeadLetter",
     "DeadLetterCounts",
+    "DeadLetterSubscription",
     "DeadLetters",
     "Escalate",
+    "GroupStrategy",
     "MailboxFull",
+    "OneForAll",
+    "OneForOne",
+    "RestForOne",
     "Restart",
+    "RestartType",
     "Resume",
     "ServingPolicy",
+    "ShutdownTimeout",
     "Stop",
     "Supervision",
     "SupervisionStrategy",

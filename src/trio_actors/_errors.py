@@ -8,8 +8,12 @@ Each error says whose fault it is, in the manner of trio's ``ClosedResourceError
   own stop from inside your handler).
 * :class:`ActorStopped` -- the actor you asked has stopped or is stopping; not your
   mistake, but the ask cannot be answered.
+* :class:`ActorNotFound` -- no actor is registered under the name you looked up
+  (also a ``LookupError``, as ``KeyError`` is).
 * :class:`MailboxFull` -- a bounded mailbox had no room (your sender outpaced the
   actor; use ``send`` to wait for room instead).
+* :class:`ShutdownTimeout` -- an actor's drain or ``on_stop`` outlived its shutdown
+  timeout and was cancelled (logged and counted as the actor's failure).
 * :class:`LifecycleError` -- an illegal lifecycle transition: always a bug in the
   runtime, never in user code; it names the actor, the state and the event.
 """
@@ -30,6 +34,15 @@ class ActorStopped(ActorError):
     """
 
 
+class ActorNotFound(ActorError, LookupError):
+    """No actor is registered under a name.
+
+    Raised by :meth:`ActorSystem.lookup <trio_actors.ActorSystem.lookup>` and
+    :meth:`ActorSystem.unregister <trio_actors.ActorSystem.unregister>`; the message
+    names the name. A ``LookupError``, so ``except LookupError`` catches it too.
+    """
+
+
 class MailboxFull(ActorError):
     """A bounded mailbox had no room for a message.
 
@@ -38,6 +51,15 @@ class MailboxFull(ActorError):
     bounded mailbox refused or dropped. The message names the actor and the
     capacity. Use :meth:`ActorRef.send <trio_actors.ActorRef.send>` to wait for
     room instead.
+    """
+
+
+class ShutdownTimeout(ActorError):
+    """An actor's stop outlived its shutdown timeout (``spawn(..., shutdown=...)``).
+
+    Not raised to a caller: logged (with the actor's path and what was cut short --
+    its drain or its ``on_stop``) and counted as the actor's failure when the
+    runtime cancels what did not finish in time. ``stop()`` itself returns normally.
     """
 
 
@@ -62,4 +84,12 @@ def describe_value(value: object, limit: int = 120) -> str:
     return text
 
 
-__all__ = ["ActorError", "ActorStopped", "LifecycleError", "MailboxFull", "describe_value"]
+__all__ = [
+    "ActorError",
+    "ActorNotFound",
+    "ActorStopped",
+    "LifecycleError",
+    "MailboxFull",
+    "ShutdownTimeout",
+    "describe_value",
+]

@@ -38,10 +38,10 @@ class Worker(ta.Actor):
 
     def __init__(self, handled: Counter[Any], children: int = 0) -> None:
         self.handled = handled
-        self.children = children
+        self.child_count = children
 
     def on_start(self) -> None:
-        for number in range(self.children):
+        for number in range(self.child_count):
             self.spawn(AsyncWorker, self.handled, name=f"child-{number}")
 
     def receive(self, message: Any) -> Any:
@@ -379,7 +379,7 @@ def test_without_the_stop_sequences_shield_the_same_program_loses_tells(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The test above can fail: the stop sequence with its shield taken away.
-    async def unshielded(cell: Any, cadence: Any) -> None:
+    async def unshielded(cell: Any, cadence: Any, deadline: float) -> None:
         if cell.stranded:
             await _stranded.clean_stranded(cell, cell.stranded, cadence)
         cell.stranded = None

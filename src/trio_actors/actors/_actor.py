@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorError
-from ..lifecycle._supervision import DEFAULT_SUPERVISION, Supervision
+from ..lifecycle._stopping import DEFAULT_SHUTDOWN
+from ..lifecycle._supervision import (
+    DEFAULT_RESTART_TYPE,
+    DEFAULT_SUPERVISION,
+    ONE_FOR_ONE,
+    GroupStrategy,
+    RestartType,
+    Supervision,
+    stopped_itself,
+)
 from ..lifecycle._watch import unwatch, watch
 from ..mailbox._bounded import Bounded
 from ._timers import Timer, check_delay
@@ -26,7 +35,7 @@ if TYPE_CHECKING:
     from ._system import ActorSystem
 
 
-def _target(ref: object, what: str = "watch()/unwatch()") -> ActorCell:
+def cell_of_ref(ref: object, what: str = "watch()/unwatch()") -> ActorCell:
     from ._ref import ActorRef
 
     if type(ref) is not ActorRef:
@@ -40,7 +49,8 @@ def unknown_spawn_keyword(factory: object, unknown: dict[str, Any]) -> TypeError
     given = ", ".join(f"{key}={value!r}" for key, value in unknown.items())
     return TypeError(
         f"spawn() got unexpected keyword arguments {sorted(unknown)!r}: its keywords are "
-        "name, supervision and mailbox; to pass keyword arguments to the actor, spawn "
+        "name, supervision, mailbox, shutdown and restart; to pass keyword arguments to the "
+        "actor, spawn "
         f"functools.partial({getattr(factory, '__qualname__', None) or repr(factory)}, {given})"
     )
 
@@ -68,8 +78,10 @@ class Actor:
 
     restarted_after: BaseException | None = None
     """For an instance a ``Restart`` made: the failure that led to it (set before its
-    ``on_start`` runs); ``None`` for the first instance. The old instance's watches
-    are not carried over: a fresh instance watches what its ``on_start`` watches."""
+    ``on_start`` runs; under a parent's ``OneForAll`` or ``RestForOne``, the failure
+    of the sibling that restarted the group); ``None`` for the first instance. The old
+    instance's watches are not carried over: a fresh instance watches what its
+    ``on_start`` watches."""
 
     expected_errors: ClassVar[tuple[type[Exception], ...]] = ()
     """Exceptions that are replies, not failures (a tuple of ``Exception`` classes).
@@ -87,6 +99,17 @@ class Actor:
 
     pykka sends an ask's exception to the caller and keeps the actor, Akka has
     ``StatusReply.Error``, Erlang replies ``{error, Reason}``: this is that.
+    """
+
+    children_strategy: ClassVar[GroupStrategy] = ONE_FOR_ONE
+    """What a child's restart does to its siblings (T28), as an OTP supervisor's
+    ``strategy``: :class:`~trio_actors.OneForOne` (the default: the child restarts
+    alone), :class:`~trio_actors.OneForAll` (every sibling restarts with it) or
+    :class:`~trio_actors.RestForOne` (it and the siblings spawned after it). Under
+    the last two the intensity is the group's, counted in this actor. ::
+
+        class Pipeline(Actor):
+            children_strategy = RestForOne(max_restarts=3, within=5.0)
     """
 
     def receive(self, message: Any) -> Any:
@@ -135,6 +158,34 @@ class Actor:
         """The :class:`~trio_actors.ActorSystem` this actor lives in."""
         return self._cell().system
 
+    @property
+    def children(self) -> tuple[ActorRef, ...]:
+        """This actor's live children, oldest first (a snapshot; Akka's
+        ``context.children``). A child is here from its ``spawn`` until it has
+        stopped."""
+        return tuple(child.ref for child in (self._cell().children or {}).values())
+
+    @children.setter
+    def children(self, value: object) -> None:
+        raise AttributeError(
+            f"{type(self).__qualname__}.children is the runtime's (read-only: this actor's "
+            "live children); give your own attribute another name"
+        )
+
+    def child(self, name: str) -> ActorRef | None:
+        """The live child called ``name``, or ``None`` (Akka's ``context.child``).
+
+        Raises:
+            TypeError: ``name`` is not a str.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"child() needs a child's name (a str), got {name!r}")
+        children = self._cell().children or {}
+        found = children.get(name)  # an explicit name is its key
+        if found is None:  # a generated name's key is its serial number
+            found = next((c for c in children.values() if c.name == name), None)
+        return None if found is None else found.ref
+
     @enable_ki_protection
     def stop(self) -> None:
         """Ask for this actor's own stop once the current message returns.
@@ -144,8 +195,17 @@ class Actor:
         ``on_stop`` runs. Calling it again, or while already stopping, does nothing;
         while draining (``stop(drain=True)``) it ends the drain, and the rest of
         the queue is stranded.
+
+        An actor spawned with ``restart="permanent"`` is restarted instead (OTP's
+        permanent child, restarted after a normal exit too): a fresh instance, the
+        mailbox kept, counted in its restart intensity. A stop through its ref
+        (``ref.stop()``, its parent's stop, the system's exit) stops it for good.
         """
-        self._cell_here("stop").begin_stop(drain=False, cancel_handler=False)
+        cell = self._cell_here("stop")
+        if cell.restart_type == "permanent" and cell.state.serves and cell.accepting:
+            stopped_itself(cell)
+        else:
+            cell.begin_stop(drain=False, cancel_handler=False)
 
     @enable_ki_protection
     def spawn(
@@ -155,6 +215,8 @@ class Actor:
         name: str | None = None,
         supervision: Supervision = DEFAULT_SUPERVISION,
         mailbox: Bounded | None = None,
+        shutdown: float = DEFAULT_SHUTDOWN,
+        restart: RestartType = DEFAULT_RESTART_TYPE,
         **unknown: Any,
     ) -> ActorRef:
         """Spawn a child of this actor and return its ref. Never a checkpoint.
@@ -172,7 +234,9 @@ class Actor:
         cell = self._cell()
         if unknown:
             raise unknown_spawn_keyword(actor_factory, unknown)
-        return cell.system._spawn(cell, actor_factory, args, name, supervision, mailbox)
+        return cell.system._spawn(
+            cell, actor_factory, args, name, supervision, mailbox, shutdown, restart
+        )
 
     @enable_ki_protection
     def tell_after(
@@ -232,7 +296,7 @@ class Actor:
     ) -> Timer:
         cell = self._cell_here(what)
         seconds = check_delay(f"{what}() delay", delay, positive=False)
-        target = cell if to is None else _target(to, f"{what}(to=...)")
+        target = cell if to is None else cell_of_ref(to, f"{what}(to=...)")
         if not cell.state.may_start_timers:
             raise ActorError(
                 f"{cell.path} cannot start a timer: it is {cell.state.value} (its timers "
@@ -253,7 +317,7 @@ class Actor:
         Raises:
             TypeError: ``ref`` is not an :class:`~trio_actors.ActorRef`.
         """
-        watch(self._cell_here("watch"), _target(ref))
+        watch(self._cell_here("watch"), cell_of_ref(ref))
 
     @enable_ki_protection
     def unwatch(self, ref: ActorRef) -> None:
@@ -261,7 +325,7 @@ class Actor:
 
         Never a checkpoint.
         """
-        unwatch(self._cell_here("unwatch"), _target(ref))
+        unwatch(self._cell_here("unwatch"), cell_of_ref(ref))
 
     def _cell(self) -> ActorCell:
         cell = self._trio_actors_cell

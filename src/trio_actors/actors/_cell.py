@@ -52,8 +52,10 @@ from ..lifecycle._state import (
     hand_over,
 )
 from ..lifecycle._supervision import (
+    DEFAULT_RESTART_TYPE,
     DEFAULT_SUPERVISION,
     Decider,
+    RestartType,
     RestartWindow,
     SupervisionStrategy,
     handle_failure,
@@ -119,6 +121,8 @@ class ActorCell:
     # --- class-level defaults (see above) ---
     parent: ActorCell | None = None  # set for a child only
     supervision: SupervisionStrategy | Decider = DEFAULT_SUPERVISION  # set if another is given
+    shutdown: float = _stopping.DEFAULT_SHUTDOWN  # seconds (T27); set if another is given
+    restart_type: RestartType = DEFAULT_RESTART_TYPE  # set if another is given
     # The factory (called again for each restart, with args): set unless it is the
     # instance's class called with no arguments (the common spawn(Cls)).
     factory: Any = None
@@ -134,6 +138,9 @@ class ActorCell:
     # the instance's class (until then: the current class's, see ActorRef.name).
     name_prefix: str | None = None
     restart_window: RestartWindow | None = None
+    registered_names: list[str] | None = None  # the registry names it holds
+    group_window: RestartWindow | None = None  # its children's group restarts (T28)
+    group_restart: _restarting.GroupRestart | None = None  # the one it is part of
     watchers: dict[ActorCell, None] | None = None  # who watches it, in the order they began
     watching: set[ActorCell] | None = None  # whom this actor watches
     stop_error: BaseException | None = None
@@ -160,6 +167,8 @@ class ActorCell:
     restarts = 0
     longest_turn = 0  # messages (turns of more than one message; see statistics())
     longest_turn_time = 0.0
+    # Its latest failure -- or, under a group strategy, the sibling's failure that
+    # restarts it: the fresh instance's restarted_after.
     last_error: BaseException | None = None
     _drained: trio.Event | None = None
     _stopped: trio.Event | None = None
@@ -483,6 +492,8 @@ class ActorCell:
 
     def mark_started(self) -> None:
         """``on_start`` finished (or there is none): serve messages from now on."""
+        if self.group_restart is not None:
+            self.group_restart.leave(self)  # started: the next member's turn (T28)
         self.started = True
         self.refresh_tell_paths()
         if self.state is _STARTING:
@@ -568,6 +579,7 @@ class ActorCell:
     # --- restarting: lifecycle/_restarting.py's, bound as above ---
 
     hand_to_restart = _restarting.hand_to_restart
+    restart_group = _restarting.restart_group
     make_instance = _restarting.make_instance
     install = _restarting.install
 
@@ -619,6 +631,8 @@ class ActorCell:
 
     def start_failed(self, error: BaseException) -> None:
         """``on_start`` raised: a failure, handled by the supervision strategy."""
+        if self.group_restart is not None:
+            self.group_restart.leave(self)  # its turn is over, whatever is decided
         handle_failure(self, error, "in on_start")
 
 

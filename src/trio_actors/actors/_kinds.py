@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..lifecycle._supervision import ONE_FOR_ONE, GroupStrategy, check_children_strategy
 from ._actor import Actor
 
 
@@ -31,6 +32,7 @@ class HandlerKinds:
     on_stop_async: bool
     class_name: str  # the start of the actor's generated names
     expected_errors: tuple[type[Exception], ...] = ()  # Actor.expected_errors, checked
+    children_strategy: GroupStrategy = ONE_FOR_ONE  # Actor.children_strategy, checked
     # A task is needed to serve the actor while receive is async, or until an async
     # on_start has run.
     needs_task: bool = attrs.field(init=False)
@@ -79,6 +81,7 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
             on_stop_async=_is_async(cls.on_stop),
             class_name=cls.__name__,
             expected_errors=_expected_errors(cls),
+            children_strategy=check_children_strategy(cls.__qualname__, cls.children_strategy),
         )
         _cache[cls] = kinds
     return kinds

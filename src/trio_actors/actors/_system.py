@@ -25,17 +25,25 @@ from .._statistics import DeadLetterCounts, SystemStatistics
 from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
 from ..lifecycle._restarting import run_restart
 from ..lifecycle._state import ActorState
-from ..lifecycle._stopping import finish_idle_stop, finish_stop
+from ..lifecycle._stopping import DEFAULT_SHUTDOWN, check_shutdown, finish_idle_stop, finish_stop
 from ..lifecycle._stranded import CleanupCadence
-from ..lifecycle._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
+from ..lifecycle._supervision import (
+    DEFAULT_RESTART_TYPE,
+    DEFAULT_SUPERVISION,
+    RestartType,
+    Supervision,
+    check_restart_type,
+    check_strategy,
+)
 from ..mailbox._bounded import Bounded
 from ..mailbox._dispatcher import Dispatcher
 from ..mailbox._foreign import ForeignInbox
-from ._actor import Actor, unknown_spawn_keyword
+from ._actor import Actor, cell_of_ref, unknown_spawn_keyword
 from ._bounded_cell import BoundedCell
 from ._cell import ActorCell
 from ._kinds import HandlerKinds, handler_kinds, known_kinds
 from ._ref import ActorRef
+from ._registry import Registry, wrong_system
 from ._timers import TimerService
 
 _NAME = re.compile(r"[^/\s]+")
@@ -85,6 +93,7 @@ class ActorSystem:
         self.failures = 0  # likewise
         self.expected_errors = 0  # likewise
         self._timer_service: TimerService | None = None  # made with the first timer
+        self._registry = Registry()
 
     @property
     def seed(self) -> int:
@@ -92,6 +101,67 @@ class ActorSystem:
         the one given to :func:`open_actor_system`, or the one it drew. Log it, and a
         run under ``MockClock`` can be replayed exactly with ``seed=system.seed``."""
         return self._seed
+
+    # --- the registry (actors/_registry.py) ------------------------------------------
+
+    def register(self, name: str, ref: ActorRef) -> None:
+        """Register ``ref``'s actor under ``name``, for :meth:`lookup`. Synchronous;
+        never a checkpoint.
+
+        A name names one actor at a time, and is freed when that actor begins to
+        stop (so a successor may take it at once); a restart keeps it. Registering
+        the same actor under the same name again changes nothing; an actor may
+        hold several names.
+
+        Raises:
+            TypeError: ``name`` is not a str, or ``ref`` is not an ``ActorRef``.
+            ValueError: ``name`` is empty, or another live actor holds it.
+            ActorStopped: the actor is stopping or has stopped.
+            ActorError: ``ref`` belongs to another system, or the call comes from
+                another thread.
+        """
+        self._check_thread("register")
+        cell = cell_of_ref(ref, "register()")
+        if cell.system is not self:
+            raise wrong_system("register")
+        self._registry.register(name, cell)
+
+    def unregister(self, name: str) -> None:
+        """Free ``name``. Synchronous; never a checkpoint.
+
+        Raises:
+            ActorNotFound: no actor is registered under ``name``.
+            TypeError: ``name`` is not a str.
+            ActorError: called from another thread.
+        """
+        self._check_thread("unregister")
+        self._registry.unregister(name)
+
+    async def lookup(self, name: str) -> ActorRef:
+        """The ref of the actor registered under ``name``. Always a checkpoint (the
+        same call will answer across the nodes of a cluster).
+
+        Raises:
+            ActorNotFound: no actor is registered under ``name`` (a
+                ``LookupError`` too).
+            TypeError: ``name`` is not a str.
+            ActorError: called from another thread.
+        """
+        self._check_thread("lookup")
+        await trio.lowlevel.checkpoint()
+        return self._registry.lookup(name).ref
+
+    def registered(self) -> dict[str, ActorRef]:
+        """Every registered name and its actor's ref, in registration order (a
+        snapshot of this process's registry; Erlang's ``registered()``)."""
+        return {name: cell.ref for name, cell in self._registry.names().items()}
+
+    def _check_thread(self, operation: str) -> None:
+        if get_ident() != self.thread_id:
+            raise ActorError(
+                f"{operation}() called from another thread; the registry belongs to the "
+                f"trio run that opened the system -- use trio.from_thread.run to reach it"
+            )
 
     @property
     def serving(self) -> ServingPolicy:
@@ -106,6 +176,8 @@ class ActorSystem:
         name: str | None = None,
         supervision: Supervision = DEFAULT_SUPERVISION,
         mailbox: Bounded | None = None,
+        shutdown: float = DEFAULT_SHUTDOWN,
+        restart: RestartType = DEFAULT_RESTART_TYPE,
         **unknown: Any,
     ) -> ActorRef:
         """Create a top-level actor and return its ref. Synchronous; never a checkpoint.
@@ -122,6 +194,19 @@ class ActorSystem:
                 for a top-level actor, fails the system block).
             mailbox: ``None`` (the default) for an unbounded mailbox, or a
                 :class:`~trio_actors.Bounded` capacity and overflow policy.
+            shutdown: the actor's shutdown timeout in seconds of trio time (``>= 0``,
+                ``math.inf`` for none; default 5.0, OTP's): how long its stop may take
+                from when it begins -- a drain still handling its queue then becomes
+                an immediate stop, an ``async`` ``on_stop`` still running is
+                cancelled, and either is logged and counted as a failure
+                (:class:`~trio_actors.ShutdownTimeout`). Its children's stops each
+                have their own. It bounds the ``on_stop`` a restart runs, too.
+            restart: OTP's restart type: ``"transient"`` (the default) is restarted
+                only after a failure its strategy restarts; ``"temporary"`` is never
+                restarted (a failure its strategy would restart stops it; under a
+                parent's group strategy it is stopped, not restarted, with its
+                group); ``"permanent"`` is also restarted after it stops itself
+                (``self.stop()``), not only after a failure.
 
         ``on_start`` runs before the actor's first message; messages told
         meanwhile are queued.
@@ -130,14 +215,17 @@ class ActorSystem:
             TypeError: ``actor_factory`` is not callable or did not return a new
                 ``Actor``, the actor class does not define ``receive``, or
                 ``supervision`` is not a strategy, or ``mailbox`` is neither ``None``
-                nor a ``Bounded``.
+                nor a ``Bounded``, or ``shutdown`` is not a number, or ``restart``
+                not a str, or a keyword is not one of these (pass the actor's own
+                with ``functools.partial``).
             ValueError: ``name`` is empty, contains ``/`` or whitespace, or is
-                taken.
+                taken; ``shutdown`` is negative or NaN; ``restart`` is not one of
+                the three types.
             ActorError: the system has been closed.
         """
         if unknown:
             raise unknown_spawn_keyword(actor_factory, unknown)
-        return self._spawn(None, actor_factory, args, name, supervision, mailbox)
+        return self._spawn(None, actor_factory, args, name, supervision, mailbox, shutdown, restart)
 
     def _spawn(
         self,
@@ -147,6 +235,8 @@ class ActorSystem:
         name: str | None,
         supervision: Supervision,
         mailbox: Bounded | None,
+        shutdown: float,
+        restart: RestartType,
     ) -> ActorRef:
         """:meth:`spawn` of a top-level actor (``parent`` None) or of a child
         (:meth:`Actor.spawn <trio_actors.Actor.spawn>`)."""
@@ -165,6 +255,10 @@ class ActorSystem:
             # instance's on_stop would outlive the restart that should stop it.
             raise ActorError(f"cannot spawn a child of {parent.path}: it is {parent.state.value}")
         checked = supervision if supervision is DEFAULT_SUPERVISION else check_strategy(supervision)
+        if shutdown is not DEFAULT_SHUTDOWN:
+            shutdown = check_shutdown(shutdown)
+        if restart is not DEFAULT_RESTART_TYPE:
+            restart = check_restart_type(restart)
         if mailbox is not None and not isinstance(mailbox, Bounded):
             raise TypeError(
                 f"mailbox must be None (unbounded) or a trio_actors.Bounded, got {mailbox!r}"
@@ -206,6 +300,10 @@ class ActorSystem:
             parent.children[key] = cell
         if checked is not DEFAULT_SUPERVISION:
             cell.supervision = checked
+        if shutdown is not DEFAULT_SHUTDOWN:
+            cell.shutdown = shutdown
+        if restart is not DEFAULT_RESTART_TYPE:
+            cell.restart_type = restart
         if args or factory is not type(instance):
             cell.factory = factory  # called again for each restart
             cell.args = args
@@ -515,6 +613,7 @@ async def _open(
             try:
                 await system._shutdown()
             finally:
+                dead_letters.close_subscriptions()  # (the exit's own letters are in)
                 system._foreign.close()
                 if system._timer_service is not None:
                     system._timer_service.close()

@@ -14,10 +14,12 @@ from . import (
     _bounded,
     _cancellation,
     _expected,
+    _groups,
     _messaging,
     _nothing_lost,
     _scheduling,
     _shutdown,
+    _shutdown_timeout,
     _stopping,
     _supervision,
     _timers,
@@ -28,8 +30,8 @@ from ._registry import ContractResult as ContractResult
 from ._registry import ContractViolation as ContractViolation
 from ._registry import run_contracts as run_contracts
 
-del _bounded, _cancellation, _expected, _messaging, _nothing_lost, _scheduling, _shutdown
-del _stopping, _supervision, _timers
+del _bounded, _cancellation, _expected, _groups, _messaging, _nothing_lost, _scheduling, _shutdown
+del _shutdown_timeout, _stopping, _supervision, _timers
 
 __all__ = [
     "REGISTRY",

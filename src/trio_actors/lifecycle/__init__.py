@@ -4,6 +4,7 @@ and restarts, death watch, and dead letters."""
 
 from ._dead_letters import DeadLetter as DeadLetter
 from ._dead_letters import DeadLetters as DeadLetters
+from ._dead_letters import DeadLetterSubscription as DeadLetterSubscription
 from ._state import SERVING_TRANSITIONS as SERVING_TRANSITIONS
 from ._state import TRANSITIONS as TRANSITIONS
 from ._state import ActorState as ActorState
@@ -11,7 +12,12 @@ from ._state import LifecycleEvent as LifecycleEvent
 from ._state import Serving as Serving
 from ._supervision import Backoff as Backoff
 from ._supervision import Escalate as Escalate
+from ._supervision import GroupStrategy as GroupStrategy
+from ._supervision import OneForAll as OneForAll
+from ._supervision import OneForOne as OneForOne
 from ._supervision import Restart as Restart
+from ._supervision import RestartType as RestartType
+from ._supervision import RestForOne as RestForOne
 from ._supervision import Resume as Resume
 from ._supervision import Stop as Stop
 from ._supervision import Supervision as Supervision
@@ -24,10 +30,16 @@ __all__ = [
     "ActorState",
     "Backoff",
     "DeadLetter",
+    "DeadLetterSubscription",
     "DeadLetters",
     "Escalate",
+    "GroupStrategy",
     "LifecycleEvent",
+    "OneForAll",
+    "OneForOne",
+    "RestForOne",
     "Restart",
+    "RestartType",
     "Resume",
     "Serving",
     "Stop",

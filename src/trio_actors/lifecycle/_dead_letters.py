@@ -10,7 +10,11 @@ letter:
 
 Recording is cheap because stranded cleanup can produce a million dead letters a
 second: the log keeps ``(recipient, message, reason)`` tuples in a bounded deque and
-builds :class:`DeadLetter` records only when someone reads :attr:`DeadLetters.recent`.
+builds :class:`DeadLetter` records only when someone reads :attr:`DeadLetters.recent`
+-- or when someone subscribes (:meth:`DeadLetters.subscribe`): then each dead letter
+is also offered to every subscription's bounded channel, without ever waiting (a full
+channel counts the letter as ``dropped`` for that subscriber, and the runtime and the
+sender go on).
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import repeat
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
+import trio
 
 if TYPE_CHECKING:
     from ..actors._ref import ActorRef
@@ -28,6 +34,7 @@ if TYPE_CHECKING:
 DeadLetterReason = Literal["stopped", "stranded", "overflow"]
 
 DEFAULT_RECENT_DEAD_LETTERS = 10_000
+DEFAULT_SUBSCRIPTION_CAPACITY = 1_000
 
 
 @attrs.frozen
@@ -75,6 +82,86 @@ class _RecentView(Sequence[DeadLetter]):
         return f"<{len(self)} recent dead letters>"
 
 
+class DeadLetterSubscription:
+    """A stream of the dead letters recorded from its subscription on.
+
+    Iterate it (``async for letter in subscription``) or ``await receive()``; the
+    iteration ends when the system closes (after its exit has stopped every actor,
+    so the exit's own dead letters are in it) or when the subscription is closed.
+    Use it as a context manager (``with system.dead_letters.subscribe() as
+    letters:``) to unsubscribe when the block ends; otherwise it stays subscribed
+    until the system closes.
+
+    The channel holds at most ``capacity`` letters not yet received: a letter that
+    finds it full is not queued, and counted in ``dropped`` -- the runtime and
+    the sender never wait for a subscriber.
+
+    Attributes:
+        capacity: the channel's size.
+        dropped: letters that found the channel full.
+    """
+
+    __slots__ = ("_log", "_receive", "_send", "capacity", "dropped")
+
+    def __init__(self, log: DeadLetters, capacity: int) -> None:
+        self._log = log
+        self.capacity = capacity
+        self.dropped = 0
+        self._send, self._receive = trio.open_memory_channel[DeadLetter](capacity)
+
+    def offer(self, letter: DeadLetter) -> None:
+        """Queue ``letter`` if there is room; count it as dropped if not. Never a
+        checkpoint."""
+        try:
+            self._send.send_nowait(letter)
+        except trio.WouldBlock:
+            self.dropped += 1
+        except trio.ClosedResourceError:
+            pass  # closed meanwhile (not subscribed any more)
+
+    async def receive(self) -> DeadLetter:
+        """The next dead letter; waits for one. A checkpoint.
+
+        Raises:
+            trio.EndOfChannel: the subscription (or the system) was closed and every
+                letter queued before has been received.
+        """
+        return await self._receive.receive()
+
+    def __aiter__(self) -> DeadLetterSubscription:
+        return self
+
+    async def __anext__(self) -> DeadLetter:
+        try:
+            return await self._receive.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        """Unsubscribe: no letter is offered from now on; the ones queued can still be
+        received, then the iteration ends. Idempotent."""
+        self._log.unsubscribe(self)
+        self._send.close()
+
+    def __enter__(self) -> DeadLetterSubscription:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        queued = self._receive.statistics().current_buffer_used
+        return (
+            f"<DeadLetterSubscription queued={queued} capacity={self.capacity} "
+            f"dropped={self.dropped}>"
+        )
+
+
 class DeadLetters:
     """The system's dead-letter log.
 
@@ -84,7 +171,7 @@ class DeadLetters:
             ``"overflow"``).
     """
 
-    __slots__ = ("_recent", "by_reason", "count")
+    __slots__ = ("_recent", "_subscriptions", "by_reason", "count")
 
     def __init__(self, keep: int = DEFAULT_RECENT_DEAD_LETTERS) -> None:
         if isinstance(keep, bool) or not isinstance(keep, int):
@@ -98,6 +185,39 @@ class DeadLetters:
             "overflow": 0,
         }
         self._recent: deque[tuple[Any, Any, DeadLetterReason]] = deque(maxlen=keep)
+        self._subscriptions: list[DeadLetterSubscription] = []
+
+    def subscribe(self, *, capacity: int = DEFAULT_SUBSCRIPTION_CAPACITY) -> DeadLetterSubscription:
+        """A stream of every dead letter from now on (see
+        :class:`DeadLetterSubscription`): ``async for letter in
+        system.dead_letters.subscribe():``. Never a checkpoint.
+
+        Args:
+            capacity: letters the subscription holds before it drops (and counts)
+                new ones; ``>= 1``.
+
+        Raises:
+            TypeError: ``capacity`` is not an int.
+            ValueError: ``capacity`` is below 1.
+        """
+        if isinstance(capacity, bool) or not isinstance(capacity, int):
+            raise TypeError(f"subscribe(capacity=...) must be an int, got {capacity!r}")
+        if capacity < 1:
+            raise ValueError(f"subscribe(capacity=...) must be >= 1, got {capacity!r}")
+        subscription = DeadLetterSubscription(self, capacity)
+        self._subscriptions.append(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: DeadLetterSubscription) -> None:
+        """Stop offering letters to ``subscription`` (its :meth:`close` calls this)."""
+        if subscription in self._subscriptions:
+            self._subscriptions.remove(subscription)
+
+    def close_subscriptions(self) -> None:
+        """The system has closed: every subscription's iteration ends after what it
+        holds."""
+        for subscription in list(self._subscriptions):
+            subscription.close()
 
     @property
     def recent(self) -> Sequence[DeadLetter]:
@@ -109,6 +229,8 @@ class DeadLetters:
         self.count += 1
         self.by_reason[reason] += 1
         self._recent.append((recipient, message, reason))
+        if self._subscriptions:
+            self._offer(DeadLetter(recipient, message, reason))
 
     def record_many(
         self, recipient: ActorRef, messages: Sequence[Any], reason: DeadLetterReason
@@ -118,10 +240,17 @@ class DeadLetters:
         n = len(messages)
         self.count += n
         self.by_reason[reason] += n
+        if self._subscriptions:
+            for message in messages:
+                self._offer(DeadLetter(recipient, message, reason))
         return n
+
+    def _offer(self, letter: DeadLetter) -> None:
+        for subscription in self._subscriptions:
+            subscription.offer(letter)
 
     def __repr__(self) -> str:
         return f"<DeadLetters count={self.count}>"
 
 
-__all__ = ["DeadLetter", "DeadLetterReason", "DeadLetters"]
+__all__ = ["DeadLetter", "DeadLetterReason", "DeadLetterSubscription", "DeadLetters"]

@@ -6,7 +6,8 @@ the fresh instance is ready to start:
 1. (the task that was serving the actor handed it over when it finished: the
    restart task owns the actor from its start);
 2. the actor's children stop (each with stranded cleanup), before anything else;
-3. ``on_stop`` runs on the old instance, if it had started;
+3. ``on_stop`` runs on the old instance, if it had started (an async one is
+   cancelled if it outlives the actor's shutdown timeout, as in a stop);
 4. the backoff delay elapses (if the strategy has one); messages keep queueing;
 5. the factory makes a fresh instance (a failure here counts like any other);
 6. the actor goes back to ``STARTING`` and is scheduled: ``on_start`` runs on the new
@@ -14,6 +15,19 @@ the fresh instance is ready to start:
 
 The mailbox is kept throughout; the failing message is not retried. A ``stop()``
 during any step cancels the sequence and stops the actor at once.
+
+**A group restart** (a parent whose ``children_strategy`` is ``OneForAll`` or
+``RestForOne``, T28) runs the same sequence in every member -- the failed child and
+the siblings it takes along (:func:`group_members`) -- each in its own restart task,
+ordered as OTP orders it by one :class:`GroupRestart`: steps 2--3 **newest first,
+one at a time**, then steps 4--6 **in spawn order, one at a time** (a member gets
+its fresh instance only when the older members' ``on_start`` hooks have finished,
+as OTP starts each child only after the previous one's ``init``; so an ``on_start``
+must not wait on a newer member). A sibling running an
+``async`` handler has it cancelled (OTP shuts siblings down; letting it finish could
+deadlock it on an ask to a member already restarting), and its asker gets
+:exc:`~trio_actors.ActorStopped`. A member that stops meanwhile leaves the group and
+the others go on without it.
 """
 
 from __future__ import annotations
@@ -25,8 +39,19 @@ from trio.lowlevel import enable_ki_protection
 
 from ._state import ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._stopping import run_on_stop, stop_children
-from ._supervision import Restart, escalate, record_failure, restart_delay, strategy_for
+from ._supervision import (
+    OneForAll,
+    Restart,
+    RestForOne,
+    begin_restart,
+    escalate,
+    record_failure,
+    restart_delay,
+    strategy_for,
+)
 from ._watch import unwatch
+
+_MAY_JOIN = (ActorState.STARTING, ActorState.RUNNING)
 
 if TYPE_CHECKING:
     from ..actors._actor import Actor
@@ -63,6 +88,7 @@ def install(cell: ActorCell, instance: Actor, kinds: HandlerKinds) -> None:
     for target in list(cell.watching or ()):
         unwatch(cell, target)
     instance.restarted_after = cell.last_error
+    cell.group_window = None  # a fresh supervisor counts its group's restarts anew (OTP)
     if type(cell.actor_name) is int and cell.name_prefix is None:
         cell.name_prefix = cell.kinds.class_name  # the generated name stays
     cell.instance = instance
@@ -74,6 +100,95 @@ def install(cell: ActorCell, instance: Actor, kinds: HandlerKinds) -> None:
     cell.refresh_tell_paths()
 
 
+# --- group restarts (T28; bound as an ActorCell method of the parent) ----------------
+
+
+def restart_group(
+    parent: ActorCell,
+    failed: ActorCell,
+    strategy: OneForAll | RestForOne,
+    delay: float,
+    error: BaseException,
+) -> None:
+    """``failed`` (a child of ``parent``) is to restart after ``delay`` for ``error``:
+    restart the members of its group with it (each fresh instance's
+    ``restarted_after`` is ``error``). Never a checkpoint."""
+    members = group_members(failed, strategy)
+    for member in [m for m in members if m.restart_type == "temporary"]:
+        members.remove(member)  # never restarted: it goes down with the group (OTP)
+        member.begin_stop(drain=False, cancel_handler=True)
+    group = GroupRestart(members)
+    for member in members:
+        if member.group_restart is not None:  # (a member of an earlier one, starting)
+            member.group_restart.leave(member)
+        member.group_restart = group
+        if member is not failed:
+            member.last_error = error  # why it restarts: its fresh restarted_after
+            if member.handler_scope is not None:
+                member.handler_scope.cancel()  # shut down, as OTP's siblings are
+        begin_restart(member, delay)
+
+
+def group_members(failed: ActorCell, strategy: OneForAll | RestForOne) -> list[ActorCell]:
+    """The siblings a restart of ``failed`` takes along, in spawn order, ``failed``
+    included: all of them (one-for-all) or ``failed`` and the newer ones
+    (rest-for-one) -- of those, the ones running or starting (a sibling stopping,
+    draining or restarting already is left to what it is doing)."""
+    assert failed.parent is not None
+    assert failed.parent.children is not None
+    siblings = list(failed.parent.children.values())  # spawn order (insertion order)
+    if isinstance(strategy, RestForOne):
+        siblings = siblings[siblings.index(failed) :]
+    return [s for s in siblings if s is failed or s.state in _MAY_JOIN]
+
+
+class GroupRestart:
+    """The turns of one group restart: teardowns newest first, then fresh instances
+    in spawn order. Each member's restart task waits for its turn (a checkpoint); a
+    member whose fresh instance has started (or failed to) -- or that stops, or
+    whose restart task ends without a fresh instance -- leaves, and the others go
+    on."""
+
+    __slots__ = ("_changed", "_done", "_torn_down", "members")
+
+    def __init__(self, members: list[ActorCell]) -> None:
+        self.members = members  # spawn order
+        self._torn_down: set[ActorCell] = set()
+        self._done: set[ActorCell] = set()
+        self._changed = trio.lowlevel.ParkingLot()
+
+    def __repr__(self) -> str:
+        return f"<GroupRestart of {[member.path for member in self.members]}>"
+
+    async def teardown_turn(self, cell: ActorCell) -> None:
+        """Wait until every newer member has been torn down (or left)."""
+        newer = self.members[self.members.index(cell) + 1 :]
+        while not all(member in self._torn_down for member in newer):
+            await self._changed.park()
+
+    async def start_turn(self, cell: ActorCell) -> None:
+        """Wait until every member has been torn down and every older one has its
+        fresh instance (or left)."""
+        older = self.members[: self.members.index(cell)]
+        while len(self._torn_down) < len(self.members) or not all(
+            member in self._done for member in older
+        ):
+            await self._changed.park()
+
+    def torn_down(self, cell: ActorCell) -> None:
+        self._torn_down.add(cell)
+        self._changed.unpark_all()
+
+    def leave(self, cell: ActorCell) -> None:
+        """``cell``'s fresh instance has started, or it will not get one: out of the
+        way."""
+        self._torn_down.add(cell)
+        self._done.add(cell)
+        if cell.group_restart is self:
+            cell.group_restart = None
+        self._changed.unpark_all()
+
+
 # --- the restart task ---------------------------------------------------------------
 
 
@@ -82,14 +197,23 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
     """Take a RESTARTING actor to a fresh instance; see the module docstring."""
     cell.serving_task = trio.lowlevel.current_task()
     replaced = False
+    group = cell.group_restart
     try:
         # Shielded from the system block's cancellation, as serving is: a stop (the
         # exit's, when it reaches this actor) cancels the scope itself.
         with trio.CancelScope(shield=True) as scope:
             cell.handler_scope = scope
+            if group is not None:
+                await group.teardown_turn(cell)
             await stop_children(cell)
-            await run_on_stop(cell)
+            await run_on_stop(cell, trio.current_time() + cell.shutdown)
             cell.started = False
+            if group is not None:
+                group.torn_down(cell)
+                if delay:  # (the group's one delay, before the members start in turn)
+                    await trio.sleep(delay)
+                    delay = 0.0
+                await group.start_turn(cell)
             while True:
                 if delay:
                     await trio.sleep(delay)
@@ -108,6 +232,8 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
                 break
     finally:
         cell.handler_scope = None
+        if group is not None and not replaced:
+            group.leave(cell)  # (a fresh instance leaves when it has started)
         cell.serving_task_done()
         if replaced and cell.state is ActorState.RESTARTING:
             advance(cell, LifecycleEvent.REPLACED)
@@ -135,4 +261,12 @@ def _after_failed_creation(cell: ActorCell, error: BaseException) -> float | Non
     return restart_delay(cell, strategy, error)
 
 
-__all__ = ["hand_to_restart", "install", "make_instance", "run_restart"]
+__all__ = [
+    "GroupRestart",
+    "group_members",
+    "hand_to_restart",
+    "install",
+    "make_instance",
+    "restart_group",
+    "run_restart",
+]

@@ -31,6 +31,16 @@ or the system's exit -- runs :func:`finish_stop`:
 Steps 1--4 are shielded from cancellation: a stop, once begun, always completes.
 ``on_stop`` is not shielded (a shielded user hook could hang the system's exit
 forever); if the system is being cancelled, an async ``on_stop`` sees ``Cancelled``.
+
+The actor's **shutdown timeout** (``spawn(..., shutdown=5.0)``, T27; OTP's child
+``shutdown`` then ``brutal_kill``) bounds what the actor itself may take: from the
+start of :func:`finish_stop`, a drain (step 1) still handling its queue is turned
+into an immediate stop (its running async handler cancelled, what is left
+stranded and cleaned as any immediate stop's), and an async ``on_stop`` (step 5) is
+cancelled. Either is logged and counted as a failure (:class:`ShutdownTimeout`).
+Each child's stop is bounded by its own timeout. Code inside a shielded scope of the
+user's own is the user's: a cancellation cannot reach it. An ``on_stop`` that a
+restart runs on the old instance has the same bound.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._errors import ActorError, ActorStopped
+from .._errors import ActorError, ActorStopped, ShutdownTimeout
 from ..mailbox._envelope import NO_MESSAGE
 from ..mailbox._foreign import current_task_of
 from ._state import ActorState, LifecycleEvent, Serving, advance
@@ -57,6 +67,21 @@ _STOPPED = ActorState.STOPPED
 _DRAINING = ActorState.DRAINING
 _TASK = Serving.TASK
 _RESTART = Serving.RESTART
+
+# The shutdown timeout an actor has unless ``spawn`` gives another: OTP's default
+# for a worker (5,000 ms).
+DEFAULT_SHUTDOWN = 5.0
+
+
+def check_shutdown(shutdown: object) -> float:
+    """``spawn``'s ``shutdown`` argument, checked: seconds, ``>= 0``, ``math.inf``
+    allowed (``0`` cancels an async ``on_stop`` at its first checkpoint)."""
+    if isinstance(shutdown, bool) or not isinstance(shutdown, int | float):
+        raise TypeError(f"shutdown must be a number of seconds (or math.inf), got {shutdown!r}")
+    if not shutdown >= 0:  # (also refuses NaN)
+        raise ValueError(f"shutdown must be >= 0 seconds (or math.inf), got {shutdown!r}")
+    return float(shutdown)
+
 
 # --- beginning a stop, and waiting for its end (bound as ActorCell methods) ------
 
@@ -107,6 +132,10 @@ def begin_stop(
             cell.handler_scope.cancel()  # e.g. it stopped itself, then stop()
         return
     cell.close_tell_paths()
+    if cell.registered_names:
+        cell.system._registry.forget(cell)  # lookup never finds an actor that refuses
+    if cell.group_restart is not None:
+        cell.group_restart.leave(cell)  # a group restart goes on without it
     if cell.watching:
         forget_watches(cell)  # it accepts nothing more: no Terminated either
     if cell.senders:
@@ -250,10 +279,11 @@ async def finish_stop(cell: ActorCell, cadence: CleanupCadence) -> None:
     to stop, and their own stop tasks finish them.
     """
     cell.stopping_task = trio.lowlevel.current_task()
+    deadline = trio.current_time() + cell.shutdown
     try:
         if _must_wait_or_clean(cell):
-            await _wait_and_clean(cell, cadence)
-        await run_on_stop(cell)
+            await _wait_and_clean(cell, cadence, deadline)
+        await run_on_stop(cell, deadline)
     except BaseException:
         _end_interrupted(cell)
         raise
@@ -274,17 +304,22 @@ def _end_interrupted(cell: ActorCell) -> None:
         child.begin_stop(drain=False, cancel_handler=True)
 
 
-async def _wait_and_clean(cell: ActorCell, cadence: CleanupCadence) -> None:
-    """Steps 1--4 of the stop sequence, shielded. (An idle actor with nothing queued
-    and no children skips them: a cancel scope per actor would double the cost of
-    stopping 50,000 actors at system exit.)"""
+async def _wait_and_clean(cell: ActorCell, cadence: CleanupCadence, deadline: float) -> None:
+    """Steps 1--4 of the stop sequence, shielded; a drain ends at ``deadline``. (An
+    idle actor with nothing queued and no children skips them: a cancel scope per
+    actor would double the cost of stopping 50,000 actors at system exit.)"""
     with trio.CancelScope(shield=True):
         if cell.state is ActorState.DRAINING:
-            await cell.wait_drained()
+            with trio.CancelScope(deadline=deadline):  # (its own deadline: not shielded off)
+                await cell.wait_drained()
             if cell.state is ActorState.DRAINING:
-                # Drained: nobody serves it and nothing is queued (wait_drained
-                # returned without a checkpoint after seeing so), so nothing strands.
-                advance(cell, LifecycleEvent.DRAINED)
+                if cell.serving is Serving.IDLE and not cell.has_queued():
+                    # Drained: nobody serves it and nothing is queued (wait_drained
+                    # returned without a checkpoint after seeing so): nothing strands.
+                    advance(cell, LifecycleEvent.DRAINED)
+                else:  # the shutdown timeout ended the drain: stop it at once
+                    shutdown_timed_out(cell, "its drain")
+                    cell.begin_stop(drain=False, cancel_handler=True)
         stranded = cell.stranded
         if stranded:
             await clean_stranded(cell, stranded, cadence)
@@ -311,23 +346,42 @@ async def stop_children(cell: ActorCell) -> None:
             await child.wait_stopped()  # it leaves ``children`` when it has stopped
 
 
-async def run_on_stop(cell: ActorCell) -> None:
-    """Run the current instance's ``on_stop`` if it started; log what it raises."""
+async def run_on_stop(cell: ActorCell, deadline: float) -> None:
+    """Run the current instance's ``on_stop`` if it started; log what it raises. An
+    async ``on_stop`` still running at ``deadline`` (trio time) is cancelled, and
+    that is logged and counted as a failure (the shutdown timeout, T27)."""
     kinds = cell.kinds
     if not (cell.started and kinds.has_on_stop):
         return
     cell.started = False  # on_stop runs once per instance, even if it is cut short
     try:
         if kinds.on_stop_async:
-            await cell.instance.on_stop()
+            with trio.CancelScope(deadline=deadline) as scope:
+                await cell.instance.on_stop()
+            if scope.cancel_called:  # (also when the hook swallowed the Cancelled)
+                shutdown_timed_out(cell, "its on_stop")
         else:
             cell.instance.on_stop()
     except Exception as error:
         cell.stop_hook_failed(error)
 
 
+def shutdown_timed_out(cell: ActorCell, what: str) -> None:
+    """The shutdown timeout cut ``what`` short: logged and counted as a failure."""
+    record_failure(
+        cell,
+        ShutdownTimeout(
+            f"{cell.path}: {what} did not finish within its shutdown timeout of "
+            f"{cell.shutdown:g} s and was cancelled"
+        ),
+        "to stop in time",
+    )
+
+
 __all__ = [
+    "DEFAULT_SHUTDOWN",
     "begin_stop",
+    "check_shutdown",
     "finish_idle_stop",
     "finish_stop",
     "finished",
@@ -336,6 +390,7 @@ __all__ = [
     "run_on_stop",
     "stop_and_wait",
     "stop_children",
+    "shutdown_timed_out",
     "stop_hook_failed",
     "strand",
     "wait_drained",

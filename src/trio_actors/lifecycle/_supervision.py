@@ -21,6 +21,26 @@ strategy       on failure
 Every failure is logged (logger ``trio_actors``, with the actor's path and the
 traceback) and counted, whatever the strategy. The asker of a failing message always
 gets the exception itself.
+
+**Group strategies** (T28) are the parent's: its class's ``children_strategy`` says
+what a child's restart does to the child's siblings, as an Erlang/OTP supervisor's
+``strategy`` does:
+
+================  ==================================================================
+``OneForOne``     (default) a child that is restarted is restarted alone; each
+                  child's ``Restart`` counts its own intensity.
+``OneForAll``     a child that is restarted takes every sibling with it.
+``RestForOne``    it takes the siblings spawned after it (those that may depend on
+                  it), not the older ones.
+================  ==================================================================
+
+Under ``OneForAll`` and ``RestForOne`` the child's own strategy still decides
+*whether* a failure restarts (a decider's ``Resume``, ``Stop`` or ``Escalate`` is the
+child's alone), but the intensity is the group's, as in OTP: every restart of the
+group counts in the parent's one window (the group strategy's ``max_restarts``
+within ``within``), and one more escalates -- the failing child stops and its
+parent fails with the error (T18). The child's ``Backoff``, if any, delays the whole
+group. How the group restarts is ``_restarting.py``'s.
 """
 
 from __future__ import annotations
@@ -30,11 +50,12 @@ import math
 import random
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
+from .._errors import ActorError
 from .._policy import is_finite
 from ._state import ActorState, LifecycleEvent, Serving, advance
 
@@ -159,6 +180,80 @@ class Escalate:
     """
 
 
+@attrs.frozen
+class OneForOne:
+    """Each child restarts alone (the default); its ``Restart`` counts its intensity."""
+
+
+@attrs.frozen
+class OneForAll:
+    """A child's restart restarts every sibling too (newest first, then in spawn order).
+
+    Args:
+        max_restarts: group restarts allowed within ``within`` seconds; one more
+            escalates (the failing child stops, the parent fails with its error).
+        within: the window, in seconds of trio clock (``math.inf``: a lifetime).
+    """
+
+    max_restarts: int = attrs.field(default=3, validator=_non_negative_int)
+    within: float = attrs.field(default=5.0, validator=_positive_window)
+
+
+@attrs.frozen
+class RestForOne:
+    """A child's restart restarts it and the siblings spawned after it.
+
+    Args:
+        max_restarts: as :class:`OneForAll`'s.
+        within: as :class:`OneForAll`'s.
+    """
+
+    max_restarts: int = attrs.field(default=3, validator=_non_negative_int)
+    within: float = attrs.field(default=5.0, validator=_positive_window)
+
+
+GroupStrategy = OneForOne | OneForAll | RestForOne
+"""The type of ``Actor.children_strategy``."""
+GROUP_STRATEGY_TYPES = (OneForOne, OneForAll, RestForOne)
+ONE_FOR_ONE = OneForOne()
+
+
+def check_children_strategy(owner: str, value: object) -> GroupStrategy:
+    """An actor class's ``children_strategy``, checked.
+
+    Raises:
+        TypeError: naming the class (``owner``) and what it holds instead.
+    """
+    if isinstance(value, type) and value in GROUP_STRATEGY_TYPES:
+        raise TypeError(
+            f"{owner}.children_strategy must be an instance, got the class "
+            f"{value.__name__}; write {value.__name__}()"
+        )
+    if not isinstance(value, GROUP_STRATEGY_TYPES):
+        raise TypeError(
+            f"{owner}.children_strategy must be OneForOne(), OneForAll(...) or "
+            f"RestForOne(...), got {value!r}"
+        )
+    return value
+
+
+RestartType = Literal["permanent", "transient", "temporary"]
+"""The type of ``spawn(..., restart=...)``: OTP's restart types."""
+RESTART_TYPES: tuple[RestartType, ...] = ("permanent", "transient", "temporary")
+DEFAULT_RESTART_TYPE: RestartType = "transient"
+
+
+def check_restart_type(restart: object) -> RestartType:
+    """``spawn``'s ``restart`` argument, checked."""
+    if not isinstance(restart, str):
+        raise TypeError(f"restart must be 'permanent', 'transient' or 'temporary', got {restart!r}")
+    if restart not in RESTART_TYPES:
+        raise ValueError(
+            f"restart must be 'permanent', 'transient' or 'temporary', got {restart!r}"
+        )
+    return restart
+
+
 SupervisionStrategy = Restart | Stop | Resume | Escalate
 """Any one of the four strategies."""
 Supervision = SupervisionStrategy | Mapping[type[Exception], SupervisionStrategy]
@@ -168,6 +263,7 @@ error no entry matches escalates."""
 DEFAULT_SUPERVISION: SupervisionStrategy = Restart()
 STRATEGY_TYPES = (Restart, Stop, Resume, Escalate)
 _ESCALATE = Escalate()
+_STOP = Stop()
 
 
 class Decider:
@@ -232,16 +328,18 @@ def strategy_for(cell: ActorCell, error: BaseException) -> SupervisionStrategy:
 
 
 class RestartWindow:
-    """The failure times of one actor inside its ``Restart.within`` window."""
+    """The failure times of one actor inside its ``Restart.within`` window (or of a
+    parent's group restarts inside its group strategy's)."""
 
     __slots__ = ("_times",)
 
     def __init__(self) -> None:
         self._times: deque[float] = deque()
 
-    def record(self, now: float, strategy: Restart) -> int:
+    def record(self, now: float, strategy: Restart | OneForAll | RestForOne) -> int:
         """Record a failure at ``now``; return the failures now in the window (at
-        most one more than ``max_restarts``: more need not be kept)."""
+        most one more than ``max_restarts``: more need not be kept). A parent's
+        group window records its group restarts the same way."""
         times = self._times
         times.append(now)
         start = now - strategy.within
@@ -272,6 +370,8 @@ def handle_failure(
     """
     record_failure(cell, error, where)
     strategy = strategy_for(cell, error)
+    if cell.restart_type == "temporary" and isinstance(strategy, Restart):
+        strategy = _STOP  # a temporary actor is never restarted (OTP)
     state = cell.state
     if state is ActorState.STOPPING or state is ActorState.STOPPED:
         return  # on its way out already: nothing to decide
@@ -286,34 +386,85 @@ def handle_failure(
     elif state is ActorState.DRAINING:
         return  # restarting an actor that is draining to stop would only delay it
     else:
-        delay = restart_delay(cell, strategy, error, cancel_handler=escalated)
-        if delay is not None:
-            advance(cell, LifecycleEvent.FAILED)
-            cell.end_timers()  # the fresh instance starts with none
-            cell.restart_delay = delay
-            if cell.serving is Serving.IDLE:
-                cell.hand_to_restart()  # nobody serves it: restart it now
-            # Otherwise whoever serves it (the dispatcher, or its serving task) hands
-            # it to a restart task as soon as it sees RESTARTING (advance has ended
-            # an inline turn): an async handler that is running finishes first, as
-            # between two messages.
+        _restart(cell, strategy, error, cancel_handler=escalated)
+
+
+def _restart(
+    cell: ActorCell, strategy: Restart, error: BaseException, *, cancel_handler: bool
+) -> None:
+    """Restart ``cell`` (with its group, under its parent's group strategy), unless
+    the intensity is exceeded (then the failure escalates)."""
+    parent = cell.parent
+    group = ONE_FOR_ONE if parent is None else parent.kinds.children_strategy
+    delay = restart_delay(cell, strategy, error, group, cancel_handler=cancel_handler)
+    if delay is None:
+        return
+    if isinstance(group, OneForOne):
+        begin_restart(cell, delay)
+    else:
+        assert parent is not None
+        parent.restart_group(cell, group, delay, error)
+
+
+def stopped_itself(cell: ActorCell) -> None:
+    """A ``permanent`` actor called ``self.stop()``: it is restarted, as OTP restarts
+    a permanent child that exits normally -- counted in the same intensity as its
+    failures (its own ``Restart``'s, or the default's), with its fresh instance's
+    ``restarted_after`` saying so. Not a failure: nothing is logged or counted as
+    one."""
+    supervision = cell.supervision
+    strategy = supervision if isinstance(supervision, Restart) else DEFAULT_SUPERVISION
+    assert isinstance(strategy, Restart)
+    reason = ActorError(f"{cell.path} stopped itself; a permanent actor is restarted")
+    cell.last_error = reason  # the fresh instance's restarted_after
+    _restart(cell, strategy, reason, cancel_handler=False)
+
+
+def begin_restart(cell: ActorCell, delay: float) -> None:
+    """Move ``cell`` to RESTARTING; its restart begins after ``delay`` seconds."""
+    advance(cell, LifecycleEvent.FAILED)
+    cell.end_timers()  # the fresh instance starts with none
+    cell.restart_delay = delay
+    if cell.serving is Serving.IDLE:
+        cell.hand_to_restart()  # nobody serves it: restart it now
+    # Otherwise whoever serves it (the dispatcher, or its serving task) hands it to
+    # a restart task as soon as it sees RESTARTING (advance has ended an inline
+    # turn): an async handler that is running finishes first, as between two
+    # messages.
 
 
 def restart_delay(
-    cell: ActorCell, strategy: Restart, error: BaseException, *, cancel_handler: bool = False
+    cell: ActorCell,
+    strategy: Restart,
+    error: BaseException,
+    group: GroupStrategy = ONE_FOR_ONE,
+    *,
+    cancel_handler: bool = False,
 ) -> float | None:
-    """Count a failure in the restart window; return the delay before restarting,
-    or ``None`` when the intensity is exceeded (the failure was escalated)."""
-    if cell.restart_window is None:
-        cell.restart_window = RestartWindow()
-    recent = cell.restart_window.record(trio.current_time(), strategy)
-    if recent > strategy.max_restarts:
+    """Count a failure in the restart window (the actor's own, or under a group
+    strategy its parent's group window); return the delay before restarting, or
+    ``None`` when the intensity is exceeded (the failure was escalated)."""
+    intensity: Restart | OneForAll | RestForOne
+    if isinstance(group, OneForOne):
+        if cell.restart_window is None:
+            cell.restart_window = RestartWindow()
+        window, intensity, whose = cell.restart_window, strategy, ""
+    else:
+        parent = cell.parent
+        assert parent is not None
+        if parent.group_window is None:
+            parent.group_window = RestartWindow()
+        window, intensity = parent.group_window, group
+        whose = f" (the group of {parent.path}'s children under {group!r})"
+    recent = window.record(trio.current_time(), intensity)
+    if recent > intensity.max_restarts:
         logger.error(
-            "%s failed %d times within %gs (more than max_restarts=%d): escalating",
+            "%s failed %d times within %gs (more than max_restarts=%d)%s: escalating",
             cell.path,
             recent,
-            strategy.within,
-            strategy.max_restarts,
+            intensity.within,
+            intensity.max_restarts,
+            whose,
         )
         escalate(cell, error, cancel_handler=cancel_handler)
         return None
@@ -340,20 +491,33 @@ def _stop_with(cell: ActorCell, error: BaseException, *, cancel_handler: bool) -
 
 __all__ = [
     "DEFAULT_SUPERVISION",
+    "GROUP_STRATEGY_TYPES",
+    "ONE_FOR_ONE",
     "Decider",
     "STRATEGY_TYPES",
     "Backoff",
     "Escalate",
+    "GroupStrategy",
+    "OneForAll",
+    "OneForOne",
+    "RestForOne",
     "Restart",
     "RestartWindow",
     "Resume",
     "Stop",
     "Supervision",
     "SupervisionStrategy",
+    "begin_restart",
+    "DEFAULT_RESTART_TYPE",
+    "RESTART_TYPES",
+    "RestartType",
+    "check_children_strategy",
+    "check_restart_type",
     "check_strategy",
     "escalate",
     "handle_failure",
     "record_failure",
     "restart_delay",
+    "stopped_itself",
     "strategy_for",
 ]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._errors import ActorStopped
+from ..lifecycle._state import ActorState
 from ._envelope import Ask, AskState
 
 if TYPE_CHECKING:
@@ -158,8 +159,10 @@ async def handle_async(cell: ActorCell, item: Any) -> None:
     finally:
         cell.handled += 1
         if ask is not None and ask.state is _RUNNING:
-            # Cancelled by stop(), or by the cancellation of the whole system.
-            ask.fail(ActorStopped(f"{cell.path} stopped while answering"))
+            # Cancelled by stop(), by a group restart (T28), or by the cancellation
+            # of the whole system.
+            ended = "restarted" if cell.state is ActorState.RESTARTING else "stopped"
+            ask.fail(ActorStopped(f"{cell.path} {ended} while answering"))
 
 
 __all__ = [

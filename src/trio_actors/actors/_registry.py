@@ -1,0 +1,120 @@
+"""The registry: actors found by a name chosen by the application.
+
+Erlang's ``register`` / ``whereis``, Akka's receptionist, pykka's ``ActorRegistry``:
+``system.register("ledger", ref)`` anywhere, ``await system.lookup("ledger")``
+anywhere else. Decisions:
+
+* A name is any non-empty ``str``; it names one actor at a time. Registering a name
+  held by another live actor is a ``ValueError`` (Erlang's ``badarg``); registering
+  the same actor under the same name again changes nothing (so an ``on_start`` may
+  register itself, and does no harm after a restart, which keeps the ref). One actor
+  may hold several names.
+* A name is freed when its actor stops accepting messages (the start of its stop),
+  so ``lookup`` never returns an actor that would refuse the message; and it may be
+  given to a successor at once. A restart keeps it (the ref is the same).
+* ``lookup`` is ``async`` and always a checkpoint, so that the cluster (a later
+  layer, ``remote.md``) can make the same call answer across nodes.
+  ``register`` and ``unregister`` are synchronous and never checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._errors import ActorError, ActorNotFound, ActorStopped
+
+if TYPE_CHECKING:
+    from ._cell import ActorCell
+
+
+class Registry:
+    """The names of one system's actors (each a live, accepting actor)."""
+
+    __slots__ = ("_by_name",)
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, ActorCell] = {}
+
+    def register(self, name: object, cell: ActorCell) -> None:
+        """Give ``name`` to ``cell``'s actor.
+
+        Raises:
+            TypeError: ``name`` is not a str.
+            ValueError: ``name`` is empty, or held by another live actor.
+            ActorStopped: the actor is stopping or has stopped.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"register() needs a name (a str), got {name!r}")
+        if not name:
+            raise ValueError("register() needs a non-empty name")
+        if not cell.accepting:
+            raise ActorStopped(
+                f"cannot register {name!r}: {cell.path} is {cell.state.value} (a name is "
+                "held only by an actor that accepts messages)"
+            )
+        holder = self._by_name.get(name)
+        if holder is cell:
+            return
+        if holder is not None:
+            raise ValueError(
+                f"cannot register {name!r} for {cell.path}: {holder.path} holds it (unregister "
+                "it first, or wait for that actor to stop)"
+            )
+        self._by_name[name] = cell
+        if cell.registered_names is None:
+            cell.registered_names = []
+        cell.registered_names.append(name)
+
+    def unregister(self, name: object) -> None:
+        """Free ``name``.
+
+        Raises:
+            TypeError: ``name`` is not a str.
+            ActorNotFound: no actor holds it.
+        """
+        cell = self._by_name.pop(self._checked(name, "unregister"), None)
+        if cell is None:
+            raise ActorNotFound(f"cannot unregister {name!r}: no actor is registered under it")
+        assert cell.registered_names is not None
+        cell.registered_names.remove(name)  # type: ignore[arg-type]
+
+    def lookup(self, name: object) -> ActorCell:
+        """The actor holding ``name``.
+
+        Raises:
+            TypeError: ``name`` is not a str.
+            ActorNotFound: no actor holds it.
+        """
+        cell = self._by_name.get(self._checked(name, "lookup"))
+        if cell is None:
+            raise ActorNotFound(f"no actor is registered as {name!r}")
+        return cell
+
+    def names(self) -> dict[str, ActorCell]:
+        """A snapshot: every name and its actor, in the order they were registered."""
+        return dict(self._by_name)
+
+    def forget(self, cell: ActorCell) -> None:
+        """``cell``'s actor stops accepting messages: free every name it holds."""
+        names = cell.registered_names
+        if names:
+            for name in names:
+                del self._by_name[name]
+            names.clear()
+
+    @staticmethod
+    def _checked(name: object, operation: str) -> str:
+        if not isinstance(name, str):
+            raise TypeError(f"{operation}() needs a name (a str), got {name!r}")
+        return name
+
+
+def wrong_system(operation: str) -> ActorError:
+    """The error for a ref of another system given to this one's registry."""
+    return ActorError(
+        f"{operation}() got a ref to an actor of another actor system; a registry names "
+        "the actors of its own system"
+    )
+
+
+__all__ = ["Registry", "wrong_system"]
