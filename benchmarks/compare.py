@@ -107,6 +107,10 @@ COMPARISONS: list[Comparison] = [
     Comparison("S2", "S9-checkpoint", Kind.LATENCY, None),
     # pykka's ask as a trio task must make it (in a worker thread): reported only.
     Comparison("S2", "S9-pykka-ask-trio", Kind.LATENCY, None),
+    # A balancing pool with one 100x slower worker against eight equal ones (issue 16),
+    # and round robin with the same slow worker (reported: it cannot keep up).
+    Comparison("S10-balancing-slow", "S10-balancing-equal", Kind.SPEED, 0.8),
+    Comparison("S10-round-robin-slow", "S10-balancing-equal", Kind.SPEED, None),
     *_rows("ALT-"),
     Comparison("F1", "F0", Kind.SPEED, None),  # what batching in trio costs
     Comparison("S4", "S4-floor-tuples", Kind.SPEED, None),  # a GC-inflated floor

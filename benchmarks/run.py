@@ -6,7 +6,7 @@ Usage::
 
 Run it from the repository root (pyperf re-runs this module, with the same
 arguments, in fresh worker processes). ``--shapes`` picks shape groups (default
-``S1,...,S9``); each group registers its runtime benchmark followed by its floors,
+``S1,...,S10``); each group registers its runtime benchmark followed by its floors,
 so that a shape and its floor are measured one right after the other in the same
 run. A group also registers the other benchmarks its targets are measured against
 (S8: ``S4``; S9: ``S1`` and ``S2``), so that it can be run on its own. ``ALT-S1``
@@ -15,7 +15,8 @@ run. A group also registers the other benchmarks its targets are measured agains
 are not run by default. A benchmark selected by two groups is registered once.
 
 The shapes live in :mod:`benchmarks.shapes` (S1-S5), :mod:`benchmarks.fairness`
-(S6, S7), :mod:`benchmarks.heavy_tail` (S8) and :mod:`benchmarks.vs_pykka` (S9).
+(S6, S7), :mod:`benchmarks.heavy_tail` (S8), :mod:`benchmarks.vs_pykka` (S9) and
+:mod:`benchmarks.balancing` (S10, a pool with a slow worker).
 
 ``--scale F`` multiplies every size (messages, actors, probe steps; not S4's 20
 rounds), e.g. ``--scale 0.001`` for a CI smoke run; a few benchmarks have a
@@ -43,7 +44,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import pyperf  # type: ignore[import-untyped]
 
-from . import alternatives, fairness, heavy_tail, shapes, vs_pykka
+from . import alternatives, balancing, fairness, heavy_tail, shapes, vs_pykka
 from .shapes import TimeFunc
 
 
@@ -198,6 +199,11 @@ GROUPS: dict[str, list[Bench]] = {
             unit="round trip",
         ),
     ],
+    "S10": [
+        Bench("S10-balancing-equal", balancing.s10_balancing_equal, balancing.S10_MESSAGES),
+        Bench("S10-balancing-slow", balancing.s10_balancing_slow, balancing.S10_MESSAGES),
+        Bench("S10-round-robin-slow", balancing.s10_round_robin_slow, balancing.S10_MESSAGES),
+    ],
     "ALT-S1": [Bench("ALT-S1", alternatives.alt_s1, shapes.S1_TELLS), *_s1_floors()],
     "ALT-S2": [
         Bench("ALT-S2", alternatives.alt_s2, shapes.S2_ASKS, unit="round trip"),
@@ -213,7 +219,7 @@ GROUPS: dict[str, list[Bench]] = {
         Bench("ALT-S5-stop", alternatives.alt_s5_stop, shapes.S5_ACTORS, unit="stop"),
     ],
 }
-DEFAULT_SHAPES = "S1,S2,S3,S4,S5,S6,S7,S8,S9"
+DEFAULT_SHAPES = "S1,S2,S3,S4,S5,S6,S7,S8,S9,S10"
 
 
 def _shape_list(text: str) -> list[str]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import trio
 import trio.lowlevel
+import trio.testing
 
 import trio_actors as ta
 
@@ -253,3 +254,181 @@ async def statistics_report(clock: Any) -> list[str]:
         hog.tell("block")
         await trio.sleep(0.005)
         return lagging(system, [hog, busy])
+
+
+# --- Business errors: reply with an exception, keep the actor ---------------------------
+
+
+class Overdraft(Exception):
+    """Not a failure: a reply the asker handles."""
+
+
+class Account(ta.Actor):
+    expected_errors = (Overdraft,)  # these reach the asker; nothing else happens
+
+    def __init__(self, balance: int) -> None:
+        self.balance = balance
+
+    def receive(self, amount: int) -> int:
+        if self.balance + amount < 0:
+            raise Overdraft(f"balance {self.balance}, asked {-amount}")
+        self.balance += amount
+        return self.balance
+
+
+async def business_errors() -> tuple[list[Any], int, int]:
+    """Two withdrawals too big: each asker gets Overdraft, the account keeps its
+    balance and is neither restarted nor counted as failing."""
+    replies: list[Any] = []
+    async with ta.open_actor_system() as system:
+        account = system.spawn(Account, 100)
+        for amount in (-30, -500, -60, -20):
+            try:
+                replies.append(await account.ask(amount))
+            except Overdraft as error:
+                replies.append(f"refused: {error}")
+        stats = account.statistics()
+        return replies, stats.failures, stats.restarts
+
+
+# --- A registry: find an actor by name ------------------------------------------------
+
+
+class Ledger(ta.Actor):
+    def on_start(self) -> None:
+        self.system.register("ledger", self.ref)  # again after a restart: harmless
+        self.entries: list[str] = []
+
+    def receive(self, entry: str) -> int:
+        self.entries.append(entry)
+        return len(self.entries)
+
+
+async def find_by_name() -> tuple[int, str]:
+    """Whoever needs the ledger looks it up by name; once it stops, the name is free."""
+    async with ta.open_actor_system() as system:
+        system.spawn(Ledger)
+        await trio.testing.wait_all_tasks_blocked()  # its on_start has run
+        ledger = await system.lookup("ledger")
+        count = await ledger.ask("opened")
+        await ledger.stop()
+        try:
+            await system.lookup("ledger")
+        except ta.ActorNotFound as error:
+            return count, str(error)
+    raise AssertionError("unreachable")
+
+
+# --- Spread work over a pool ----------------------------------------------------------
+
+
+class Fetcher(ta.Actor):
+    """Fetches a page; one of them is on a slow link."""
+
+    async def receive(self, url: str) -> str:
+        await trio.sleep(5.0 if self.ref.name == "worker-1" else 0.1)
+        return f"{url} via {self.ref.name}"
+
+
+async def spread_work(routing: ta.Routing) -> float:
+    """40 fetches over 4 fetchers, one of them 50x slower: how long they take."""
+    async with ta.open_actor_system() as system:
+        pool = system.spawn(ta.Pool(Fetcher, size=4, routing=routing))
+        began = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for page in range(40):
+                nursery.start_soon(pool.ask, f"/page/{page}")
+        return trio.current_time() - began
+
+
+# --- Restart a pipeline together --------------------------------------------------------
+
+
+class Stage(ta.Actor):
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def on_start(self) -> None:
+        self.log.append(f"start {self.ref.name}")
+
+    def receive(self, message: str) -> None:
+        if message == "corrupt":
+            raise RuntimeError(f"{self.ref.name} lost its connection")
+
+
+class Pipeline(ta.Actor):
+    """Each stage depends on the ones before it: a failure restarts it and the
+    stages after it, never the ones before (OTP's rest_for_one)."""
+
+    children_strategy = ta.RestForOne(max_restarts=3, within=60.0)
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def on_start(self) -> None:
+        for name in ("read", "parse", "write"):
+            self.spawn(Stage, self.log, name=name)
+
+    def receive(self, message: tuple[str, str]) -> None:
+        stage, what = message
+        child = self.child(stage)
+        if child is not None:
+            child.tell(what)
+
+
+async def restart_together() -> list[str]:
+    log: list[str] = []
+    async with ta.open_actor_system() as system:
+        pipeline = system.spawn(Pipeline, log)
+        await trio.testing.wait_all_tasks_blocked()
+        log.append("-- parse fails")
+        pipeline.tell(("parse", "corrupt"))
+        await trio.testing.wait_all_tasks_blocked()
+    return log
+
+
+# --- Watch dead letters as they happen ---------------------------------------------------
+
+
+async def watch_dead_letters() -> list[str]:
+    """A task outside the system block reports every dead letter, the exit's own
+    included, and ends by itself when the system closes."""
+    reported: list[str] = []
+
+    async def report(letters: ta.DeadLetterSubscription) -> None:
+        async for letter in letters:
+            reported.append(f"{letter.recipient.name}: {letter.message!r} ({letter.reason})")
+
+    async with trio.open_nursery() as nursery, ta.open_actor_system() as system:
+        nursery.start_soon(report, system.dead_letters.subscribe(capacity=100))
+        gone = system.spawn(Journal, [], name="journal")
+        await gone.stop()
+        gone.tell("too late")
+        busy = system.spawn(Resizer, [], name="resizer")
+        busy.tell(1)  # both still queued at the exit: stranded
+        busy.tell(2)
+    return reported
+
+
+# --- Bound how long a stop may take ----------------------------------------------------------
+
+
+class Uploader(ta.Actor):
+    """Flushes to a remote store in on_stop -- which may hang."""
+
+    async def receive(self, message: Any) -> None:
+        pass
+
+    async def on_stop(self) -> None:
+        await trio.sleep_forever()  # the store never answers
+
+
+async def bounded_stop() -> float:
+    """``shutdown=2.0``: the hanging on_stop is cancelled after 2 s (logged as a
+    ShutdownTimeout), and the stop returns."""
+    async with ta.open_actor_system() as system:
+        uploader = system.spawn(Uploader, shutdown=2.0)
+        await trio.testing.wait_all_tasks_blocked()
+        began = trio.current_time()
+        await uploader.stop()
+        return trio.current_time() - began

@@ -4,6 +4,7 @@ from hypothesis import strategies as st
 
 from trio_actors import ServingPolicy
 from trio_actors.contracts._nothing_lost import (
+    GROUPS,
     OP_KINDS,
     OVERFLOWS,
     STRATEGIES,
@@ -31,6 +32,7 @@ def programs(draw: st.DrawFn) -> Program:
                 parent=parent,
                 capacity=draw(st.sampled_from([0, 0, 1, 2, 4])),
                 overflow=draw(st.sampled_from(OVERFLOWS)),
+                group=draw(st.sampled_from(GROUPS)),
             )
         )
     op = st.builds(
@@ -38,6 +40,7 @@ def programs(draw: st.DrawFn) -> Program:
         kind=st.sampled_from(_KINDS),
         actor=st.integers(0, len(actors) - 1),
         fail=st.booleans(),
+        expected=st.booleans(),
         # A time (deadline, sleep) or an index (which ask to cancel, which actor to
         # watch): the small integers spread the cancellations over the pending asks.
         value=st.sampled_from([0.0, 0.0001, 0.0005, 0.001, 0.003, 0.01, 0.05, 3.0, 7.0])

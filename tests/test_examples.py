@@ -121,3 +121,61 @@ def test_howto_statistics_report_names_the_laggards() -> None:
     report = trio.run(howto.statistics_report, clock, clock=clock)
     assert report[0].startswith("system/busy: ")
     assert report[-1] == "the dispatcher once held the thread 0.20s"
+
+
+def test_howto_business_errors_are_replies() -> None:
+    replies, failures, restarts = run_virtual(load("howto").business_errors)
+    assert replies == [70, "refused: balance 70, asked 500", 10, "refused: balance 10, asked 20"]
+    assert (failures, restarts) == (0, 0)
+
+
+def test_howto_find_by_name() -> None:
+    count, freed = run_virtual(load("howto").find_by_name)
+    assert count == 1
+    assert freed == "no actor is registered as 'ledger'"
+
+
+def test_howto_spread_work_balancing_beats_round_robin() -> None:
+    howto = load("howto")
+    # 39 fast fetches on three fetchers (1.3 s) beside the slow one's 5 s; round
+    # robin gives the slow fetcher ten of them.
+    assert run_virtual(howto.spread_work, "balancing") == 5.0
+    assert run_virtual(howto.spread_work, "round_robin") == 50.0
+
+
+def test_howto_restart_together_restarts_the_failed_stage_and_the_later_ones() -> None:
+    logging.getLogger("trio_actors").setLevel(logging.CRITICAL)
+    assert run_virtual(load("howto").restart_together) == [
+        "start read",
+        "start parse",
+        "start write",
+        "-- parse fails",
+        "start parse",
+        "start write",
+    ]
+
+
+def test_howto_watch_dead_letters() -> None:
+    assert run_virtual(load("howto").watch_dead_letters) == [
+        "journal: 'too late' (stopped)",
+        "resizer: 1 (stranded)",
+        "resizer: 2 (stranded)",
+    ]
+
+
+def test_howto_bounded_stop() -> None:
+    logging.getLogger("trio_actors").setLevel(logging.CRITICAL)
+    assert run_virtual(load("howto").bounded_stop) == 2.0
+
+
+def test_the_bank_conserves_money_under_concurrent_transfers_and_timeouts() -> None:
+    logging.getLogger("trio_actors").setLevel(logging.CRITICAL)
+    bank = load("bank/bank")
+    for seed in (7, 8, 9):
+        report = run_virtual(bank.main, seed)
+        assert report.total_after == report.total_before == 20_000, seed
+        assert report.done + report.overdrafts + report.timed_out == bank.TRANSFERS
+        assert report.overdrafts > 0  # expected errors reached the clients
+        assert report.timed_out > 0  # and some clients gave up
+        assert report.auditor_restarts >= 1  # the flaky auditor was restarted
+        assert report.last_audit == 20_000  # found by name; it saw it all

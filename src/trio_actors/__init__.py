@@ -35,6 +35,10 @@ from ._statistics import SystemStatistics as SystemStatistics
 from .actors import Actor as Actor
 from .actors import ActorRef as ActorRef
 from .actors import ActorSystem as ActorSystem
+from .actors import Broadcast as Broadcast
+from .actors import Pool as Pool
+from .actors import Resize as Resize
+from .actors import Routing as Routing
 from .actors import Timer as Timer
 from .actors import open_actor_system as open_actor_system
 from .lifecycle import Backoff as Backoff
@@ -65,6 +69,7 @@ __all__ = [
     "ActorSystem",
     "Backoff",
     "Bounded",
+    "Broadcast",
     "DEFAULT_BATCH",
     "DEFAULT_CLEANUP_BATCH",
     "DEFAULT_TIME_SLICE",
@@ -77,10 +82,13 @@ __all__ = [
     "MailboxFull",
     "OneForAll",
     "OneForOne",
+    "Pool",
+    "Resize",
     "RestForOne",
     "Restart",
     "RestartType",
     "Resume",
+    "Routing",
     "ServingPolicy",
     "ShutdownTimeout",
     "Stop",

@@ -77,9 +77,10 @@ def test_drawn_programs_keep_the_serving_invariants(
 
 
 # Reached only by actors with an async on_start (and a plain receive), and a parent
-# whose child escalates: not in T21's programs, but in the test after. (TASK -> TASK
-# and RESTART -> RESTART take a KeyboardInterrupt in an async handler or a restart:
-# test_interrupts.py.)
+# whose child escalates: not in T21's programs, but in the test after. (RESTART ->
+# RESTART takes a KeyboardInterrupt in a restart: test_interrupts.py. TASK -> TASK,
+# a serving task whose handler was cut short while work is left, is reached by the
+# programs since they draw group strategies.)
 _SPECIAL = {
     (Serving.TASK, Serving.DISPATCHER),
     (Serving.RESTART, Serving.TASK),
@@ -94,7 +95,7 @@ def test_seeded_programs_use_every_other_transition(checker: list[str]) -> None:
         run_program(random_program(rng), ta.ServingPolicy(batch=2, time_slice=None))
     assert checker == []
     missing = set(SERVING_TRANSITIONS) - _SPECIAL - _debug.seen_transitions
-    assert missing == {(Serving.TASK, Serving.TASK), (Serving.RESTART, Serving.RESTART)}
+    assert missing == {(Serving.RESTART, Serving.RESTART)}
 
 
 class AsyncStart(ta.Actor):

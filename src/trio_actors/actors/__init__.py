@@ -2,9 +2,23 @@
 
 from . import _debug  # noqa: F401 - installs the debug checks if TRIO_ACTORS_DEBUG is set
 from ._actor import Actor as Actor
+from ._pool import Broadcast as Broadcast
+from ._pool import Pool as Pool
+from ._pool import Resize as Resize
+from ._pool import Routing as Routing
 from ._ref import ActorRef as ActorRef
 from ._system import ActorSystem as ActorSystem
 from ._system import open_actor_system as open_actor_system
 from ._timers import Timer as Timer
 
-__all__ = ["Actor", "ActorRef", "ActorSystem", "Timer", "open_actor_system"]
+__all__ = [
+    "Actor",
+    "ActorRef",
+    "ActorSystem",
+    "Broadcast",
+    "Pool",
+    "Resize",
+    "Routing",
+    "Timer",
+    "open_actor_system",
+]

@@ -451,9 +451,10 @@ class ActorCell:
         """Queue a death-watch notice (``Terminated``): like ``tell``, but as a
         :class:`Notice` (so that ``unwatch`` can withdraw it), and never dropped or
         refused by a bounded mailbox's capacity."""
-        self._queue_notice(Notice(self, message))
+        self.queue_notice(Notice(self, message))
 
-    def _queue_notice(self, notice: Notice) -> None:
+    def queue_notice(self, notice: Notice) -> None:
+        """Queue ``notice`` if the actor accepts; its message is a dead letter if not."""
         if self.accepting:
             self.queue_envelope(notice)
         else:
@@ -476,7 +477,7 @@ class ActorCell:
         if deferred is None or not any(item is notice for item in deferred):
             return  # withdrawn meanwhile
         deferred[:] = [item for item in deferred if item is not notice]
-        self._queue_notice(notice)
+        self.queue_notice(notice)
 
     def withdraw_notices(self, predicate: Any) -> None:
         """Withdraw the queued notices whose message ``predicate`` accepts: they will

@@ -33,6 +33,9 @@ class HandlerKinds:
     class_name: str  # the start of the actor's generated names
     expected_errors: tuple[type[Exception], ...] = ()  # Actor.expected_errors, checked
     children_strategy: GroupStrategy = ONE_FOR_ONE  # Actor.children_strategy, checked
+    # The cell class of a runtime-made actor class (a pool: actors._pool.PoolCell);
+    # None for every user class (ActorCell, or BoundedCell with a bounded mailbox).
+    cell_class: Any = None
     # A task is needed to serve the actor while receive is async, or until an async
     # on_start has run.
     needs_task: bool = attrs.field(init=False)
@@ -82,6 +85,7 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
             class_name=cls.__name__,
             expected_errors=_expected_errors(cls),
             children_strategy=check_children_strategy(cls.__qualname__, cls.children_strategy),
+            cell_class=getattr(cls, "_trio_actors_cell_class", None),
         )
         _cache[cls] = kinds
     return kinds

@@ -290,7 +290,14 @@ class ActorSystem:
             key = self._spawned
         else:  # a name given explicitly may have taken the generated one: check now
             key = self._free_name(f"{kinds.class_name}-{self._spawned}", siblings)
-        cell = (ActorCell if mailbox is None else BoundedCell)(self, instance, kinds, key)
+        cell_class = ActorCell if mailbox is None else BoundedCell
+        if kinds.cell_class is not None:  # a pool (actors/_pool.py)
+            if mailbox is not None:
+                raise TypeError(
+                    "a Pool's mailbox= is its workers': give it to Pool(..., mailbox=...)"
+                )
+            cell_class = kinds.cell_class
+        cell = cell_class(self, instance, kinds, key)
         if parent is None:
             self._cells[key] = cell
         else:

@@ -154,10 +154,10 @@ class Timer:
                 "in its system's trio thread (use trio.from_thread.run_sync)"
             )
         if self._pending is not None:
-            self._pending.withdraw()  # calls _tick_finished
+            self._pending.withdraw()  # calls notice_finished
         self._end()
 
-    def _tick_finished(self, tick: Notice) -> None:
+    def notice_finished(self, tick: Notice) -> None:
         """Its tick was handled, withdrawn or dropped."""
         if self._pending is tick:
             self._pending = None

@@ -3,11 +3,13 @@
 A *program* is drawn up front (so each example is one deterministic ``trio.run``
 under a ``MockClock``) and then run: actors of both handler kinds, top-level or
 children of earlier ones, each with a supervision strategy (restart, resume, stop,
-and for children escalate) and an unbounded or a small bounded mailbox (any overflow
-policy), virtual handler costs and failing messages, receive tells, sends and asks
-(with and without deadlines) while asks and sends are cancelled, actors watch and
-unwatch each other from their plain or async handlers, actors are stopped and
-drain-stopped, a handler raises ``KeyboardInterrupt``, and the system block is
+and for children escalate), a group strategy for its own children (one-for-one,
+one-for-all, rest-for-one) and an unbounded or a small bounded mailbox (any overflow
+policy), virtual handler costs and failing messages (failures, and expected errors
+that are replies), receive tells, sends and asks (with and without deadlines) while
+asks and sends are cancelled, actors watch and unwatch each other from their plain
+or async handlers, actors are stopped, drain-stopped and stopped without waiting
+(``stop_nowait``), a handler raises ``KeyboardInterrupt``, and the system block is
 cancelled from outside; then the block is left (or the interrupt ends it). The
 invariant checked at the end:
 
@@ -54,7 +56,9 @@ from .. import (
     Bounded,
     Escalate,
     MailboxFull,
+    OneForAll,
     Restart,
+    RestForOne,
     Resume,
     ServingPolicy,
     Stop,
@@ -74,7 +78,8 @@ class ActorSpec:
     :data:`STRATEGIES`; ``parent`` the index of an earlier actor (``-1``: top
     level). Top-level actors never escalate (that would end the program early).
     ``capacity`` bounds the mailbox (0: unbounded) with ``overflow`` one of
-    :data:`OVERFLOWS`.
+    :data:`OVERFLOWS`. ``group`` is its ``children_strategy``, one of
+    :data:`GROUPS`.
     """
 
     is_async: bool
@@ -83,10 +88,12 @@ class ActorSpec:
     parent: int = -1
     capacity: int = 0
     overflow: str = "fail"
+    group: str = "one_for_one"
 
 
 STRATEGIES = ("restart", "resume", "stop", "escalate")
 OVERFLOWS = ("fail", "drop_new", "drop_old")
+GROUPS = ("one_for_one", "one_for_all", "rest_for_one")
 
 
 @attrs.frozen
@@ -94,19 +101,21 @@ class Op:
     """One step of a program.
 
     ``kind`` is one of ``tell``, ``send``, ``ask``, ``ask_deadline``,
-    ``cancel_ask``, ``stop``, ``drain_stop``, ``watch``, ``unwatch``, ``sleep``,
-    ``checkpoint``, ``interrupt`` (a tell whose handler raises
-    ``KeyboardInterrupt``) and ``cancel_block`` (cancel the system block from
+    ``cancel_ask``, ``stop``, ``drain_stop``, ``stop_nowait``, ``watch``,
+    ``unwatch``, ``sleep``, ``checkpoint``, ``interrupt`` (a tell whose handler
+    raises ``KeyboardInterrupt``) and ``cancel_block`` (cancel the system block from
     outside); ``actor`` indexes the program's actors; ``fail`` makes the handler
-    raise; ``value`` is a deadline or a sleep in virtual seconds, or (for
-    ``cancel_ask``) which earlier ask or send to cancel, or (for ``watch`` and
-    ``unwatch``) which actor to watch or unwatch.
+    raise -- a failure, or with ``expected`` an expected error (a reply); ``value``
+    is a deadline or a sleep in virtual seconds, or (for ``cancel_ask``) which
+    earlier ask or send to cancel, or (for ``watch`` and ``unwatch``) which actor to
+    watch or unwatch.
     """
 
     kind: str
     actor: int = 0
     fail: bool = False
     value: float = 0.0
+    expected: bool = False
 
 
 @attrs.frozen
@@ -129,8 +138,9 @@ OP_KINDS = (
     "unwatch",
     "interrupt",
     "cancel_block",
+    "stop_nowait",
 )
-_WEIGHTS = (30, 10, 15, 8, 8, 2, 2, 8, 8, 4, 2, 0.3, 0.3)
+_WEIGHTS = (30, 10, 15, 8, 8, 2, 2, 8, 8, 4, 2, 0.3, 0.3, 1)
 
 
 def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60) -> Program:
@@ -147,6 +157,7 @@ def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60
                 parent=parent,
                 capacity=rng.choice((0, 0, 1, 2, 4)),
                 overflow=rng.choice(OVERFLOWS),
+                group=rng.choice(GROUPS),
             )
         )
     ops = []
@@ -159,7 +170,9 @@ def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60
             value = rng.choice((0.0001, 0.001, 0.01))
         elif kind in ("cancel_ask", "watch", "unwatch"):
             value = float(rng.randint(0, 20))
-        ops.append(Op(kind, rng.randrange(len(actors)), rng.random() < 0.1, value))
+        fail = rng.random() < 0.1
+        expected = fail and rng.random() < 0.5
+        ops.append(Op(kind, rng.randrange(len(actors)), fail, value, expected))
     return Program(tuple(actors), tuple(ops))
 
 
@@ -187,8 +200,14 @@ class _Failure(Exception):
     pass
 
 
+class _Expected(Exception):
+    """An expected error: the probes' reply, not their failure."""
+
+
 class _Probe(Actor):
     """Records every message its handler is invoked for; costs virtual time."""
+
+    expected_errors = (_Expected,)
 
     def __init__(
         self,
@@ -222,6 +241,8 @@ class _Probe(Actor):
             raise KeyboardInterrupt(f"injected by program step {ident}")
         if self.cost:
             self.clock.jump(self.cost)
+        if fail == "expected":
+            raise _Expected(ident)
         if fail:
             raise _Failure(ident)
         return ident
@@ -253,9 +274,38 @@ class _AsyncProbe(_Probe):
             raise KeyboardInterrupt(f"injected by program step {ident}")
         if self.cost:
             await trio.sleep(self.cost)
+        if fail == "expected":
+            raise _Expected(ident)
         if fail:
             raise _Failure(ident)
         return ident
+
+
+_GROUP_STRATEGIES = {
+    "one_for_all": OneForAll(max_restarts=1_000_000, within=1.0),
+    "rest_for_one": RestForOne(max_restarts=1_000_000, within=1.0),
+}
+
+
+@functools.cache
+def probe_class(is_async: bool, group: str) -> type[_Probe]:
+    """The probe class for a handler kind and a group strategy (one class each)."""
+    base = _AsyncProbe if is_async else _Probe
+    if group == "one_for_one":
+        return base
+    return type(
+        f"{base.__name__}_{group}", (base,), {"children_strategy": _GROUP_STRATEGIES[group]}
+    )
+
+
+def message_fail(op: Op) -> bool | str:
+    """What the probe's handler is told to do: succeed, fail, raise an expected
+    error, or raise ``KeyboardInterrupt``."""
+    if op.kind == "interrupt":
+        return "interrupt"
+    if op.fail and op.expected:
+        return "expected"
+    return op.fail
 
 
 @attrs.frozen
@@ -303,7 +353,7 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
     async def asker(
         ref: Any,
         ident: int,
-        fail: bool,
+        fail: bool | str,
         deadline: float | None,
         scope: trio.CancelScope,
     ) -> None:
@@ -312,7 +362,7 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
                 scope.deadline = trio.current_time() + deadline
             try:
                 await ref.ask((ident, fail))
-            except _Failure:
+            except (_Failure, _Expected):
                 outcome[ident].append("handled")
                 return
             except (ActorStopped, MailboxFull):
@@ -323,7 +373,7 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
                 raise
             outcome[ident].append("handled")
 
-    async def sender(ref: Any, ident: int, fail: bool, scope: trio.CancelScope) -> None:
+    async def sender(ref: Any, ident: int, fail: bool | str, scope: trio.CancelScope) -> None:
         with scope:
             try:
                 await ref.send((ident, fail))
@@ -362,7 +412,7 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
         async with trio.open_nursery() as outside, system_for(policy) as system:
             systems.append(system)
             for index, spec in enumerate(program.actors):
-                factory = _AsyncProbe if spec.is_async else _Probe
+                factory = probe_class(spec.is_async, spec.group)
                 args = (factory, clock, spec.cost, invoked, notices, index)
                 strategy = strategy_for(spec)
                 mailbox = mailbox_for(spec)
@@ -383,7 +433,7 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
                     ident += 1
                     tells[ident] = op.actor
                     try:
-                        ref.tell((ident, "interrupt" if op.kind == "interrupt" else op.fail))
+                        ref.tell((ident, message_fail(op)))
                     except MailboxFull:
                         refused.add(ident)
                 elif op.kind == "send":
@@ -392,7 +442,7 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
                     outcome[ident] = []
                     scope = trio.CancelScope()
                     scopes.append(scope)
-                    outside.start_soon(sender, ref, ident, op.fail, scope)
+                    outside.start_soon(sender, ref, ident, message_fail(op), scope)
                 elif op.kind in ("ask", "ask_deadline"):
                     ident += 1
                     asks[ident] = op.actor
@@ -400,7 +450,7 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
                     scope = trio.CancelScope()
                     scopes.append(scope)
                     deadline = op.value if op.kind == "ask_deadline" else None
-                    outside.start_soon(asker, ref, ident, op.fail, deadline, scope)
+                    outside.start_soon(asker, ref, ident, message_fail(op), deadline, scope)
                 elif op.kind == "cancel_ask":
                     if scopes:
                         scopes[int(op.value) % len(scopes)].cancel()
@@ -408,6 +458,8 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
                     outside.start_soon(ref.stop)
                 elif op.kind == "drain_stop":
                     outside.start_soon(functools.partial(ref.stop, drain=True))
+                elif op.kind == "stop_nowait":
+                    ref.stop_nowait()
                 elif op.kind in ("watch", "unwatch"):
                     target = refs[int(op.value) % len(refs)]
                     if target != ref:

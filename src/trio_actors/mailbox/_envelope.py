@@ -158,7 +158,7 @@ class Notice(Ask):
 
     def _finished(self) -> None:
         if self.sender is not None:
-            self.sender._tick_finished(self)
+            self.sender.notice_finished(self)
 
     def withdraw(self) -> None:
         """Its sender withdrew it: if still queued, it will be skipped."""

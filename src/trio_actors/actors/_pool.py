@@ -1,0 +1,464 @@
+"""Routers: a pool of workers behind one ref (Akka's pool routers).
+
+``system.spawn(Pool(Worker, size=8, routing="balancing"), name="workers")`` spawns an
+actor whose ref hands each message to one of ``size`` workers -- its children, each
+an instance of ``Worker`` supervised by the pool's ``supervision``. Three routings:
+
+``"round_robin"``
+   each message to the next worker in turn. Cheapest (a tell is the worker's tell),
+   but one slow worker holds every ``size``-th message while the others idle.
+``"smallest_mailbox"``
+   each message to an idle worker if there is one, else to the one with the fewest
+   queued (Akka's ``SmallestMailboxPool``; a scan of the workers per message).
+``"balancing"``
+   the workers share one queue (Akka's ``BalancingPool``): a message waits in the
+   pool until a worker is free, and each worker holds one message at a time -- so a
+   slow worker never holds work another could take. A tell reaches its worker as an
+   ask made by the worker's *feeder* task (which is how the pool learns that the
+   worker is free again); an ``ask`` waits in the shared queue for a free worker
+   and then asks it from the asker's own task, so cancellation works exactly as for
+   any ask (withdrawn while it waits, the worker's ``async`` handler cancelled once
+   it runs).
+
+``Broadcast(message)`` told to the pool reaches every worker; ``Resize(size)`` grows
+or shrinks the pool (the workers removed, newest first, are stopped with
+``drain=True``). The pool stops when it is stopped (its workers stop first, newest
+first, as any children) or when its last worker has stopped. What is still queued in
+a balancing pool when it stops is stranded as any mailbox is: asks fail with
+:exc:`ActorStopped`, tells become dead letters.
+
+Decisions (the spec names the routings and ``broadcast``, nothing more): a pool is
+an actor (its ref is an :class:`ActorRef`, so it can be registered, watched,
+stopped, supervised); its workers are its children (``self.children`` from the
+pool's view, named ``worker-1`` ...); ``Broadcast`` and ``Resize`` are messages, as
+in Akka, because a ref's public names are pinned; the workers' own ``mailbox=`` and
+``shutdown=`` are the pool's arguments of those names.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import outcome
+import trio
+
+from .._errors import ActorStopped
+from .._statistics import ActorStatistics
+from ..lifecycle._state import ActorState, Serving
+from ..lifecycle._stopping import DEFAULT_SHUTDOWN, check_shutdown
+from ..lifecycle._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
+from ..lifecycle._watch import Terminated
+from ..mailbox._bounded import Bounded
+from ..mailbox._envelope import NO_MESSAGE, Notice
+from ..mailbox._foreign import current_task_of
+from ._actor import Actor
+from ._cell import ActorCell
+
+if TYPE_CHECKING:
+    from ._ref import ActorRef
+
+Routing = Literal["round_robin", "smallest_mailbox", "balancing"]
+"""The type of ``Pool(..., routing=...)``."""
+ROUTINGS: tuple[Routing, ...] = ("round_robin", "smallest_mailbox", "balancing")
+
+
+@attrs.frozen
+class Broadcast:
+    """Told to a pool: ``message`` goes to every worker (each its own copy of the
+    reference -- messages are shared, not copied)."""
+
+    message: Any
+
+
+@attrs.frozen
+class Resize:
+    """Told to a pool: grow or shrink it to ``size`` workers (``>= 1``)."""
+
+    size: int = attrs.field()
+
+    @size.validator
+    def _check(self, attribute: attrs.Attribute[int], value: object) -> None:
+        _check_size("Resize.size", value)
+
+
+def _check_size(where: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{where} must be an int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{where} must be >= 1, got {value!r}")
+
+
+def _check_routing(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value not in ROUTINGS:
+        raise ValueError(
+            f"Pool.routing must be 'round_robin', 'smallest_mailbox' or 'balancing', got {value!r}"
+        )
+
+
+@attrs.frozen
+class Pool:
+    """A pool of workers behind one ref; pass it to ``spawn`` as the factory.
+
+    Args:
+        worker: the workers' ``Actor`` subclass or factory (called once per worker,
+            and again for each restart), with ``args``.
+        size: how many workers (``>= 1``).
+        routing: ``"round_robin"`` (the default), ``"smallest_mailbox"`` or
+            ``"balancing"`` (see the module).
+        supervision: each worker's strategy (default ``Restart()``).
+        mailbox: each worker's mailbox (``None``: unbounded; a
+            :class:`~trio_actors.Bounded`).
+        shutdown: each worker's shutdown timeout.
+    """
+
+    worker: Callable[..., Actor]
+    args: tuple[Any, ...] = ()
+    size: int = attrs.field(default=4)
+    routing: Routing = attrs.field(default="round_robin", validator=_check_routing)
+    supervision: Supervision = DEFAULT_SUPERVISION
+    mailbox: Bounded | None = None
+    shutdown: float = DEFAULT_SHUTDOWN
+
+    @size.validator
+    def _check_size(self, attribute: attrs.Attribute[int], value: object) -> None:
+        _check_size("Pool.size", value)
+
+    def __attrs_post_init__(self) -> None:
+        if not callable(self.worker):
+            raise TypeError(
+                f"Pool.worker must be an Actor subclass or factory, got {self.worker!r}"
+            )
+        if not isinstance(self.args, tuple):
+            raise TypeError(f"Pool.args must be a tuple, got {self.args!r}")
+        if self.supervision is not DEFAULT_SUPERVISION:
+            check_strategy(self.supervision)
+        if self.mailbox is not None and not isinstance(self.mailbox, Bounded):
+            raise TypeError(f"Pool.mailbox must be None or a Bounded, got {self.mailbox!r}")
+        if self.shutdown is not DEFAULT_SHUTDOWN:
+            check_shutdown(self.shutdown)
+
+    def __call__(self) -> PoolActor:
+        return PoolActor(self)
+
+
+class PoolActor(Actor):
+    """The pool's own actor: spawns the workers, and hears of their ends."""
+
+    _trio_actors_cell_class: type[ActorCell]  # PoolCell, set below
+
+    def __init__(self, config: Pool) -> None:
+        self.config = config
+
+    def on_start(self) -> None:
+        self._pool().grow(self.config.size)
+
+    def receive(self, message: Any) -> Any:
+        if type(message) is Terminated:  # a worker stopped
+            self._pool().worker_ended(message.ref)
+        return None
+
+    def _pool(self) -> PoolCell:
+        cell = self._trio_actors_cell
+        assert isinstance(cell, PoolCell)
+        return cell
+
+
+class _Waiter:
+    """An ask waiting in a balancing pool for a free worker."""
+
+    __slots__ = ("task", "withdrawn")
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.withdrawn = False
+
+
+class _Job:
+    """A tell a balancing pool gave a worker, queued there as a :class:`Notice`
+    whose sender this is: told when the worker is done with it -- handled, failed,
+    or stranded (then the worker makes it a dead letter)."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+
+    def notice_finished(self, notice: Notice) -> None:
+        self.done.set()
+
+
+class PoolCell(ActorCell):
+    """The cell of a pool: its ref's tells, asks and sends are routed to workers.
+
+    Both tell fast paths are off (:meth:`refresh_tell_paths`), so every tell comes
+    to :meth:`tell_forwarded`; the pool's own mailbox only ever holds the
+    ``Terminated`` notices of its workers.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.workers: list[ActorCell] = []  # spawn order
+        self.next_worker = 0  # round robin
+        self.worker_serial = 0
+        self.shared: deque[Any] = deque()  # tells and _Waiters, in order
+        # Balancing: the workers with nothing to do, and for each worker the parking
+        # lot of its feeder and the tell handed to it.
+        self.free: deque[ActorCell] = deque()
+        self.feeders: dict[ActorCell, trio.lowlevel.ParkingLot] = {}
+        self.assigned: dict[ActorCell, Any] = {}
+        self.ready = trio.Event()  # the workers exist (on_start has run)
+        self.progress = trio.lowlevel.ParkingLot()  # a balancing worker became free
+
+    @property
+    def config(self) -> Pool:
+        instance = self.instance
+        assert isinstance(instance, PoolActor)
+        return instance.config
+
+    @property
+    def balancing(self) -> bool:
+        return self.config.routing == "balancing"
+
+    def refresh_tell_paths(self) -> None:
+        self.activates = self.fast_tell = False  # every tell is routed
+
+    # --- routing --------------------------------------------------------------------
+
+    def tell_forwarded(self, message: Any) -> None:
+        """A tell to the pool (in the trio thread): routed, queued, or a dead letter."""
+        if not self.accepting:
+            self.tell_refused(message)
+        elif type(message) is Broadcast:
+            for worker in self.workers:
+                worker.ref.tell(message.message)
+        elif type(message) is Resize:
+            self.resize(message.size)
+        elif self.balancing or not self.ready.is_set():
+            self.shared.append(message)  # (before on_start: routed once it has run)
+            self._hand_out()
+        else:
+            self._route().ref.tell(message)
+
+    def ask_message(self, message: Any) -> Any:
+        """:meth:`ActorRef.ask` to the pool: checked here, routed in :meth:`_ask`."""
+        task = current_task_of(self.system, "ask")
+        if not self.accepting:
+            return self._refuse_ask()
+        return self._ask(message, task)
+
+    async def _ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
+        if not self.ready.is_set():
+            await self.ready.wait()
+        if not self.balancing:
+            if not self.accepting:
+                await self._refuse_ask()
+            return await self._route().ask_message(message)
+        worker = await self._wait_for_worker(task)
+        try:
+            return await worker.ask_message(message)
+        finally:
+            self._worker_free(worker)
+
+    async def send_message(self, message: Any) -> None:
+        """:meth:`ActorRef.send` to the pool: a balancing pool's queue is unbounded (a
+        tell and a checkpoint); otherwise the chosen worker's ``send``."""
+        current_task_of(self.system, "send")
+        if not self.ready.is_set():
+            await self.ready.wait()
+        if self.balancing or type(message) in (Broadcast, Resize):
+            await trio.lowlevel.checkpoint()
+            if not self.accepting:
+                await self.refuse_send()
+            self.tell_forwarded(message)
+        else:
+            if not self.accepting:
+                await self.refuse_send()
+            await self._route().send_message(message)
+
+    def _route(self) -> ActorCell:
+        """The worker for the next message (round robin or smallest mailbox)."""
+        workers = self.workers
+        if self.config.routing == "round_robin":
+            index = self.next_worker % len(workers)
+            self.next_worker = index + 1
+            return workers[index]
+        return min(workers, key=_load)
+
+    # --- balancing ------------------------------------------------------------------
+
+    async def _wait_for_worker(self, task: trio.lowlevel.Task) -> ActorCell:
+        """A free worker for this ask, in turn with what was queued before it. A
+        checkpoint. Cancelled while it waits, the ask is withdrawn: nothing happened.
+
+        Raises:
+            ActorStopped: the pool stopped while it waited.
+        """
+        await trio.lowlevel.checkpoint()
+        if not self.accepting:
+            await self._refuse_ask()
+        if self.free and not self.shared:
+            return self.free.popleft()
+        waiter = _Waiter(task)
+        self.shared.append(waiter)
+
+        def abort(raise_cancel: Any) -> trio.lowlevel.Abort:
+            waiter.withdrawn = True
+            self.note_withdrawn()
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        got: ActorCell | None = await trio.lowlevel.wait_task_rescheduled(abort)
+        if got is None:
+            self.failed_back += 1
+            raise ActorStopped(f"{self.path} stopped while an ask waited for a worker")
+        return got
+
+    def _hand_out(self) -> None:
+        """Give queued work to free workers, oldest first. Never a checkpoint."""
+        shared, free = self.shared, self.free
+        while shared and free:
+            item = shared.popleft()
+            if type(item) is _Waiter:
+                if not item.withdrawn:
+                    trio.lowlevel.reschedule(item.task, outcome.Value(free.popleft()))
+            else:
+                worker = free.popleft()
+                self.assigned[worker] = item
+                self.feeders[worker].unpark_all()
+
+    def _worker_free(self, worker: ActorCell) -> None:
+        if worker in self.feeders and worker.accepting:
+            self.free.append(worker)
+            self._hand_out()
+        self.progress.unpark_all()
+
+    async def feed(self, worker: ActorCell) -> None:
+        """A balancing worker's feeder: hands it the pool's tells, one at a time.
+        Ends when the worker or the pool stops."""
+        lot = self.feeders[worker]
+        self._worker_free(worker)
+        while worker in self.feeders:
+            message = self.assigned.pop(worker, NO_MESSAGE)
+            if message is NO_MESSAGE:
+                await lot.park()  # until a tell is handed to it, or it is to end
+                continue
+            if not worker.accepting:  # it stops: the tell goes to another worker
+                self.shared.appendleft(message)
+                self._hand_out()
+                return
+            job = _Job()
+            worker.queue_notice(Notice(worker, message, job))
+            if not job.done.is_set():
+                await job.done.wait()
+            self._worker_free(worker)
+
+    # --- workers ----------------------------------------------------------------------
+
+    def grow(self, size: int) -> None:
+        """Spawn workers until there are ``size`` (the pool's own children)."""
+        config = self.config
+        instance = self.instance
+        while len(self.workers) < size:
+            self.worker_serial += 1
+            ref = instance.spawn(
+                config.worker,
+                *config.args,
+                name=f"worker-{self.worker_serial}",
+                supervision=config.supervision,
+                mailbox=config.mailbox,
+                shutdown=config.shutdown,
+            )
+            instance.watch(ref)
+            worker = ref._cell
+            self.workers.append(worker)
+            if self.balancing:
+                self.feeders[worker] = trio.lowlevel.ParkingLot()
+                self.system._nursery.start_soon(self.feed, worker, name=f"feed {worker.path}")
+        self.ready.set()
+        if not self.balancing:
+            while self.shared:  # what was told before the workers existed
+                self._route().ref.tell(self.shared.popleft())
+
+    def resize(self, size: int) -> None:
+        """:class:`Resize`: spawn workers, or stop the newest ones (with a drain)."""
+        if size > len(self.workers):
+            self.grow(size)
+            return
+        while len(self.workers) > size:
+            worker = self.workers.pop()
+            self._forget_worker(worker)
+            worker.begin_stop(drain=True, cancel_handler=False)
+
+    def worker_ended(self, ref: ActorRef) -> None:
+        """A worker stopped (its ``Terminated``): route around it; the pool stops
+        when none is left."""
+        worker = ref._cell
+        if worker in self.workers:
+            self.workers.remove(worker)
+        self._forget_worker(worker)
+        if not self.workers and self.accepting:
+            self.begin_stop(drain=False, cancel_handler=False)
+
+    def _forget_worker(self, worker: ActorCell) -> None:
+        lot = self.feeders.pop(worker, None)
+        if lot is not None:
+            lot.unpark_all()  # its feeder ends
+        if worker in self.free:
+            self.free.remove(worker)
+        message = self.assigned.pop(worker, NO_MESSAGE)
+        if message is not NO_MESSAGE:
+            self.shared.appendleft(message)  # not yet given to it: to another
+            self._hand_out()
+
+    # --- stopping (the pool's part of the stop sequence) ----------------------------
+
+    def strand(self) -> None:
+        """The pool stops at once: its queued tells are stranded, its waiting asks
+        fail back, its feeders end."""
+        super().strand()
+        for worker in list(self.feeders):
+            self._forget_worker(worker)
+        shared, self.shared = self.shared, deque()
+        tells = []
+        for item in shared:
+            if type(item) is not _Waiter:
+                tells.append(item)
+            elif not item.withdrawn:
+                trio.lowlevel.reschedule(item.task, outcome.Value(None))
+        if tells:
+            if self.stranded is None:
+                self.stranded = deque()
+            self.stranded.extend(tells)
+
+    async def wait_drained(self) -> None:
+        """A pool drains by handing out everything in its queue (balancing), then
+        draining its workers -- all at once -- and waiting for their stops. A
+        checkpoint; bounded by the pool's shutdown timeout like any drain."""
+        while self.state is ActorState.DRAINING and (
+            self.shared or self.assigned or len(self.free) < len(self.feeders)
+        ):
+            await self.progress.park()
+        for worker in list(self.workers):
+            worker.begin_stop(drain=True, cancel_handler=False)
+        for worker in list(self.workers):
+            await worker.wait_stopped()
+        await super().wait_drained()
+
+    def snapshot(self) -> ActorStatistics:
+        """The pool's statistics; ``mailbox_depth`` is what waits in its queue."""
+        stats = super().snapshot()
+        return attrs.evolve(stats, mailbox_depth=stats.mailbox_depth + len(self.shared))
+
+
+def _load(worker: ActorCell) -> tuple[bool, int]:
+    """Smallest-mailbox order: idle workers first, then by queued messages."""
+    idle = worker.serving is Serving.IDLE and worker.accepting
+    queued = (worker.head is not NO_MESSAGE) + len(worker.mailbox or ())
+    return (not idle, queued)
+
+
+PoolActor._trio_actors_cell_class = PoolCell
+
+__all__ = ["ROUTINGS", "Broadcast", "Pool", "PoolActor", "PoolCell", "Resize", "Routing"]

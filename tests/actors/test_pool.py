@@ -1,0 +1,225 @@
+"""Routers: ``Pool`` (round robin, smallest mailbox, balancing), ``Broadcast``,
+``Resize``, supervision of the workers, stopping and draining a pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from trio_actors import (
+    Actor,
+    ActorStopped,
+    Bounded,
+    Broadcast,
+    Pool,
+    Resize,
+    Stop,
+    open_actor_system,
+)
+
+ROUTINGS = ["round_robin", "smallest_mailbox", "balancing"]
+
+
+class Worker(Actor):
+    """Takes 1 s per message (worker-1: ``slow`` s); records who handled what."""
+
+    def __init__(self, log: list[tuple[str, Any]], slow: float = 1.0) -> None:
+        self.log = log
+        self.slow = slow
+
+    async def receive(self, message: Any) -> Any:
+        if message == "fail":
+            raise RuntimeError("worker failed")
+        name = self.ref.name
+        await trio.sleep(self.slow if name == "worker-1" else 1.0)
+        self.log.append((name, message))
+        return name
+
+
+class Plain(Actor):
+    def __init__(self, log: list[tuple[str, Any]]) -> None:
+        self.log = log
+
+    def receive(self, message: Any) -> Any:
+        self.log.append((self.ref.name, message))
+        return self.ref.name
+
+
+@pytest.mark.parametrize("routing", ROUTINGS)
+async def test_every_message_is_handled_once_by_some_worker(
+    routing: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Worker, (log,), size=3, routing=routing), name="pool")  # type: ignore[arg-type]
+        for number in range(12):
+            pool.tell(number)
+        assert await pool.ask("asked") in {"worker-1", "worker-2", "worker-3"}
+        await pool.stop(drain=True)
+    assert sorted(message for _, message in log if message != "asked") == list(range(12))
+    assert {name for name, _ in log} == {"worker-1", "worker-2", "worker-3"}
+
+
+async def test_round_robin_takes_the_workers_in_turn() -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Plain, (log,), size=3))
+        answers = [await pool.ask(number) for number in range(6)]
+    assert answers == ["worker-1", "worker-2", "worker-3"] * 2
+
+
+async def test_balancing_keeps_work_away_from_a_slow_worker(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def run(routing: str) -> float:
+        log: list[tuple[str, Any]] = []
+        async with open_actor_system() as system:
+            pool = system.spawn(Pool(Worker, (log, 100.0), size=4, routing=routing))  # type: ignore[arg-type]
+            began = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                for number in range(60):
+                    nursery.start_soon(pool.ask, number)
+            took = trio.current_time() - began
+            await pool.stop()
+        return took
+
+    balanced = await run("balancing")
+    round_robin = await run("round_robin")
+    # 60 one-second jobs on three fast workers: 20 s, plus the slow worker's one job
+    # (100 s) running beside them; round robin gives the slow one 15 jobs.
+    assert balanced == 100.0
+    assert round_robin == 1500.0
+
+
+async def test_a_cancelled_ask_waiting_in_a_balancing_pool_is_withdrawn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Worker, (log,), size=1, routing="balancing"))
+        pool.tell("first")
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.move_on_after(0.5):
+            await pool.ask("never")  # waits for the one busy worker
+        assert await pool.ask("after") == "worker-1"
+        assert [message for _, message in log] == ["first", "after"]
+        assert pool.statistics().withdrawn == 1
+
+
+async def test_broadcast_reaches_every_worker() -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        for routing in ROUTINGS:
+            log.clear()
+            pool = system.spawn(Pool(Plain, (log,), size=3, routing=routing))  # type: ignore[arg-type]
+            await pool.ask("started")
+            pool.tell(Broadcast("hello"))
+            await pool.stop(drain=True)
+            assert sorted(name for name, m in log if m == "hello") == [
+                "worker-1",
+                "worker-2",
+                "worker-3",
+            ], routing
+
+
+async def test_resize_grows_and_shrinks_the_pool() -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Plain, (log,), size=2))
+        pool.tell(Resize(4))
+        assert [await pool.ask(n) for n in range(4)] == [f"worker-{i}" for i in (1, 2, 3, 4)]
+        pool.tell(Resize(1))
+        await trio.testing.wait_all_tasks_blocked()
+        assert {await pool.ask(n) for n in range(3)} == {"worker-1"}
+        assert system.statistics().live_actors == 2  # the pool and one worker
+
+
+async def test_a_failing_worker_is_restarted_by_the_pools_supervision(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Worker, (log,), size=2, routing="balancing"))
+        with pytest.raises(RuntimeError, match="worker failed"):
+            await pool.ask("fail")
+        assert await pool.ask("x") in {"worker-1", "worker-2"}
+        assert system.statistics().restarts == 1
+
+
+async def test_the_pool_stops_when_its_last_worker_has_stopped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Worker, (log,), size=2, supervision=Stop()))
+        for _ in range(2):
+            with pytest.raises(RuntimeError):
+                await pool.ask("fail")
+        terminated = await pool.wait_stopped()
+        assert terminated.ref == pool
+        with pytest.raises(ActorStopped):
+            await pool.ask("x")
+
+
+async def test_stopping_a_balancing_pool_strands_its_queue(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Worker, (log,), size=1, routing="balancing"))
+        for number in range(4):
+            pool.tell(number)
+        outcome: list[str] = []
+
+        async def ask_queued() -> None:
+            try:
+                await pool.ask("queued")
+            except ActorStopped:
+                outcome.append("ActorStopped")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask_queued)
+            await trio.testing.wait_all_tasks_blocked()
+            assert pool.statistics().mailbox_depth == 4  # 3 tells and the ask wait
+            await pool.stop()
+        assert outcome == ["ActorStopped"]
+        reasons = sorted(letter.reason for letter in system.dead_letters.recent)
+        # The tell the worker was on: stranded there (its handler was cancelled
+        # while it ran: handled); the three still in the pool: stranded.
+        assert reasons == ["stranded"] * 3
+        assert log == []
+
+
+async def test_a_pool_is_registered_watched_and_counted_like_any_actor() -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Plain, (log,), size=2), name="pool")
+        system.register("workers", pool)
+        assert await (await system.lookup("workers")).ask("x") == "worker-1"
+        assert pool.path == "system/pool"
+        assert pool.statistics().path == "system/pool"
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "complaint"),
+    [
+        (lambda: Pool(Plain, size=0), ValueError, r"Pool.size must be >= 1, got 0"),
+        (lambda: Pool(Plain, routing="random"), ValueError, r"Pool.routing must be 'round_rob"),  # type: ignore[arg-type]
+        (lambda: Pool(3), TypeError, r"Pool.worker must be an Actor subclass or factory"),  # type: ignore[arg-type]
+        (lambda: Pool(Plain, args=[1]), TypeError, r"Pool.args must be a tuple, got \[1\]"),  # type: ignore[arg-type]
+        (lambda: Pool(Plain, mailbox=3), TypeError, r"Pool.mailbox must be None or a Bounded"),  # type: ignore[arg-type]
+        (lambda: Resize(0), ValueError, r"Resize.size must be >= 1, got 0"),
+    ],
+)
+def test_bad_pool_arguments_are_refused(make: Any, error: type[Exception], complaint: str) -> None:
+    with pytest.raises(error, match=complaint):
+        make()
+
+
+async def test_a_pools_own_mailbox_argument_is_refused() -> None:
+    async with open_actor_system() as system:
+        with pytest.raises(TypeError, match=r"a Pool's mailbox= is its workers'"):
+            system.spawn(Pool(Plain, ([],)), mailbox=Bounded(3))
