@@ -13,8 +13,9 @@
   run may see money in flight; the one after them sees it all.)
 
 ``main`` runs 400 concurrent transfers among 20 accounts with random timeouts (some
-shorter than the slow teller takes) and amounts (seeded: the same every run under ``MockClock``) and checks that the money
-is all there: ``python examples/bank/bank.py``.
+shorter than the slow teller takes) and amounts (seeded: the same every run under
+``MockClock``) and checks that the money is all there: ``python
+examples/bank/bank.py``.
 """
 
 from __future__ import annotations
