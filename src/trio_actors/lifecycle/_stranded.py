@@ -49,7 +49,7 @@ class CleanupCadence:
         if self.group_complete_after(units):
             await trio.lowlevel.cancel_shielded_checkpoint()
 
-    def group_complete_after(self, units: int = 1) -> bool:
+    def group_complete_after(self, units: int) -> bool:
         """Count ``units`` of work; return ``True`` once a group is complete.
 
         Never a checkpoint: the caller must then yield as :meth:`spend` does. For

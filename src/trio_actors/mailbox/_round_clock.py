@@ -180,16 +180,15 @@ class RoundClock:
             self.longest_round_messages = used
 
     def _attribute(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
-        """A clock reading at ``now``, after ``used`` messages of the round, during
-        (or at the end of) ``cell``'s turn of ``turn`` messages so far: if every
-        message since the last reading was of this turn, the time between the
-        readings is the turn's (at least), for its longest-turn statistic."""
+        """The round's last clock reading at ``now``, after ``used`` messages, at the
+        end of ``cell``'s turn of ``turn`` messages: if every message since the last
+        reading was of this turn, the time between the readings is the turn's (at
+        least), for its longest-turn statistic. (The reading itself is not kept: the
+        next round begins with one of its own.)"""
         if used - self._read_used <= turn:
             interval = now - self._read_time
             if interval > cell.longest_turn_time:
                 cell.longest_turn_time = interval
-        self._read_time = now
-        self._read_used = used
 
 
 __all__ = ["MAX_CHECK_EVERY", "RoundClock", "clock_reader"]
