@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from cancellation import a_stray_cancelled
 
 
 class Ticks(ta.Actor):
@@ -205,3 +206,31 @@ async def test_a_bounded_mailboxs_stretch_reads_the_clock_and_ends_the_round(
         await trio.testing.wait_all_tasks_blocked()
         assert ref.statistics().handled == 201
         assert system.statistics().longest_round_seconds <= 0.016 + 0.001 + 1e-9
+
+
+def test_after_a_stray_cancelled_the_round_yields_before_the_actor_again() -> None:
+    # _dispatcher.py 493 (``served_in`` in _interrupted): a plain handler's stray
+    # Cancelled is a failure and the round goes on; the actor, with work left, goes
+    # to the back of the run queue marked with this round, so reaching it again ends
+    # the round (T10: never two turns without a yield). Without the mark its next
+    # message is handled in the same round.
+    stray = a_stray_cancelled()  # (made in a trio.run of its own, before this one)
+    rounds: list[int] = []
+
+    class Strays(ta.Actor):
+        def receive(self, message: Any) -> None:
+            rounds.append(self.system._dispatcher.rounds)
+            if message == "stray":
+                raise stray
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(Strays, supervision=ta.Resume())
+            await ref.ask("warm up")
+            ref.tell("stray")
+            ref.tell("after")
+            await trio.testing.wait_all_tasks_blocked()
+            assert ref.statistics().failures == 1
+
+    trio.run(main)
+    assert rounds[2] > rounds[1], rounds
