@@ -17,6 +17,16 @@ import trio_actors as ta
 from cancellation import a_stray_cancelled
 
 
+class Costly(ta.Actor):
+    """Each message "takes" 1 ms of virtual time (a handler that blocks)."""
+
+    def __init__(self, clock: trio.testing.MockClock) -> None:
+        self.clock = clock
+
+    def receive(self, message: Any) -> None:
+        self.clock.jump(0.001)
+
+
 class Ticks(ta.Actor):
     """Counts the ticks of a timer it starts; "busy" keeps it in one handler."""
 
@@ -86,12 +96,8 @@ async def test_a_plain_turn_is_measured_from_its_own_start(
     # measured by the round's last reading; without it, 5 ms of handlers show 0.
     # (Line 192, the store of the reading in _attribute, was dead: only the round's
     # end calls it, and the next round starts with a reading of its own. Removed.)
-    class Costly(ta.Actor):
-        def receive(self, message: Any) -> None:
-            autojump_clock.jump(0.001)
-
     async with ta.open_actor_system() as system:
-        ref = system.spawn(Costly)
+        ref = system.spawn(Costly, autojump_clock)
         await trio.sleep(10)
         for number in range(5):
             ref.tell(number)
@@ -194,12 +200,8 @@ async def test_a_bounded_mailboxs_stretch_reads_the_clock_and_ends_the_round(
     # _dispatcher.py 462 (the bounded stretch's next clock read at ``used + n``): with
     # ``used - n`` the stretch never reads the clock, and a round of 1 ms handlers
     # runs the whole 64-message batch, four time slices.
-    class Costly(ta.Actor):
-        def receive(self, message: Any) -> None:
-            autojump_clock.jump(0.001)
-
     async with ta.open_actor_system() as system:
-        ref = system.spawn(Costly, mailbox=ta.Bounded(1_000))
+        ref = system.spawn(Costly, autojump_clock, mailbox=ta.Bounded(1_000))
         await ref.ask("warm up")
         for number in range(200):
             ref.tell(number)

@@ -32,14 +32,14 @@ def is_finite(value: float) -> bool:
         return False
 
 
-def _positive_int(instance: Any, attribute: attrs.Attribute[int], value: object) -> None:
+def positive_int(instance: Any, attribute: attrs.Attribute[int], value: object) -> None:
+    """An attrs validator: an ``int`` (not a bool) ``>= 1``; the error names the class
+    and the field (``ServingPolicy.batch``, ``Bounded.capacity``, ``Pool.size``)."""
+    where = f"{type(instance).__name__}.{attribute.name}"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"ServingPolicy.{attribute.name} must be an int, "
-            f"got {value!r} of type {type(value).__name__}"
-        )
+        raise TypeError(f"{where} must be an int, got {value!r} of type {type(value).__name__}")
     if value < 1:
-        raise ValueError(f"ServingPolicy.{attribute.name} must be >= 1, got {value!r}")
+        raise ValueError(f"{where} must be >= 1, got {value!r}")
 
 
 def _time_slice(instance: Any, attribute: attrs.Attribute[float | None], value: object) -> None:
@@ -78,8 +78,8 @@ class ServingPolicy:
         ValueError: a field is out of range (the message names it and the value).
     """
 
-    batch: int = attrs.field(default=DEFAULT_BATCH, validator=_positive_int)
-    cleanup_batch: int = attrs.field(default=DEFAULT_CLEANUP_BATCH, validator=_positive_int)
+    batch: int = attrs.field(default=DEFAULT_BATCH, validator=positive_int)
+    cleanup_batch: int = attrs.field(default=DEFAULT_CLEANUP_BATCH, validator=positive_int)
     time_slice: float | None = attrs.field(
         default=DEFAULT_TIME_SLICE,
         validator=_time_slice,  # type: ignore[arg-type]  # attrs' stub misreads Optional

@@ -46,6 +46,7 @@ import outcome
 import trio
 
 from .._errors import ActorStopped
+from .._policy import positive_int
 from .._statistics import ActorStatistics
 from ..lifecycle._state import ActorState, Serving
 from ..lifecycle._stopping import DEFAULT_SHUTDOWN, check_shutdown
@@ -77,18 +78,7 @@ class Broadcast:
 class Resize:
     """Told to a pool: grow or shrink it to ``size`` workers (``>= 1``)."""
 
-    size: int = attrs.field()
-
-    @size.validator
-    def _check(self, attribute: attrs.Attribute[int], value: object) -> None:
-        _check_size("Resize.size", value)
-
-
-def _check_size(where: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{where} must be an int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{where} must be >= 1, got {value!r}")
+    size: int = attrs.field(validator=positive_int)
 
 
 def _check_routing(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -116,15 +106,11 @@ class Pool:
 
     worker: Callable[..., Actor]
     args: tuple[Any, ...] = ()
-    size: int = attrs.field(default=4)
+    size: int = attrs.field(default=4, validator=positive_int)
     routing: Routing = attrs.field(default="round_robin", validator=_check_routing)
     supervision: Supervision = DEFAULT_SUPERVISION
     mailbox: Bounded | None = None
     shutdown: float = DEFAULT_SHUTDOWN
-
-    @size.validator
-    def _check_size(self, attribute: attrs.Attribute[int], value: object) -> None:
-        _check_size("Pool.size", value)
 
     def __attrs_post_init__(self) -> None:
         if not callable(self.worker):

@@ -40,17 +40,10 @@ import attrs
 import outcome
 import trio
 
+from .._policy import positive_int
+
 Overflow = Literal["fail", "drop_new", "drop_old"]
 OVERFLOW_POLICIES: tuple[Overflow, ...] = ("fail", "drop_new", "drop_old")
-
-
-def _capacity(instance: Any, attribute: attrs.Attribute[int], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"Bounded.capacity must be an int, got {value!r} of type {type(value).__name__}"
-        )
-    if value < 1:
-        raise ValueError(f"Bounded.capacity must be >= 1, got {value!r}")
 
 
 def _overflow(instance: Any, attribute: attrs.Attribute[str], value: object) -> None:
@@ -82,7 +75,7 @@ class Bounded:
         ValueError: ``capacity < 1`` or an unknown ``overflow``.
     """
 
-    capacity: int = attrs.field(validator=_capacity)
+    capacity: int = attrs.field(validator=positive_int)
     overflow: Overflow = attrs.field(default="fail", validator=_overflow)
 
 
