@@ -14,6 +14,7 @@ from trio_actors import (
     ActorStopped,
     Bounded,
     Broadcast,
+    Escalate,
     Pool,
     Resize,
     Stop,
@@ -223,3 +224,22 @@ async def test_a_pools_own_mailbox_argument_is_refused() -> None:
     async with open_actor_system() as system:
         with pytest.raises(TypeError, match=r"a Pool's mailbox= is its workers'"):
             system.spawn(Pool(Plain, ([],)), mailbox=Bounded(3))
+
+
+@pytest.mark.parametrize("routing", ROUTINGS)
+async def test_a_pool_restarted_by_an_escalating_worker_serves_with_fresh_workers(
+    routing: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Worker, (log,), size=2, routing=routing, supervision=Escalate()))  # type: ignore[arg-type]
+        assert await pool.ask("first") == "worker-1"
+        with pytest.raises(RuntimeError, match="worker failed"):
+            await pool.ask("fail")  # escalates: the pool restarts, with new workers
+        answers = {await pool.ask(number) for number in range(4)}
+        # Only the fresh workers (asked one at a time, smallest-mailbox and balancing
+        # may take the same idle one each time).
+        assert answers <= {"worker-3", "worker-4"}
+        assert pool.statistics().restarts == 1
+        assert system.statistics().live_actors == 3
+        assert system.dead_letters.count == 0

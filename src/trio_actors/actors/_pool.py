@@ -141,6 +141,11 @@ class PoolActor(Actor):
     def on_start(self) -> None:
         self._pool().grow(self.config.size)
 
+    def on_stop(self) -> None:
+        # (Also when the pool restarts: its workers have stopped by now, and the
+        # fresh instance's on_start spawns new ones.)
+        self._pool().workers_gone()
+
     def receive(self, message: Any) -> Any:
         if type(message) is Terminated:  # a worker stopped
             self._pool().worker_ended(message.ref)
@@ -381,11 +386,28 @@ class PoolCell(ActorCell):
         """A worker stopped (its ``Terminated``): route around it; the pool stops
         when none is left."""
         worker = ref._cell
-        if worker in self.workers:
-            self.workers.remove(worker)
+        if worker not in self.workers:
+            return  # one removed by Resize, or of the instance before a restart
+        self.workers.remove(worker)
         self._forget_worker(worker)
-        if not self.workers and self.accepting:
+        if not self.workers and self.state is ActorState.RUNNING:
             self.begin_stop(drain=False, cancel_handler=False)
+
+    def workers_gone(self) -> None:
+        """The pool's workers have all stopped (its stop, or its restart): forget
+        them."""
+        for worker in self.workers:
+            self._forget_worker(worker)
+        self.workers.clear()
+        self.next_worker = 0
+
+    def hand_to_restart(self) -> None:
+        """The pool restarts (a worker escalated, or its own ``on_start`` failed):
+        from now on what is told waits in its queue, and asks wait, for the fresh
+        instance's workers -- none goes to a worker that is being stopped."""
+        if self.ready.is_set():
+            self.ready = trio.Event()
+        super().hand_to_restart()
 
     def _forget_worker(self, worker: ActorCell) -> None:
         lot = self.feeders.pop(worker, None)
@@ -404,6 +426,7 @@ class PoolCell(ActorCell):
         """The pool stops at once: its queued tells are stranded, its waiting asks
         fail back, its feeders end."""
         super().strand()
+        self.ready.set()  # asks waiting for workers see that it stopped
         for worker in list(self.feeders):
             self._forget_worker(worker)
         shared, self.shared = self.shared, deque()
