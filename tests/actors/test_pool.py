@@ -233,7 +233,7 @@ async def test_a_pool_restarted_by_an_escalating_worker_serves_with_fresh_worker
     log: list[tuple[str, Any]] = []
     async with open_actor_system() as system:
         pool = system.spawn(Pool(Worker, (log,), size=2, routing=routing, supervision=Escalate()))  # type: ignore[arg-type]
-        assert await pool.ask("first") == "worker-1"
+        assert await pool.ask("first") in {"worker-1", "worker-2"}
         with pytest.raises(RuntimeError, match="worker failed"):
             await pool.ask("fail")  # escalates: the pool restarts, with new workers
         answers = {await pool.ask(number) for number in range(4)}
