@@ -109,3 +109,10 @@ async def test_a_bad_capacity_is_refused(
     async with open_actor_system() as system:
         with pytest.raises(error, match=complaint):
             system.dead_letters.subscribe(capacity=capacity)
+
+
+async def test_a_subscription_made_after_the_system_closed_ends_at_once() -> None:
+    async with open_actor_system() as system:
+        pass
+    letters = system.dead_letters.subscribe()
+    assert [letter async for letter in letters] == []

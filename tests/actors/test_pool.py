@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -243,3 +244,90 @@ async def test_a_pool_restarted_by_an_escalating_worker_serves_with_fresh_worker
         assert pool.statistics().restarts == 1
         assert system.statistics().live_actors == 3
         assert system.dead_letters.count == 0
+
+
+# --- regressions found by review (session 9) -------------------------------------------
+
+
+async def test_broadcast_and_resize_told_before_the_workers_exist_are_kept() -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Plain, (log,), size=2))
+        pool.tell(Broadcast("hello"))  # before on_start has spawned the workers
+        pool.tell(Resize(3))
+        assert {await pool.ask(n) for n in range(3)} == {"worker-1", "worker-2", "worker-3"}
+        assert sorted(name for name, m in log if m == "hello") == ["worker-1", "worker-2"]
+
+
+async def test_growing_and_shrinking_at_once_leaves_the_system_alive() -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Plain, (log,), size=2, routing="balancing"))
+        await pool.ask("started")
+        pool.tell(Resize(3))
+        pool.tell(Resize(2))  # the third worker's feeder never ran
+        assert await pool.ask("x") in {"worker-1", "worker-2"}
+
+
+async def test_a_tell_from_another_thread_to_a_full_worker_is_a_dead_letter() -> None:
+    class Slow(Actor):
+        async def receive(self, message: Any) -> None:
+            await trio.sleep(0.01)
+
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Slow, size=1, mailbox=Bounded(1, "fail")))
+        await pool.ask("started")
+        await trio.to_thread.run_sync(lambda: [pool.tell(n) for n in range(5)])
+        await trio.sleep(0.5)
+        assert system.dead_letters.by_reason["overflow"] >= 1
+
+
+async def test_a_drain_ends_when_a_worker_stops_during_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(
+            Pool(Worker, (log,), size=2, routing="balancing", supervision=Stop()),
+            shutdown=math.inf,
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        for message in ("fail", "a", "b", "c"):
+            pool.tell(message)
+        with trio.move_on_after(100):
+            await pool.stop(drain=True)
+        assert pool.statistics().state == "stopped"
+        assert sorted(m for _, m in log) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("routing", ["round_robin", "balancing"])
+async def test_an_immediate_stop_ends_a_pools_drain_at_once(
+    routing: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Worker, (log,), size=1, routing=routing), shutdown=math.inf)  # type: ignore[arg-type]
+        await trio.testing.wait_all_tasks_blocked()
+        for number in range(100):
+            pool.tell(number)
+        pool.stop_nowait(drain=True)
+        await trio.sleep(0.5)
+        began = trio.current_time()
+        await pool.stop()
+        assert trio.current_time() - began < 1.0
+
+
+async def test_a_drain_cut_by_the_shutdown_timeout_strands_the_pools_queue(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Worker, (log,), size=1, routing="balancing"), shutdown=2.0)
+        await trio.testing.wait_all_tasks_blocked()
+        for number in range(10):
+            pool.tell(number)
+        await pool.stop(drain=True)
+        handled = sum(1 for _, m in log if isinstance(m, int))
+        # The worker's stats count the one cut short as handled; the rest are letters.
+        assert handled + 1 + system.dead_letters.count == 10
+        assert pool.statistics().failures == 1  # the ShutdownTimeout

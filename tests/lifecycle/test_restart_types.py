@@ -122,3 +122,32 @@ async def test_a_bad_restart_type_is_refused(
     async with open_actor_system() as system:
         with pytest.raises(error, match=complaint):
             system.spawn(Worker, restart=restart)
+
+
+async def test_a_permanent_actor_stopping_itself_twice_in_one_handler_restarts_once() -> None:
+    class Twice(Worker):
+        def receive(self, message: Any) -> Any:
+            if message == "twice":
+                self.stop()
+                self.stop()  # restarting already: nothing
+                return "stopping"
+            return super().receive(message)
+
+    async with open_actor_system() as system:
+        ref = system.spawn(Twice, restart="permanent")
+        assert await ref.ask("twice") == "stopping"
+        assert await ref.ask("n") == 2
+        assert ref.statistics().restarts == 1
+
+
+async def test_restarted_after_is_the_cause_not_a_failure_of_the_old_on_stop() -> None:
+    class Breaks(Worker):
+        def on_stop(self) -> None:
+            raise KeyError("on_stop broke")
+
+    async with open_actor_system() as system:
+        ref = system.spawn(Breaks)
+        ref.tell("fail")
+        why = await ref.ask("why")
+        assert isinstance(why, RuntimeError)
+        assert str(why) == "failed"

@@ -202,8 +202,10 @@ class Actor:
         (``ref.stop()``, its parent's stop, the system's exit) stops it for good.
         """
         cell = self._cell_here("stop")
-        if cell.restart_type == "permanent" and cell.state.serves and cell.accepting:
-            stopped_itself(cell)
+        if cell.restart_type == "permanent" and cell.accepting:
+            if cell.state.serves:
+                stopped_itself(cell)
+            # (restarting already -- a second call in the same handler: nothing)
         else:
             cell.begin_stop(drain=False, cancel_handler=False)
 

@@ -167,9 +167,10 @@ class ActorCell:
     restarts = 0
     longest_turn = 0  # messages (turns of more than one message; see statistics())
     longest_turn_time = 0.0
-    # Its latest failure -- or, under a group strategy, the sibling's failure that
-    # restarts it: the fresh instance's restarted_after.
-    last_error: BaseException | None = None
+    # Why its latest restart began: its failure, a sibling's under a group strategy,
+    # or its own stop (restart="permanent") -- the fresh instance's restarted_after.
+    # (Not its latest failure: an on_stop failing in the restart is not the cause.)
+    restart_cause: BaseException | None = None
     _drained: trio.Event | None = None
     _stopped: trio.Event | None = None
     _task_done: trio.Event | None = None

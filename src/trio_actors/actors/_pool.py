@@ -39,11 +39,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from threading import get_ident
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import outcome
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorStopped
 from .._policy import positive_int
@@ -158,13 +160,13 @@ class PoolActor(Actor):
 
 
 class _Waiter:
-    """An ask waiting in a balancing pool for a free worker."""
+    """An ask waiting in a balancing pool for a free worker (removed from the queue
+    if its asker is cancelled meanwhile)."""
 
-    __slots__ = ("task", "withdrawn")
+    __slots__ = ("task",)
 
     def __init__(self, task: trio.lowlevel.Task) -> None:
         self.task = task
-        self.withdrawn = False
 
 
 class _Job:
@@ -201,7 +203,9 @@ class PoolCell(ActorCell):
         self.feeders: dict[ActorCell, trio.lowlevel.ParkingLot] = {}
         self.assigned: dict[ActorCell, Any] = {}
         self.ready = trio.Event()  # the workers exist (on_start has run)
+        self.held: list[Broadcast | Resize] = []  # told while not ready
         self.progress = trio.lowlevel.ParkingLot()  # a balancing worker became free
+        self.drain_scope: trio.CancelScope | None = None
 
     @property
     def config(self) -> Pool:
@@ -218,20 +222,41 @@ class PoolCell(ActorCell):
 
     # --- routing --------------------------------------------------------------------
 
+    def tell(self, message: Any) -> None:
+        """A tell to the pool: from the trio thread routed at once (a full
+        ``Bounded(..., "fail")`` worker raises ``MailboxFull`` here, as its own tell
+        would); from another thread through the system's foreign inbox."""
+        if get_ident() != self.dispatcher.thread_id:
+            self.system._foreign.put(self, message)
+        else:
+            self._tell(message, forwarded=False)
+
     def tell_forwarded(self, message: Any) -> None:
-        """A tell to the pool (in the trio thread): routed, queued, or a dead letter."""
+        """A tell from another thread, reaching the trio thread in order: as
+        :meth:`tell`, but a full worker makes it a dead letter (nobody to raise to)."""
+        self._tell(message, forwarded=True)
+
+    def _tell(self, message: Any, *, forwarded: bool) -> None:
+        """Route, queue, or dead-letter one tell. Never a checkpoint."""
         if not self.accepting:
             self.tell_refused(message)
-        elif type(message) is Broadcast:
-            for worker in self.workers:
-                worker.ref.tell(message.message)
-        elif type(message) is Resize:
-            self.resize(message.size)
-        elif self.balancing or not self.ready.is_set():
+        elif isinstance(message, Broadcast | Resize):
+            if not self.ready.is_set():
+                self.held.append(message)  # (before on_start, or restarting)
+            elif isinstance(message, Resize):
+                self.resize(message.size)
+            else:
+                for worker in self._live_workers():
+                    _deliver(worker, message.message, forwarded)
+        elif self.balancing or not self.ready.is_set() or not self._live_workers():
             self.shared.append(message)  # (before on_start: routed once it has run)
             self._hand_out()
         else:
-            self._route().ref.tell(message)
+            _deliver(self._route(), message, forwarded)
+
+    def _live_workers(self) -> list[ActorCell]:
+        """The workers that accept messages (one stopping is not yet forgotten)."""
+        return [worker for worker in self.workers if worker.accepting]
 
     def ask_message(self, message: Any) -> Any:
         """:meth:`ActorRef.ask` to the pool: checked here, routed in :meth:`_ask`."""
@@ -244,7 +269,7 @@ class PoolCell(ActorCell):
         if not self.ready.is_set():
             await self.ready.wait()
         if not self.balancing:
-            if not self.accepting:
+            if not self.accepting or not self._live_workers():
                 await self._refuse_ask()
             return await self._route().ask_message(message)
         worker = await self._wait_for_worker(task)
@@ -265,13 +290,14 @@ class PoolCell(ActorCell):
                 await self.refuse_send()
             self.tell_forwarded(message)
         else:
-            if not self.accepting:
+            if not self.accepting or not self._live_workers():
                 await self.refuse_send()
             await self._route().send_message(message)
 
     def _route(self) -> ActorCell:
-        """The worker for the next message (round robin or smallest mailbox)."""
-        workers = self.workers
+        """The worker for the next message (round robin or smallest mailbox), of
+        those that accept (the caller checked there is one)."""
+        workers = self._live_workers()
         if self.config.routing == "round_robin":
             index = self.next_worker % len(workers)
             self.next_worker = index + 1
@@ -287,16 +313,20 @@ class PoolCell(ActorCell):
         Raises:
             ActorStopped: the pool stopped while it waited.
         """
-        await trio.lowlevel.checkpoint()
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled:
+            self.note_withdrawn()
+            raise
         if not self.accepting:
             await self._refuse_ask()
-        if self.free and not self.shared:
+        if self._first_free_accepts() and not self.shared:
             return self.free.popleft()
         waiter = _Waiter(task)
         self.shared.append(waiter)
 
         def abort(raise_cancel: Any) -> trio.lowlevel.Abort:
-            waiter.withdrawn = True
+            self.shared.remove(waiter)  # withdrawn: it never waited
             self.note_withdrawn()
             return trio.lowlevel.Abort.SUCCEEDED
 
@@ -309,15 +339,22 @@ class PoolCell(ActorCell):
     def _hand_out(self) -> None:
         """Give queued work to free workers, oldest first. Never a checkpoint."""
         shared, free = self.shared, self.free
-        while shared and free:
+        while shared and self._first_free_accepts():
             item = shared.popleft()
             if type(item) is _Waiter:
-                if not item.withdrawn:
-                    trio.lowlevel.reschedule(item.task, outcome.Value(free.popleft()))
+                trio.lowlevel.reschedule(item.task, outcome.Value(free.popleft()))
             else:
                 worker = free.popleft()
                 self.assigned[worker] = item
                 self.feeders[worker].unpark_all()
+
+    def _first_free_accepts(self) -> bool:
+        """Whether there is a free worker, dropping those at the front that are
+        stopping (their ``Terminated`` will forget them)."""
+        free = self.free
+        while free and not free[0].accepting:
+            free.popleft()
+        return bool(free)
 
     def _worker_free(self, worker: ActorCell) -> None:
         if worker in self.feeders and worker.accepting:
@@ -325,10 +362,19 @@ class PoolCell(ActorCell):
             self._hand_out()
         self.progress.unpark_all()
 
+    @enable_ki_protection
     async def feed(self, worker: ActorCell) -> None:
         """A balancing worker's feeder: hands it the pool's tells, one at a time.
-        Ends when the worker or the pool stops."""
-        lot = self.feeders[worker]
+        Ends when the worker or the pool stops (or the worker was removed before
+        this task first ran). Shielded, as serving tasks are: the system block's
+        cancellation must not leave a worker that nobody frees again."""
+        with trio.CancelScope(shield=True):
+            await self._feed(worker)
+
+    async def _feed(self, worker: ActorCell) -> None:
+        lot = self.feeders.get(worker)
+        if lot is None:
+            return
         self._worker_free(worker)
         while worker in self.feeders:
             message = self.assigned.pop(worker, NO_MESSAGE)
@@ -368,9 +414,12 @@ class PoolCell(ActorCell):
                 self.feeders[worker] = trio.lowlevel.ParkingLot()
                 self.system._nursery.start_soon(self.feed, worker, name=f"feed {worker.path}")
         self.ready.set()
+        held, self.held = self.held, []
+        for message in held:  # Broadcast and Resize told before the workers existed
+            self._tell(message, forwarded=True)
         if not self.balancing:
             while self.shared:  # what was told before the workers existed
-                self._route().ref.tell(self.shared.popleft())
+                _deliver(self._route(), self.shared.popleft(), True)
 
     def resize(self, size: int) -> None:
         """:class:`Resize`: spawn workers, or stop the newest ones (with a drain)."""
@@ -434,7 +483,7 @@ class PoolCell(ActorCell):
         for item in shared:
             if type(item) is not _Waiter:
                 tells.append(item)
-            elif not item.withdrawn:
+            else:
                 trio.lowlevel.reschedule(item.task, outcome.Value(None))
         if tells:
             if self.stranded is None:
@@ -445,20 +494,41 @@ class PoolCell(ActorCell):
         """A pool drains by handing out everything in its queue (balancing), then
         draining its workers -- all at once -- and waiting for their stops. A
         checkpoint; bounded by the pool's shutdown timeout like any drain."""
-        while self.state is ActorState.DRAINING and (
-            self.shared or self.assigned or len(self.free) < len(self.feeders)
-        ):
-            await self.progress.park()
-        for worker in list(self.workers):
-            worker.begin_stop(drain=True, cancel_handler=False)
-        for worker in list(self.workers):
-            await worker.wait_stopped()
+        with trio.CancelScope() as self.drain_scope:  # (an immediate stop cancels it)
+            while self.state is ActorState.DRAINING and self._balancing_work_left():
+                await self.progress.park()
+            for worker in list(self.workers):
+                worker.begin_stop(drain=True, cancel_handler=False)
+            for worker in list(self.workers):
+                await worker.wait_stopped()
         await super().wait_drained()
+
+    def _balancing_work_left(self) -> bool:
+        for worker in list(self.feeders):
+            if not worker.accepting:
+                self._forget_worker(worker)  # stopped meanwhile: nothing to wait for
+        return bool(self.shared or self.assigned or len(self.free) < len(self.feeders))
+
+    def wake_drain_waiter(self) -> None:
+        """An immediate stop ends the drain at once (its workers are then stopped
+        at once, as any children)."""
+        if self.drain_scope is not None:
+            self.drain_scope.cancel()
+        super().wake_drain_waiter()
 
     def snapshot(self) -> ActorStatistics:
         """The pool's statistics; ``mailbox_depth`` is what waits in its queue."""
         stats = super().snapshot()
         return attrs.evolve(stats, mailbox_depth=stats.mailbox_depth + len(self.shared))
+
+
+def _deliver(worker: ActorCell, message: Any, forwarded: bool) -> None:
+    """Tell ``worker``: as its ref's tell (which may raise ``MailboxFull``), or as a
+    tell forwarded from another thread (which makes a full one a dead letter)."""
+    if forwarded:
+        worker.tell_forwarded(message)
+    else:
+        worker.ref.tell(message)
 
 
 def _load(worker: ActorCell) -> tuple[bool, int]:

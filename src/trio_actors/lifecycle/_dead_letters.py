@@ -171,7 +171,7 @@ class DeadLetters:
             ``"overflow"``).
     """
 
-    __slots__ = ("_recent", "_subscriptions", "by_reason", "count")
+    __slots__ = ("_closed", "_recent", "_subscriptions", "by_reason", "count")
 
     def __init__(self, keep: int = DEFAULT_RECENT_DEAD_LETTERS) -> None:
         if isinstance(keep, bool) or not isinstance(keep, int):
@@ -186,6 +186,7 @@ class DeadLetters:
         }
         self._recent: deque[tuple[Any, Any, DeadLetterReason]] = deque(maxlen=keep)
         self._subscriptions: list[DeadLetterSubscription] = []
+        self._closed = False
 
     def subscribe(self, *, capacity: int = DEFAULT_SUBSCRIPTION_CAPACITY) -> DeadLetterSubscription:
         """A stream of every dead letter from now on (see
@@ -205,7 +206,10 @@ class DeadLetters:
         if capacity < 1:
             raise ValueError(f"subscribe(capacity=...) must be >= 1, got {capacity!r}")
         subscription = DeadLetterSubscription(self, capacity)
-        self._subscriptions.append(subscription)
+        if self._closed:
+            subscription.close()  # the system has closed: nothing will come
+        else:
+            self._subscriptions.append(subscription)
         return subscription
 
     def unsubscribe(self, subscription: DeadLetterSubscription) -> None:
@@ -215,7 +219,8 @@ class DeadLetters:
 
     def close_subscriptions(self) -> None:
         """The system has closed: every subscription's iteration ends after what it
-        holds."""
+        holds (and one made later ends at once)."""
+        self._closed = True
         for subscription in list(self._subscriptions):
             subscription.close()
 

@@ -87,7 +87,7 @@ def install(cell: ActorCell, instance: Actor, kinds: HandlerKinds) -> None:
     that led to it."""
     for target in list(cell.watching or ()):
         unwatch(cell, target)
-    instance.restarted_after = cell.last_error
+    instance.restarted_after = cell.restart_cause
     cell.group_window = None  # a fresh supervisor counts its group's restarts anew (OTP)
     if type(cell.actor_name) is int and cell.name_prefix is None:
         cell.name_prefix = cell.kinds.class_name  # the generated name stays
@@ -123,7 +123,7 @@ def restart_group(
             member.group_restart.leave(member)
         member.group_restart = group
         if member is not failed:
-            member.last_error = error  # why it restarts: its fresh restarted_after
+            member.restart_cause = error  # why it restarts: its fresh restarted_after
             if member.handler_scope is not None:
                 member.handler_scope.cancel()  # shut down, as OTP's siblings are
         begin_restart(member, delay)

@@ -310,10 +310,10 @@ async def _wait_and_clean(cell: ActorCell, cadence: CleanupCadence, deadline: fl
     actor would double the cost of stopping 50,000 actors at system exit.)"""
     with trio.CancelScope(shield=True):
         if cell.state is ActorState.DRAINING:
-            with trio.CancelScope(deadline=deadline):  # (its own deadline: not shielded off)
+            with trio.CancelScope(deadline=deadline) as timeout:  # (not shielded off)
                 await cell.wait_drained()
             if cell.state is ActorState.DRAINING:
-                if cell.serving is Serving.IDLE and not cell.has_queued():
+                if not timeout.cancelled_caught:
                     # Drained: nobody serves it and nothing is queued (wait_drained
                     # returned without a checkpoint after seeing so): nothing strands.
                     advance(cell, LifecycleEvent.DRAINED)

@@ -353,7 +353,6 @@ def record_failure(cell: ActorCell, error: BaseException, where: str) -> None:
     traceback: ``"<path> failed <where>"``."""
     cell.failures += 1
     cell.system.failures += 1
-    cell.last_error = error
     logger.error(
         "%s failed %s", cell.path, where, exc_info=(type(error), error, error.__traceback__)
     )
@@ -399,6 +398,7 @@ def _restart(
     delay = restart_delay(cell, strategy, error, group, cancel_handler=cancel_handler)
     if delay is None:
         return
+    cell.restart_cause = error  # the fresh instance's restarted_after
     if isinstance(group, OneForOne):
         begin_restart(cell, delay)
     else:
@@ -416,7 +416,6 @@ def stopped_itself(cell: ActorCell) -> None:
     strategy = supervision if isinstance(supervision, Restart) else DEFAULT_SUPERVISION
     assert isinstance(strategy, Restart)
     reason = ActorError(f"{cell.path} stopped itself; a permanent actor is restarted")
-    cell.last_error = reason  # the fresh instance's restarted_after
     _restart(cell, strategy, reason, cancel_handler=False)
 
 
