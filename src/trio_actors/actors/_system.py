@@ -104,6 +104,7 @@ class ActorSystem:
 
     # --- the registry (actors/_registry.py) ------------------------------------------
 
+    @enable_ki_protection
     def register(self, name: str, ref: ActorRef) -> None:
         """Register ``ref``'s actor under ``name``, for :meth:`lookup`. Synchronous;
         never a checkpoint.
@@ -126,6 +127,7 @@ class ActorSystem:
             raise wrong_system("register")
         self._registry.register(name, cell)
 
+    @enable_ki_protection
     def unregister(self, name: str) -> None:
         """Free ``name``. Synchronous; never a checkpoint.
 
