@@ -364,13 +364,14 @@ def children_stop_all_at_once(mp: pytest.MonkeyPatch) -> None:
 def cleanup_waits_for_the_handler(mp: pytest.MonkeyPatch) -> None:
     """Stranded asks fail only after the actor's own handler has finished."""
 
-    async def wait_and_clean(cell: Any, cadence: Any) -> None:
+    async def wait_and_clean(cell: Any, cadence: Any, deadline: float) -> float:
         with trio.CancelScope(shield=True):
             await cell.wait_not_served()
             if cell.stranded:
                 await _stranded.clean_stranded(cell, cell.stranded, cadence)
             cell.stranded = None
             await _stopping.stop_children(cell)
+        return 0.0
 
     mp.setattr(_stopping, "_wait_and_clean", wait_and_clean)
 
@@ -450,8 +451,8 @@ def no_shutdown_timeout(mp: pytest.MonkeyPatch) -> None:
 def drain_ignores_the_shutdown_timeout(mp: pytest.MonkeyPatch) -> None:
     original = _stopping._wait_and_clean
 
-    async def unbounded(cell: Any, cadence: Any, deadline: float) -> None:
-        await original(cell, cadence, math.inf)
+    async def unbounded(cell: Any, cadence: Any, deadline: float) -> float:
+        return await original(cell, cadence, math.inf)
 
     mp.setattr(_stopping, "_wait_and_clean", unbounded)
 

@@ -322,7 +322,7 @@ async def test_a_drain_cut_by_the_shutdown_timeout_strands_the_pools_queue(
 ) -> None:
     log: list[tuple[str, Any]] = []
     async with open_actor_system() as system:
-        pool = system.spawn(Pool(Worker, (log,), size=1, routing="balancing"), shutdown=2.0)
+        pool = system.spawn(Pool(Worker, (log,), size=1, routing="balancing"), shutdown=2.5)
         await trio.testing.wait_all_tasks_blocked()
         for number in range(10):
             pool.tell(number)

@@ -379,12 +379,13 @@ def test_without_the_stop_sequences_shield_the_same_program_loses_tells(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The test above can fail: the stop sequence with its shield taken away.
-    async def unshielded(cell: Any, cadence: Any, deadline: float) -> None:
+    async def unshielded(cell: Any, cadence: Any, deadline: float) -> float:
         if cell.stranded:
             await _stranded.clean_stranded(cell, cell.stranded, cadence)
         cell.stranded = None
         await cell.wait_not_served()
         await _stopping.stop_children(cell)
+        return 0.0
 
     monkeypatch.setattr(_stopping, "_wait_and_clean", unshielded)
     assert _cancel_the_block_while_an_async_handler_runs() != {

@@ -172,3 +172,40 @@ async def test_an_unknown_spawn_keyword_lists_shutdown_and_restart_among_spawns_
     async with open_actor_system() as system:
         with pytest.raises(TypeError, match=r"name, supervision, mailbox, shutdown and restart;"):
             system.spawn(Hangs, timeout=3)
+
+
+async def test_a_parents_on_stop_keeps_its_own_budget_after_slow_children(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Each child's stop is bounded by its own timeout; the time it takes is not the
+    # parent's: a parent whose on_stop takes 1 s of its 2 s is not cut short after
+    # its child took 3 s (of its 5 s) to stop.
+    done: list[str] = []
+
+    class SlowChild(Actor):
+        def receive(self, message: Any) -> Any:
+            return message
+
+        async def on_stop(self) -> None:
+            await trio.sleep(3)
+            done.append("child")
+
+    class Parent(Actor):
+        def on_start(self) -> None:
+            self.spawn(SlowChild)
+
+        def receive(self, message: Any) -> Any:
+            return message
+
+        async def on_stop(self) -> None:
+            await trio.sleep(1)
+            done.append("parent")
+
+    async with open_actor_system() as system:
+        parent = system.spawn(Parent, shutdown=2.0)
+        await trio.testing.wait_all_tasks_blocked()
+        began = trio.current_time()
+        await parent.stop()
+        assert trio.current_time() - began == 4.0
+        assert done == ["child", "parent"]
+        assert parent.statistics().failures == 0
