@@ -490,18 +490,30 @@ def group_starts_all_at_once(mp: pytest.MonkeyPatch) -> None:
 
 
 def group_leaves_busy_siblings_running(mp: pytest.MonkeyPatch) -> None:
-    original = _restarting.restart_group
+    # A sibling's teardown turn lets its running async handler finish first.
+    def take_down(member: Any, delay: float) -> None:
+        if member.restart_type == "temporary":
+            member.begin_stop(drain=False, cancel_handler=False)
+        else:
+            _supervision.begin_restart(member, delay)
 
-    def restart_group(parent: Any, failed: Any, strategy: Any, delay: float, error: Any) -> None:
-        scopes = [c.handler_scope for c in parent.children.values()]
-        for child in parent.children.values():
-            child.handler_scope = None
-        original(parent, failed, strategy, delay, error)
-        for child, scope in zip(parent.children.values(), scopes, strict=True):
-            if child.handler_scope is None:
-                child.handler_scope = scope
+    mp.setattr(_restarting, "take_down", take_down)
 
-    mp.setattr(_cell.ActorCell, "restart_group", restart_group)
+
+def group_takes_every_member_down_at_once(mp: pytest.MonkeyPatch) -> None:
+    # The group restart before T29's rule for siblings: every member moves to
+    # RESTARTING when the first fails, so a newer member's on_stop cannot ask an
+    # older one that is still to be torn down.
+    original = _restarting.GroupRestart.join
+
+    def join(self: Any, members: Any, failed: Any, delay: float, error: Any) -> None:
+        original(self, members, failed, delay, error)
+        for member in self.members:
+            if member not in self._taken and member.state in _restarting._MAY_JOIN:
+                self._taken.add(member)
+                _restarting.take_down(member, delay)
+
+    mp.setattr(_restarting.GroupRestart, "join", join)
 
 
 def group_intensity_counted_per_child(mp: pytest.MonkeyPatch) -> None:
@@ -565,6 +577,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         group_starts_all_at_once,
         group_leaves_busy_siblings_running,
         group_intensity_counted_per_child,
+        group_takes_every_member_down_at_once,
     ],
     "T29": [exit_refuses_everything_first, children_stop_all_at_once],
     "T30": [backoff_jitter_unseeded],

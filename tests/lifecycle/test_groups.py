@@ -149,6 +149,79 @@ async def test_the_failed_childs_backoff_delays_the_whole_group(
         assert log == ["stop 2", "stop 1", "start 1", "start 2"]
 
 
+async def test_a_sibling_serves_until_its_own_teardown_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[str] = []
+    async with open_actor_system() as system:
+        parent = system.spawn(parent_of(OneForAll(), [SlowStop, SlowStop, SlowStop]), log)
+        children = await parent.ask("children")
+        await trio.testing.wait_all_tasks_blocked()
+        log.clear()
+        children[0].tell("fail")
+        await trio.sleep(0.5)  # c2 is tearing down; c1's turn is next
+        assert children[1].statistics().state == "running"
+        asked = trio.current_time()
+        assert await children[1].ask("x") == 1  # answered by its old instance...
+        assert trio.current_time() == asked  # ...at once
+        await trio.sleep(10)
+        assert log == ["stop 2", "stop 1", "stop 0", "start 0", "start 1", "start 2"]
+
+
+async def test_a_failure_during_a_group_restart_joins_it_and_keeps_the_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Rest-for-one: c2 fails (c2, c3 restart); while c3 is tearing down, c0 fails:
+    # the group grows to all four, still torn down newest first and started in
+    # spawn order, each once.
+    log: list[str] = []
+    factories: list[type[Actor]] = [SlowStop] * 4
+    async with open_actor_system() as system:
+        parent = system.spawn(parent_of(RestForOne(max_restarts=5), factories), log)
+        children = await parent.ask("children")
+        await trio.testing.wait_all_tasks_blocked()
+        log.clear()
+        children[2].tell("fail")
+        await trio.sleep(0.5)
+        children[0].tell("fail")
+        await trio.sleep(20)
+        assert log == [
+            *(f"stop {n}" for n in (3, 2, 1, 0)),
+            *(f"start {n}" for n in (0, 1, 2, 3)),
+        ]
+        assert [child.statistics().restarts for child in children] == [1, 1, 1, 1]
+        assert [await child.ask("x") for child in children] == [0, 1, 2, 3]
+
+
+async def test_a_temporary_sibling_is_stopped_at_its_turn_and_the_group_waits(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[str] = []
+
+    class Parent(Actor):
+        children_strategy = OneForAll()
+
+        def on_start(self) -> None:
+            self.spawn(SlowStop, log, 0, name="c0")
+            self.spawn(SlowStop, log, 1, name="c1", restart="temporary")
+            self.spawn(SlowStop, log, 2, name="c2")
+
+        def receive(self, message: Any) -> Any:
+            return self.children
+
+    async with open_actor_system() as system:
+        parent = system.spawn(Parent)
+        children = await parent.ask("x")
+        await trio.testing.wait_all_tasks_blocked()
+        log.clear()
+        children[2].tell("fail")
+        await trio.sleep(1.5)  # c2 torn down; c1 is stopping (its on_stop takes 1 s)
+        assert log == ["stop 2"]
+        await trio.sleep(10)
+        assert log == ["stop 2", "stop 1", "stop 0", "start 0", "start 2"]
+        assert [child.name for child in await parent.ask("x")] == ["c0", "c2"]
+
+
 async def test_a_child_whose_strategy_is_not_restart_fails_alone(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

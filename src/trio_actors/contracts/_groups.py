@@ -9,6 +9,8 @@ A parent with four children (plain and ``async`` hooks mixed) fails one of them:
   ones keep their instances;
 * a sibling busy in an ``async`` handler is shut down: its asker gets
   ``ActorStopped``, and the restart does not wait for the handler to finish;
+* a sibling keeps serving until its own teardown turn (T29): the newest child's
+  ``on_stop`` asks an older sibling and is answered by its old instance;
 * the intensity is the group's: three failures of three *different* children
   within the window exceed ``max_restarts=2`` (one-for-one would count one each),
   the failing child stops and the parent fails -- and, under its own default
@@ -28,6 +30,7 @@ import trio.testing
 
 from .. import (
     Actor,
+    ActorRef,
     ActorStopped,
     OneForAll,
     RestForOne,
@@ -53,6 +56,7 @@ class _Member(Actor):
         self.number = number
         self.log = log
         self.generation = made[number]
+        self.asks_on_stop: ActorRef | None = None  # whom its on_stop asks (async ones)
 
     def on_start(self) -> None:
         self.log.append(f"start c{self.number}")
@@ -65,6 +69,9 @@ class _Member(Actor):
             raise _Fails(f"c{self.number} failed")
         if message == "why":
             return self.restarted_after
+        if isinstance(message, ActorRef):
+            self.asks_on_stop = message
+            return None
         return self.generation
 
 
@@ -75,6 +82,11 @@ class _AsyncMember(_Member):
 
     async def on_stop(self) -> None:  # type: ignore[override]
         await trio.lowlevel.checkpoint()
+        if self.asks_on_stop is not None:
+            answer: Any = "no answer within 1 s"
+            with trio.move_on_after(1.0):
+                answer = await self.asks_on_stop.ask("generation")
+            self.log.append(f"c{self.number} asked {self.asks_on_stop.name}: {answer}")
         self.log.append(f"stop c{self.number}")
 
     async def receive(self, message: Any) -> Any:
@@ -103,8 +115,10 @@ def _parent(strategy: OneForAll | RestForOne) -> type[Actor]:
 
 
 def _expected(failed: int, first: int) -> list[str]:
-    """The log of a group restart of children ``first``..3 (``failed`` among them)."""
+    """The log of a group restart of children ``first``..3 (``failed`` among them;
+    the newest asks c2 in its ``on_stop``, c2 still its first instance)."""
     torn = [f"stop c{n}" for n in reversed(range(first, CHILDREN))]
+    torn.insert(0, "c3 asked c2: 1")
     return torn + [f"start c{n}" for n in range(first, CHILDREN)]
 
 
@@ -112,7 +126,8 @@ def _expected(failed: int, first: int) -> list[str]:
     "T28",
     "group strategies",
     "one-for-all: a child's failure restarts every sibling (torn down newest first, "
-    "started in spawn order, busy handlers shut down); rest-for-one: the failed child "
+    "each serving until its turn, started in spawn order, busy handlers shut down); "
+    "rest-for-one: the failed child "
     "and those spawned after it; the group's intensity escalates as T18",
 )
 def group_strategies(policy: ServingPolicy) -> None:
@@ -129,6 +144,7 @@ def group_strategies(policy: ServingPolicy) -> None:
                     await settle()
                     log.clear()
                     busy = children[CHILDREN - 1]  # async: its handler sleeps forever
+                    busy.tell(children[2])  # its on_stop asks c2 (not the failed one)
                     outcome: list[str] = []
 
                     async def ask_busy() -> None:

@@ -23,11 +23,14 @@ ordered as OTP orders it by one :class:`GroupRestart`: steps 2--3 **newest first
 one at a time**, then steps 4--6 **in spawn order, one at a time** (a member gets
 its fresh instance only when the older members' ``on_start`` hooks have finished,
 as OTP starts each child only after the previous one's ``init``; so an ``on_start``
-must not wait on a newer member). A sibling running an
-``async`` handler has it cancelled (OTP shuts siblings down; letting it finish could
-deadlock it on an ask to a member already restarting), and its asker gets
-:exc:`~trio_actors.ActorStopped`. A member that stops meanwhile leaves the group and
-the others go on without it.
+must not wait on a newer member). The failed child is RESTARTING at once; each
+sibling moves to RESTARTING only at its teardown turn (:func:`take_down`) and serves
+until then (T29: a newer member's ``on_stop`` may ask it). A sibling running an
+``async`` handler has it cancelled at its turn (OTP shuts siblings down; letting it
+finish could deadlock it on an ask to a member already restarting), and its asker
+gets :exc:`~trio_actors.ActorStopped`. A member that stops meanwhile leaves the
+group when it has stopped and the others go on without it; a failure of a sibling
+during the group restart joins it (:meth:`GroupRestart.join`).
 """
 
 from __future__ import annotations
@@ -112,47 +115,53 @@ def restart_group(
 ) -> None:
     """``failed`` (a child of ``parent``) is to restart after ``delay`` for ``error``:
     restart the members of its group with it (each fresh instance's
-    ``restarted_after`` is ``error``). Never a checkpoint."""
+    ``restarted_after`` is ``error``). ``failed`` is moved to RESTARTING now; each
+    sibling only at its teardown turn, and serves until then (T29). A failure
+    during a group restart joins it: the group grows by the members the new
+    failure takes along, and the order holds over all of them. Never a checkpoint."""
     members = group_members(failed, strategy)
-    for member in [m for m in members if m.restart_type == "temporary"]:
-        members.remove(member)  # never restarted: it goes down with the group (OTP)
-        member.begin_stop(drain=False, cancel_handler=True)
-    group = GroupRestart(members)
-    for member in members:
-        if member.group_restart is not None:  # (a member of an earlier one, starting)
-            member.group_restart.leave(member)
-        member.group_restart = group
-        if member is not failed:
-            member.restart_cause = error  # why it restarts: its fresh restarted_after
-            if member.handler_scope is not None:
-                member.handler_scope.cancel()  # shut down, as OTP's siblings are
-        begin_restart(member, delay)
+    ongoing = [m.group_restart for m in members if m.group_restart is not None]
+    group = ongoing[0] if ongoing else GroupRestart(parent)
+    assert all(g is group for g in ongoing), "two group restarts under one parent"
+    group.join(members, failed, delay, error)
 
 
 def group_members(failed: ActorCell, strategy: OneForAll | RestForOne) -> list[ActorCell]:
     """The siblings a restart of ``failed`` takes along, in spawn order, ``failed``
     included: all of them (one-for-all) or ``failed`` and the newer ones
-    (rest-for-one) -- of those, the ones running or starting (a sibling stopping,
-    draining or restarting already is left to what it is doing)."""
+    (rest-for-one) -- of those, the ones running or starting, and those in a group
+    restart already (a sibling stopping, draining or restarting on its own is left
+    to what it is doing)."""
     assert failed.parent is not None
     assert failed.parent.children is not None
     siblings = list(failed.parent.children.values())  # spawn order (insertion order)
     if isinstance(strategy, RestForOne):
         siblings = siblings[siblings.index(failed) :]
-    return [s for s in siblings if s is failed or s.state in _MAY_JOIN]
+    return [
+        s for s in siblings if s is failed or s.state in _MAY_JOIN or s.group_restart is not None
+    ]
 
 
 class GroupRestart:
     """The turns of one group restart: teardowns newest first, then fresh instances
-    in spawn order. Each member's restart task waits for its turn (a checkpoint); a
-    member whose fresh instance has started (or failed to) -- or that stops, or
-    whose restart task ends without a fresh instance -- leaves, and the others go
-    on."""
+    in spawn order.
 
-    __slots__ = ("_changed", "_done", "_torn_down", "members")
+    The group takes each member down at its turn -- the newest member not yet torn
+    down: its running ``async`` handler is cancelled and it moves to RESTARTING (a
+    ``temporary`` member is stopped instead, and never restarted, as in OTP). Until
+    then a sibling keeps serving, so a newer member's ``on_stop`` may still ask it.
+    Each member's restart task waits for its turns (checkpoints); a member whose
+    fresh instance has started (or failed to) -- or that has stopped, or whose
+    restart task ends without a fresh instance -- leaves, and the others go on.
+    """
 
-    def __init__(self, members: list[ActorCell]) -> None:
-        self.members = members  # spawn order
+    __slots__ = ("_changed", "_done", "_taken", "_torn_down", "delay", "members", "parent")
+
+    def __init__(self, parent: ActorCell) -> None:
+        self.parent = parent
+        self.members: list[ActorCell] = []  # spawn order
+        self.delay = 0.0  # the latest failure's, for the members taken down from now on
+        self._taken: set[ActorCell] = set()  # moved to RESTARTING (or stopped) by now
         self._torn_down: set[ActorCell] = set()
         self._done: set[ActorCell] = set()
         self._changed = trio.lowlevel.ParkingLot()
@@ -160,33 +169,79 @@ class GroupRestart:
     def __repr__(self) -> str:
         return f"<GroupRestart of {[member.path for member in self.members]}>"
 
+    def join(
+        self, members: list[ActorCell], failed: ActorCell, delay: float, error: BaseException
+    ) -> None:
+        """``failed`` failed and takes ``members`` (spawn order) along: add the ones
+        not in this group yet, restart ``failed`` now and take down the next member
+        whose turn it is."""
+        self.delay = delay
+        joining = [m for m in members if m.group_restart is not self]
+        for member in joining:
+            member.group_restart = self
+            self._torn_down.discard(member)  # (it left an earlier turn of this group)
+            self._done.discard(member)
+            self._taken.discard(member)
+            if member is not failed:
+                member.restart_cause = error  # why it restarts: its fresh restarted_after
+        everyone = set(self.members).union(joining)
+        children = self.parent.children or {}
+        self.members = [c for c in children.values() if c in everyone]  # spawn order
+        if failed not in self._taken:
+            self._taken.add(failed)
+            begin_restart(failed, delay)
+        self._take_down_next()
+
+    def _take_down_next(self) -> None:
+        """Take down the newest member not yet torn down, if it is still serving."""
+        for member in reversed(self.members):
+            if member in self._torn_down:
+                continue
+            if member not in self._taken and member.state in _MAY_JOIN:
+                self._taken.add(member)
+                take_down(member, self.delay)
+            return  # (one that stops meanwhile leaves when it has stopped)
+
     async def teardown_turn(self, cell: ActorCell) -> None:
         """Wait until every newer member has been torn down (or left)."""
-        newer = self.members[self.members.index(cell) + 1 :]
-        while not all(member in self._torn_down for member in newer):
+        while not all(m in self._torn_down for m in self.members[self.members.index(cell) + 1 :]):
             await self._changed.park()
 
     async def start_turn(self, cell: ActorCell) -> None:
         """Wait until every member has been torn down and every older one has its
         fresh instance (or left)."""
-        older = self.members[: self.members.index(cell)]
-        while len(self._torn_down) < len(self.members) or not all(
-            member in self._done for member in older
+        while not (
+            all(m in self._torn_down for m in self.members)
+            and all(m in self._done for m in self.members[: self.members.index(cell)])
         ):
             await self._changed.park()
 
     def torn_down(self, cell: ActorCell) -> None:
         self._torn_down.add(cell)
         self._changed.unpark_all()
+        self._take_down_next()
 
     def leave(self, cell: ActorCell) -> None:
-        """``cell``'s fresh instance has started, or it will not get one: out of the
-        way."""
+        """``cell``'s fresh instance has started, or it will not get one (it has
+        stopped, or its restart ended without one): out of the way."""
         self._torn_down.add(cell)
         self._done.add(cell)
         if cell.group_restart is self:
             cell.group_restart = None
         self._changed.unpark_all()
+        self._take_down_next()
+
+
+def take_down(member: ActorCell, delay: float) -> None:
+    """A sibling's teardown turn in a group restart: shut down a running ``async``
+    handler (its asker gets ``ActorStopped``, as OTP's siblings are killed) and
+    restart it -- or stop a ``temporary`` one for good."""
+    if member.restart_type == "temporary":
+        member.begin_stop(drain=False, cancel_handler=True)
+        return
+    if member.handler_scope is not None:
+        member.handler_scope.cancel()
+    begin_restart(member, delay)
 
 
 # --- the restart task ---------------------------------------------------------------
@@ -269,4 +324,5 @@ __all__ = [
     "make_instance",
     "restart_group",
     "run_restart",
+    "take_down",
 ]

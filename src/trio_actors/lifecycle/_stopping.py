@@ -135,8 +135,6 @@ def begin_stop(
     cell.close_tell_paths()
     if cell.registered_names:
         cell.system._registry.forget(cell)  # lookup never finds an actor that refuses
-    if cell.group_restart is not None:
-        cell.group_restart.leave(cell)  # a group restart goes on without it
     if cell.watching:
         forget_watches(cell)  # it accepts nothing more: no Terminated either
     if cell.senders:
@@ -225,6 +223,8 @@ def finished(cell: ActorCell) -> None:
     advance(cell, LifecycleEvent.FINISHED)
     cell.stopping_task = None  # it may wait for other actors' stops from now on
     cell.system._forget(cell)
+    if cell.group_restart is not None:
+        cell.group_restart.leave(cell)  # a group restart goes on without it (T28)
     if cell.watching:
         forget_watches(cell)
     if cell.watchers:
