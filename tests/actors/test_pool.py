@@ -13,11 +13,13 @@ import trio.testing
 from trio_actors import (
     Actor,
     ActorStopped,
+    Backoff,
     Bounded,
     Broadcast,
     Escalate,
     Pool,
     Resize,
+    Restart,
     Stop,
     open_actor_system,
 )
@@ -331,3 +333,79 @@ async def test_a_drain_cut_by_the_shutdown_timeout_strands_the_pools_queue(
         # The worker's stats count the one cut short as handled; the rest are letters.
         assert handled + 1 + system.dead_letters.count == 10
         assert pool.statistics().failures == 1  # the ShutdownTimeout
+
+
+# --- regressions found by review (session 10) ------------------------------------------
+
+
+class Unwinding(Actor):
+    """1 s per message; "cancel me" runs until cancelled, then unwinds for 5 s."""
+
+    def __init__(self, log: list[tuple[str, Any]]) -> None:
+        self.log = log
+
+    async def receive(self, message: Any) -> Any:
+        if message == "fail":
+            raise RuntimeError("worker failed")
+        if message == "cancel me":
+            try:
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.sleep(5)
+        await trio.sleep(1)
+        self.log.append((self.ref.name, message))
+        return self.ref.name
+
+
+@pytest.mark.parametrize("by", ["tell", "ask"])
+async def test_a_restarting_balancing_worker_is_handed_no_work_until_it_has_started(
+    by: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    log: list[tuple[str, Any]] = []
+    backoff = Restart(backoff=Backoff(min_delay=10.0, jitter=0.0))
+    async with open_actor_system() as system:
+        pool = system.spawn(
+            Pool(Unwinding, (log,), size=2, routing="balancing", supervision=backoff)
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        if by == "tell":
+            pool.tell("fail")
+        else:
+            with pytest.raises(RuntimeError, match="worker failed"):
+                await pool.ask("fail")
+        await trio.testing.wait_all_tasks_blocked()
+        started = trio.current_time()
+        for number in range(4):
+            pool.tell(number)
+        await trio.sleep(4.5)  # the healthy worker's four seconds, not the backoff's ten
+        assert [m for _, m in log] == [0, 1, 2, 3]
+        assert len({name for name, _ in log}) == 1
+        await trio.sleep_until(started + 11)  # the other one has restarted: both serve
+        log.clear()
+        pool.tell("a")
+        pool.tell("b")
+        await trio.sleep(1.5)
+        assert len({name for name, _ in log}) == 2
+
+
+async def test_a_worker_unwinding_a_cancelled_ask_is_handed_no_work(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[str, Any]] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Unwinding, (log,), size=2, routing="balancing"))
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.move_on_after(1):
+            await pool.ask("cancel me")  # its worker unwinds until 6 s
+        for number in range(3):
+            pool.tell(number)
+        await trio.sleep(3.5)  # the other worker's three seconds
+        assert [m for _, m in log] == [0, 1, 2]
+        assert len({name for name, _ in log}) == 1
+        await trio.sleep(3)  # both free again
+        log.clear()
+        pool.tell("a")
+        pool.tell("b")
+        await trio.sleep(1.5)
+        assert len({name for name, _ in log}) == 2

@@ -71,7 +71,9 @@ class BoundedCell(ActorCell):
         else:
             self.enqueue(message)
 
-    async def queue_ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
+    async def queue_ask(
+        self, message: Any, task: trio.lowlevel.Task, ask: Ask | None = None
+    ) -> Any:
         if self.is_full():
             # Cancelled already? Then the ask does nothing -- in particular it
             # drops nothing under "drop_old" -- and counts as withdrawn.
@@ -81,7 +83,8 @@ class BoundedCell(ActorCell):
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 raise MailboxFull(self.full_text("the ask was refused"))
             self.drop_oldest()
-        ask = Ask(self, message, task)
+        if ask is None:
+            ask = Ask(self, message, task)
         self.queue_envelope(ask)
         return await ask.wait()
 

@@ -399,9 +399,14 @@ class ActorCell:
         self.failed_back += 1
         raise ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
 
-    async def queue_ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
-        """Queue an ask behind the mailbox and wait for its answer. A checkpoint."""
-        ask = Ask(self, message, task)
+    async def queue_ask(
+        self, message: Any, task: trio.lowlevel.Task, ask: Ask | None = None
+    ) -> Any:
+        """Queue an ask behind the mailbox and wait for its answer. A checkpoint.
+        ``ask``: the envelope to queue (a pool's, which hears when the handler is
+        done with it), if not a new :class:`Ask`."""
+        if ask is None:
+            ask = Ask(self, message, task)
         self.queue_envelope(ask)
         return await ask.wait()
 
@@ -500,6 +505,12 @@ class ActorCell:
         self.refresh_tell_paths()
         if self.state is _STARTING:
             advance(self, LifecycleEvent.STARTED)
+        if self.parent is not None:
+            self.parent.child_started(self)
+
+    def child_started(self, child: ActorCell) -> None:
+        """``child``'s ``on_start`` has finished, at its spawn or after a restart
+        (a pool frees a balancing worker then). Nothing to do for most actors."""
 
     def note_withdrawn(self) -> None:
         self.withdrawn += 1

@@ -18,7 +18,9 @@ an instance of ``Worker`` supervised by the pool's ``supervision``. Three routin
    worker is free again); an ``ask`` waits in the shared queue for a free worker
    and then asks it from the asker's own task, so cancellation works exactly as for
    any ask (withdrawn while it waits, the worker's ``async`` handler cancelled once
-   it runs).
+   it runs). A worker restarting (through its backoff) is given nothing until its
+   fresh instance has started, nor one still unwinding a handler whose asker was
+   cancelled, until the handler has ended.
 
 ``Broadcast(message)`` told to the pool reaches every worker; ``Resize(size)`` grows
 or shrinks the pool (the workers removed, newest first, are stopped with
@@ -55,7 +57,7 @@ from ..lifecycle._stopping import DEFAULT_SHUTDOWN, check_shutdown
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
 from ..lifecycle._watch import Terminated
 from ..mailbox._bounded import Bounded
-from ..mailbox._envelope import NO_MESSAGE, Notice
+from ..mailbox._envelope import NO_MESSAGE, Ask, Notice
 from ..mailbox._foreign import current_task_of
 from ._actor import Actor
 from ._cell import ActorCell
@@ -66,6 +68,8 @@ if TYPE_CHECKING:
 Routing = Literal["round_robin", "smallest_mailbox", "balancing"]
 """The type of ``Pool(..., routing=...)``."""
 ROUTINGS: tuple[Routing, ...] = ("round_robin", "smallest_mailbox", "balancing")
+_IDLE = Serving.IDLE
+_RUNNING = ActorState.RUNNING
 
 
 @attrs.frozen
@@ -169,6 +173,29 @@ class _Waiter:
         self.task = task
 
 
+class _PoolAsk(Ask):
+    """An ask a balancing pool gave a worker. The asker frees the worker when the
+    ask ends for it (answered, failed, withdrawn) -- but if it was cancelled while
+    the ``async`` handler ran, the handler's end frees it: a worker still unwinding
+    a cancelled handler is given no other work."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self, worker: ActorCell, message: Any, task: Any, pool: PoolCell) -> None:
+        super().__init__(worker, message, task)
+        self.pool: PoolCell | None = pool
+
+    def handler_ended(self, error: BaseException) -> None:
+        super().handler_ended(error)
+        self.release()
+
+    def release(self) -> None:
+        """The worker is done with it (once: later calls do nothing)."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.worker_done(self.cell)
+
+
 class _Job:
     """A tell a balancing pool gave a worker, queued there as a :class:`Notice`
     whose sender this is: told when the worker is done with it -- handled, failed,
@@ -200,6 +227,7 @@ class PoolCell(ActorCell):
         # Balancing: the workers with nothing to do, and for each worker the parking
         # lot of its feeder and the tell handed to it.
         self.free: deque[ActorCell] = deque()
+        self.starting: set[ActorCell] = set()  # done, to be freed once started again
         self.feeders: dict[ActorCell, trio.lowlevel.ParkingLot] = {}
         self.assigned: dict[ActorCell, Any] = {}
         self.ready = trio.Event()  # the workers exist (on_start has run)
@@ -273,10 +301,16 @@ class PoolCell(ActorCell):
                 await self._refuse_ask()
             return await self._route().ask_message(message)
         worker = await self._wait_for_worker(task)
+        ask = _PoolAsk(worker, message, task, self)
         try:
+            if worker.accepting and not (worker.inline_ready and worker.serving is _IDLE):
+                return await worker.queue_ask(message, task, ask)
+            # Refused (it stopped meanwhile), or answered at once in this task by
+            # its plain handler: as any ask.
             return await worker.ask_message(message)
         finally:
-            self._worker_free(worker)
+            if not ask.abandoned:
+                ask.release()  # (abandoned: released when its handler ends)
 
     async def send_message(self, message: Any) -> None:
         """:meth:`ActorRef.send` to the pool: a balancing pool's queue is unbounded (a
@@ -349,18 +383,30 @@ class PoolCell(ActorCell):
                 self.feeders[worker].unpark_all()
 
     def _first_free_accepts(self) -> bool:
-        """Whether there is a free worker, dropping those at the front that are
-        stopping (their ``Terminated`` will forget them)."""
+        """Whether there is a free worker that serves, dropping those at the front
+        that are stopping (their ``Terminated`` will forget them) and setting aside
+        those restarting or starting until their ``on_start`` has finished
+        (:meth:`child_started`): nothing waits on a backoff that another worker
+        could take."""
         free = self.free
-        while free and not free[0].accepting:
-            free.popleft()
+        while free and free[0].state is not _RUNNING:
+            worker = free.popleft()
+            if worker.accepting:
+                self.starting.add(worker)
         return bool(free)
 
-    def _worker_free(self, worker: ActorCell) -> None:
+    def worker_done(self, worker: ActorCell) -> None:
+        """``worker`` finished what it was given: free for more."""
         if worker in self.feeders and worker.accepting:
             self.free.append(worker)
             self._hand_out()
         self.progress.unpark_all()
+
+    def child_started(self, child: ActorCell) -> None:
+        """A worker set aside while it restarted has its fresh instance: free."""
+        if child in self.starting:
+            self.starting.discard(child)
+            self.worker_done(child)
 
     @enable_ki_protection
     async def feed(self, worker: ActorCell) -> None:
@@ -375,7 +421,7 @@ class PoolCell(ActorCell):
         lot = self.feeders.get(worker)
         if lot is None:
             return
-        self._worker_free(worker)
+        self.worker_done(worker)
         while worker in self.feeders:
             message = self.assigned.pop(worker, NO_MESSAGE)
             if message is NO_MESSAGE:
@@ -389,7 +435,7 @@ class PoolCell(ActorCell):
             worker.queue_notice(Notice(worker, message, job))
             if not job.done.is_set():
                 await job.done.wait()
-            self._worker_free(worker)
+            self.worker_done(worker)
 
     # --- workers ----------------------------------------------------------------------
 
@@ -464,6 +510,7 @@ class PoolCell(ActorCell):
             lot.unpark_all()  # its feeder ends
         if worker in self.free:
             self.free.remove(worker)
+        self.starting.discard(worker)
         message = self.assigned.pop(worker, NO_MESSAGE)
         if message is not NO_MESSAGE:
             self.shared.appendleft(message)  # not yet given to it: to another
@@ -507,7 +554,8 @@ class PoolCell(ActorCell):
         for worker in list(self.feeders):
             if not worker.accepting:
                 self._forget_worker(worker)  # stopped meanwhile: nothing to wait for
-        return bool(self.shared or self.assigned or len(self.free) < len(self.feeders))
+        idle = len(self.free) + len(self.starting)  # (restarting ones hold nothing)
+        return bool(self.shared or self.assigned or idle < len(self.feeders))
 
     def wake_drain_waiter(self) -> None:
         """An immediate stop ends the drain at once (its workers are then stopped

@@ -120,6 +120,13 @@ class Ask:
             return True
         return False
 
+    def handler_ended(self, error: BaseException) -> None:
+        """The async handler answering it ended without an answer: the runtime
+        cancelled it (the asker gets ``error``), or its asker did (abandoned:
+        nobody to tell)."""
+        if self.state is _RUNNING:
+            self.fail(error)
+
     @property
     def withdrawn(self) -> bool:
         return self.state is _WITHDRAWN

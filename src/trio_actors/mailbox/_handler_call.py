@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 _QUEUED = AskState.QUEUED
 _RUNNING = AskState.RUNNING
+_DONE = AskState.DONE
 
 
 def coroutine_returned(cell: ActorCell, result: Any) -> TypeError:
@@ -158,11 +159,11 @@ async def handle_async(cell: ActorCell, item: Any) -> None:
                 cell.handler_scope = None
     finally:
         cell.handled += 1
-        if ask is not None and ask.state is _RUNNING:
-            # Cancelled by stop(), by a group restart (T28), or by the cancellation
-            # of the whole system.
+        if ask is not None and ask.state is not _DONE:
+            # Cut short: by stop(), by a group restart (T28), by the cancellation
+            # of the whole system -- or by its asker (abandoned).
             ended = "restarted" if cell.state is ActorState.RESTARTING else "stopped"
-            ask.fail(ActorStopped(f"{cell.path} {ended} while answering"))
+            ask.handler_ended(ActorStopped(f"{cell.path} {ended} while answering"))
 
 
 __all__ = [
