@@ -264,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rerun-timeouts",
         action="store_true",
-        help="with --resume: run again the mutants killed only by a timeout (a machine "
-        "busy with other work can make a sound test time out)",
+        help="with --resume: run again the mutants killed only by a timeout, and those "
+        "marked unconfirmed (a machine busy with other work can make a sound test time out)",
     )
     parser.add_argument(
         "--deselect",
@@ -318,8 +318,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _timed_out(record: dict[str, Any]) -> bool:
-    """Whether a record's kill was a timeout (of a test, or of the whole suite)."""
+    """Whether a record's kill was a timeout (of a test, or of the whole suite), or
+    it was marked ``unconfirmed`` (killed only by a timeout in a loaded run, and
+    not yet run again)."""
     detail = record.get("detail", "")
+    if record["outcome"] == "unconfirmed":
+        return True
     return record["outcome"] == "killed" and ("timed out" in detail or "(a hang)" in detail)
 
 

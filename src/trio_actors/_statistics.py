@@ -12,8 +12,10 @@ handlers are slow), so an inline turn's time is known when the readings around i
 saw only that actor's messages: ``longest_turn_seconds`` is the longest such
 stretch. The system's ``longest_round_seconds`` is exact: the longest the
 dispatcher held the trio thread without yielding, whoever's handler it was. A
-handler that blocks (a ``time.sleep``) shows in both: at once in the system's
-record, and in the actor's from its next slow message on.
+handler that blocks (a ``time.sleep``) shows in both: in the system's record, and
+in the actor's through the turn sampler, a thread that looks every 10 ms at what
+the trio thread is running (``mailbox/_turn_sampler.py``; under trio's default
+clock only).
 """
 
 from __future__ import annotations
@@ -68,9 +70,11 @@ class ActorStatistics:
             :attr:`~trio_actors.Actor.expected_errors` (a reply, not a failure).
         restarts: fresh instances made for it by ``Restart`` supervision.
         longest_turn_messages: the most messages it handled in one turn.
-        longest_turn_seconds: the longest trio-clock time one of its turns was
-            seen to take: turns of ``async`` handlers are timed exactly, inline
-            turns when the serving loop's clock readings isolate them.
+        longest_turn_seconds: the longest time one of its turns was seen to
+            take: turns of ``async`` handlers are timed exactly, inline turns when
+            the serving loop's clock readings isolate them, and a handler that
+            blocks the trio thread by the turn sampler (at least the time it was
+            seen blocking; see ``open_actor_system(turn_sampling=...)``).
         timers: its timers still active.
     """
 
@@ -110,6 +114,10 @@ class SystemStatistics:
         longest_round_messages: the most messages handled in one round.
         longest_round_seconds: the longest trio-clock time the dispatcher ran
             handlers without yielding.
+        longest_turn_seconds: the longest turn of any of its actors (as
+            ``ActorStatistics.longest_turn_seconds``).
+        longest_turn_path: the path of the actor whose turn that was, or ``None``
+            before any turn was timed.
         timers: active timers of all its actors.
     """
 
@@ -122,6 +130,8 @@ class SystemStatistics:
     rounds: int
     longest_round_messages: int
     longest_round_seconds: float
+    longest_turn_seconds: float
+    longest_turn_path: str | None
     timers: int
 
 

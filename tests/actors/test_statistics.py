@@ -133,6 +133,17 @@ async def test_a_handler_that_holds_the_thread_shows_in_the_turn_statistics(
         # then on the loop reads the clock after every message, so the next is seen.
         assert slow.statistics().longest_turn_seconds == pytest.approx(0.25)
         assert quick.statistics().longest_turn_seconds < 0.001
+        stats = system.statistics()
+        assert stats.longest_turn_seconds == pytest.approx(0.25)
+        assert stats.longest_turn_path == slow.path
+        # (The first, under the default clock, is the turn sampler's to see:
+        # tests/mailbox/test_turn_sampler.py.)
+
+
+async def test_a_fresh_system_has_timed_no_turn() -> None:
+    async with ta.open_actor_system() as system:
+        stats = system.statistics()
+        assert (stats.longest_turn_seconds, stats.longest_turn_path) == (0.0, None)
 
 
 async def test_async_turns_are_timed_exactly(autojump_clock: Clock) -> None:

@@ -58,6 +58,9 @@ def test_other_clocks_are_read_through_current_time() -> None:
 class _Cell:
     longest_turn_time = 0.0
 
+    def note_turn(self, seconds: float) -> None:
+        self.longest_turn_time = seconds
+
 
 class _StoppedClock:
     """A clock that reads ``time`` (set by the test), exactly."""

@@ -166,7 +166,8 @@ class ActorCell:
     expected_errors = 0  # handled messages whose handler raised an expected error
     restarts = 0
     longest_turn = 0  # messages (turns of more than one message; see statistics())
-    longest_turn_time = 0.0
+    longest_turn_time = 0.0  # seconds, as the trio thread measured its turns
+    sampled_turn_time = 0.0  # seconds, as the turn sampler saw one (its only writer)
     # Why its latest restart began: its failure, a sibling's under a group strategy,
     # or its own stop (restart="permanent") -- the fresh instance's restarted_after.
     # (Not its latest failure: an on_stop failing in the restart is not the cause.)
@@ -282,7 +283,7 @@ class ActorCell:
             # A one-message turn (the common activation) is not counted as it
             # happens: it would cost every activation a comparison.
             longest_turn_messages=max(self.longest_turn, 1 if self.handled else 0),
-            longest_turn_seconds=self.longest_turn_time,
+            longest_turn_seconds=max(self.longest_turn_time, self.sampled_turn_time),
             timers=sum(1 for timer in (self.timers or {}).values() if timer.active),
         )
 
@@ -507,6 +508,15 @@ class ActorCell:
             advance(self, LifecycleEvent.STARTED)
         if self.parent is not None:
             self.parent.child_started(self)
+
+    def note_turn(self, seconds: float) -> None:
+        """A turn took ``seconds``, longer than any before it (the caller checked):
+        the actor's longest, and perhaps the system's."""
+        self.longest_turn_time = seconds
+        system = self.system
+        if seconds > system.longest_turn_time:
+            system.longest_turn_time = seconds
+            system.longest_turn_path = self.path
 
     def child_started(self, child: ActorCell) -> None:
         """``child``'s ``on_start`` has finished, at its spawn or after a restart

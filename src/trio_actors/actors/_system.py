@@ -8,6 +8,7 @@ and one at a time (T29, T25), then cancels the nursery: no task is left behind.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import secrets
@@ -38,6 +39,8 @@ from ..lifecycle._supervision import (
 from ..mailbox._bounded import Bounded
 from ..mailbox._dispatcher import Dispatcher
 from ..mailbox._foreign import ForeignInbox
+from ..mailbox._round_clock import is_default_clock
+from ..mailbox._turn_sampler import DEFAULT_TURN_SAMPLING, SAMPLER
 from ._actor import Actor, cell_of_ref, unknown_spawn_keyword
 from ._bounded_cell import BoundedCell
 from ._cell import ActorCell
@@ -92,6 +95,10 @@ class ActorSystem:
         self.restarts = 0  # of all its actors, for statistics
         self.failures = 0  # likewise
         self.expected_errors = 0  # likewise
+        self.longest_turn_time = 0.0  # of all its actors' turns, as the trio thread saw
+        self.longest_turn_path: str | None = None
+        self.sampled_turn_time = 0.0  # likewise, as the turn sampler saw (its only writer)
+        self.sampled_turn_path: str | None = None
         self._timer_service: TimerService | None = None  # made with the first timer
         self._registry = Registry()
 
@@ -433,6 +440,12 @@ class ActorSystem:
             rounds=dispatcher.rounds,
             longest_round_messages=dispatcher.clock.longest_round_messages,
             longest_round_seconds=dispatcher.clock.longest_round,
+            longest_turn_seconds=max(self.longest_turn_time, self.sampled_turn_time),
+            longest_turn_path=(
+                self.longest_turn_path
+                if self.longest_turn_time >= self.sampled_turn_time
+                else self.sampled_turn_path
+            ),
             timers=self.timers_active(),
         )
 
@@ -528,11 +541,37 @@ def _checked_seed(seed: object) -> int:
     return seed
 
 
+def _checked_turn_sampling(turn_sampling: object) -> bool:
+    """Whether to sample (``turn_sampling`` is seconds, or ``None`` for no).
+
+    Raises:
+        TypeError: neither a number nor ``None``.
+        ValueError: under 1 ms (a thread waking more often would cost the trio
+            thread its GIL), or not finite.
+    """
+    if turn_sampling is None:
+        return False
+    if isinstance(turn_sampling, bool) or not isinstance(turn_sampling, int | float):
+        raise TypeError(f"turn_sampling must be seconds (a float) or None, got {turn_sampling!r}")
+    if not 0.001 <= turn_sampling < math.inf:
+        raise ValueError(
+            f"turn_sampling must be at least 0.001 seconds and finite, got {turn_sampling!r}"
+        )
+    return True
+
+
+def _real_clock() -> bool:
+    """Whether the run's clock is trio's default one (whose time is the wall
+    clock's: the turn sampler's readings are comparable with it)."""
+    return is_default_clock(trio.lowlevel.current_clock())
+
+
 def open_actor_system(
     *,
     serving: ServingPolicy | None = None,
     dead_letters_kept: int = DEFAULT_RECENT_DEAD_LETTERS,
     seed: int | None = None,
+    turn_sampling: float | None = DEFAULT_TURN_SAMPLING,
 ) -> AbstractAsyncContextManager[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
 
@@ -550,6 +589,12 @@ def open_actor_system(
             a fresh seed from the operating system, so that systems in different
             processes do not restart in lockstep; :attr:`ActorSystem.seed` tells
             which, to replay a run.
+        turn_sampling: seconds between the turn sampler's looks at the trio
+            thread (``mailbox/_turn_sampler.py``), which make a plain handler that
+            blocks it (a ``time.sleep``, a CPU-bound loop) show in its actor's
+            ``longest_turn_seconds``, at no cost to the serving paths; ``None``
+            for none. Sampled only under trio's default clock (its time is the
+            wall clock's).
 
     Leaving the block stops every actor still alive, children before their parents,
     newest first and one at a time (an actor not yet reached keeps serving): queued
@@ -563,7 +608,7 @@ def open_actor_system(
     Used without ``async with`` (``system = open_actor_system()``, or ``await``-ed),
     the first use says how to open it instead of failing obscurely.
     """
-    return _SystemOpener(_open(serving, dead_letters_kept, seed))
+    return _SystemOpener(_open(serving, dead_letters_kept, seed, turn_sampling))
 
 
 class _SystemOpener:
@@ -604,7 +649,10 @@ class _SystemOpener:
 
 @asynccontextmanager
 async def _open(
-    serving: ServingPolicy | None, dead_letters_kept: int, seed: int | None
+    serving: ServingPolicy | None,
+    dead_letters_kept: int,
+    seed: int | None,
+    turn_sampling: float | None,
 ) -> AsyncIterator[ActorSystem]:
     """The body of :func:`open_actor_system`."""
     if serving is None:
@@ -613,15 +661,22 @@ async def _open(
         raise TypeError(f"serving must be a ServingPolicy, got {serving!r}")
     dead_letters = DeadLetters(dead_letters_kept)
     seed = _checked_seed(seed)
+    sampled = _checked_turn_sampling(turn_sampling) and _real_clock()
     async with trio.open_nursery() as nursery:
         system = ActorSystem(nursery, serving, dead_letters, seed)
         await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
+        if sampled:
+            assert turn_sampling is not None
+            SAMPLER.add(system.thread_id, turn_sampling)
         try:
             yield system
         finally:
             try:
                 await system._shutdown()
             finally:
+                if sampled:
+                    assert turn_sampling is not None
+                    SAMPLER.remove(system.thread_id, turn_sampling)
                 dead_letters.close_subscriptions()  # (the exit's own letters are in)
                 system._foreign.close()
                 if system._timer_service is not None:

@@ -59,6 +59,12 @@ def _trio_default_clock_type() -> type[trio.abc.Clock] | None:
 _TrioSystemClock = _trio_default_clock_type()
 
 
+def is_default_clock(clock: trio.abc.Clock) -> bool:
+    """Whether ``clock`` is trio's default clock (its time is ``perf_counter``'s
+    plus an offset: it runs with the wall clock)."""
+    return _TrioSystemClock is not None and type(clock) is _TrioSystemClock
+
+
 def clock_reader(clock: trio.abc.Clock) -> Callable[[], float]:
     """What the dispatcher reads the run's clock with.
 
@@ -71,7 +77,7 @@ def clock_reader(clock: trio.abc.Clock) -> Callable[[], float]:
     (So a test cannot move the dispatcher's time by patching ``perf_counter`` inside
     trio: use ``MockClock``.)
     """
-    if _TrioSystemClock is not None and type(clock) is _TrioSystemClock:
+    if is_default_clock(clock):
         return perf_counter
     return clock.current_time
 
@@ -124,7 +130,7 @@ class RoundClock:
         if used - self._read_used <= turn:
             interval = now - self._read_time
             if interval > cell.longest_turn_time:
-                cell.longest_turn_time = interval
+                cell.note_turn(interval)
         self._read_time = now
         self._read_used = used
         if self.policy.time_slice is None:
@@ -188,7 +194,7 @@ class RoundClock:
         if used - self._read_used <= turn:
             interval = now - self._read_time
             if interval > cell.longest_turn_time:
-                cell.longest_turn_time = interval
+                cell.note_turn(interval)
 
 
-__all__ = ["MAX_CHECK_EVERY", "RoundClock", "clock_reader"]
+__all__ = ["MAX_CHECK_EVERY", "RoundClock", "clock_reader", "is_default_clock"]

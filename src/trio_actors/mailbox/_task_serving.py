@@ -121,7 +121,7 @@ async def serve_async_turns(policy: ServingPolicy, cell: ActorCell) -> None:
             await handle_async(cell, cell.pop_next())
             elapsed = clock.current_time() - turn_start
             if elapsed > cell.longest_turn_time:
-                cell.longest_turn_time = elapsed
+                cell.note_turn(elapsed)
             if policy.time_slice is not None and elapsed >= policy.time_slice:
                 break
         if n > cell.longest_turn:
