@@ -7,6 +7,7 @@ from trio_actors.contracts._nothing_lost import (
     GROUPS,
     OP_KINDS,
     OVERFLOWS,
+    ROUTINGS,
     STRATEGIES,
     ActorSpec,
     Op,
@@ -33,6 +34,7 @@ def programs(draw: st.DrawFn) -> Program:
                 capacity=draw(st.sampled_from([0, 0, 1, 2, 4])),
                 overflow=draw(st.sampled_from(OVERFLOWS)),
                 group=draw(st.sampled_from(GROUPS)),
+                pool=draw(st.sampled_from(["", "", "", *ROUTINGS])),
             )
         )
     op = st.builds(

@@ -264,8 +264,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rerun-timeouts",
         action="store_true",
-        help="with --resume: run again the mutants killed only by a timeout, and those "
-        "marked unconfirmed (a machine busy with other work can make a sound test time out)",
+        help="with --resume: run again the mutants killed only by a timeout (a machine "
+        "busy with other work can make a sound test time out)",
+    )
+    parser.add_argument(
+        "--rerun-unconfirmed",
+        action="store_true",
+        help="with --resume: run again the mutants marked unconfirmed (killed only by a "
+        "timeout in a loaded run, and not run again since)",
     )
     parser.add_argument(
         "--deselect",
@@ -284,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(args.output.read_text(encoding="utf-8"))["mutants"]
         if args.rerun_timeouts:
             results = [record for record in results if not _timed_out(record)]
+        if args.rerun_unconfirmed:
+            results = [record for record in results if record["outcome"] != "unconfirmed"]
         done = {_key(record) for record in results}
         sample = [m for m in sample if _key(m) not in done]
     print(f"{len(everything)} mutants in {len(TARGETS)} modules;", end=" ")
@@ -318,12 +326,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _timed_out(record: dict[str, Any]) -> bool:
-    """Whether a record's kill was a timeout (of a test, or of the whole suite), or
-    it was marked ``unconfirmed`` (killed only by a timeout in a loaded run, and
-    not yet run again)."""
+    """Whether a record's kill was a timeout (of a test, or of the whole suite)."""
     detail = record.get("detail", "")
-    if record["outcome"] == "unconfirmed":
-        return True
     return record["outcome"] == "killed" and ("timed out" in detail or "(a hang)" in detail)
 
 

@@ -181,7 +181,7 @@ class BoundedCell(ActorCell):
             if item.take_back():
                 self.overflow_letters += 1
                 self.system.dead_letters.record(self.ref, item.message, "overflow")
-        elif type(item) is Ask:
+        elif isinstance(item, Ask):  # (or a pool's kind of ask)
             self.asks_queued -= 1
             if item.fail(MailboxFull(self.full_text("the oldest ask was dropped"))):
                 self.failed_back += 1

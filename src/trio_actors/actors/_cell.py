@@ -518,6 +518,10 @@ class ActorCell:
             system.longest_turn_time = seconds
             system.longest_turn_path = self.path
 
+    def child_finished(self, child: ActorCell) -> None:
+        """``child`` has stopped (a pool keeps its worker's counts). Nothing to do
+        for most actors."""
+
     def child_started(self, child: ActorCell) -> None:
         """``child``'s ``on_start`` has finished, at its spawn or after a restart
         (a pool frees a balancing worker then). Nothing to do for most actors."""

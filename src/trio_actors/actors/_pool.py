@@ -51,7 +51,7 @@ from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorStopped
 from .._policy import positive_int
-from .._statistics import ActorStatistics
+from .._statistics import ActorStatistics, DeadLetterCounts
 from ..lifecycle._state import ActorState, Serving
 from ..lifecycle._stopping import DEFAULT_SHUTDOWN, check_shutdown
 from ..lifecycle._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
@@ -69,6 +69,7 @@ Routing = Literal["round_robin", "smallest_mailbox", "balancing"]
 """The type of ``Pool(..., routing=...)``."""
 ROUTINGS: tuple[Routing, ...] = ("round_robin", "smallest_mailbox", "balancing")
 _IDLE = Serving.IDLE
+_RETIRED_KEPT = 64  # stopped workers whose cells a pool keeps for its statistics
 _RUNNING = ActorState.RUNNING
 
 
@@ -145,7 +146,15 @@ class PoolActor(Actor):
         self.config = config
 
     def on_start(self) -> None:
-        self._pool().grow(self.config.size)
+        pool = self._pool()
+        if pool.state is ActorState.DRAINING:
+            # Restarted while a drain was asked for: a draining actor spawns no
+            # children, and a pool without workers has nobody to drain to -- it
+            # stops (what it holds is stranded: asks fail back, tells are letters).
+            pool.ready.set()
+            pool.begin_stop(drain=False, cancel_handler=False)
+            return
+        pool.grow(self.config.size)
 
     def on_stop(self) -> None:
         # (Also when the pool restarts: its workers have stopped by now, and the
@@ -154,7 +163,9 @@ class PoolActor(Actor):
 
     def receive(self, message: Any) -> Any:
         if type(message) is Terminated:  # a worker stopped
-            self._pool().worker_ended(message.ref)
+            pool = self._pool()
+            pool.worker_notices += 1  # (the runtime's message, not counted as handled)
+            pool.worker_ended(message.ref)
         return None
 
     def _pool(self) -> PoolCell:
@@ -234,6 +245,11 @@ class PoolCell(ActorCell):
         self.held: list[Broadcast | Resize] = []  # told while not ready
         self.progress = trio.lowlevel.ParkingLot()  # a balancing worker became free
         self.drain_scope: trio.CancelScope | None = None
+        # Statistics (see snapshot): the workers that have stopped, the counts of
+        # the oldest of them, and the workers' Terminated notices it handled.
+        self.retired: deque[ActorCell] = deque()
+        self.retired_counts = _WorkerCounts()
+        self.worker_notices = 0
 
     @property
     def config(self) -> Pool:
@@ -293,9 +309,19 @@ class PoolCell(ActorCell):
             return self._refuse_ask()
         return self._ask(message, task)
 
-    async def _ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
+    async def _until_ready(self) -> None:
+        """Wait for the workers to exist (before ``on_start`` has run, or while the
+        pool restarts). A checkpoint only if they do not yet. Cancelled meanwhile,
+        the ask or send is withdrawn: nothing happened."""
         if not self.ready.is_set():
-            await self.ready.wait()
+            try:
+                await self.ready.wait()
+            except trio.Cancelled:
+                self.note_withdrawn()
+                raise
+
+    async def _ask(self, message: Any, task: trio.lowlevel.Task) -> Any:
+        await self._until_ready()
         if not self.balancing:
             if not self.accepting or not self._live_workers():
                 await self._refuse_ask()
@@ -316,10 +342,13 @@ class PoolCell(ActorCell):
         """:meth:`ActorRef.send` to the pool: a balancing pool's queue is unbounded (a
         tell and a checkpoint); otherwise the chosen worker's ``send``."""
         current_task_of(self.system, "send")
-        if not self.ready.is_set():
-            await self.ready.wait()
+        await self._until_ready()
         if self.balancing or type(message) in (Broadcast, Resize):
-            await trio.lowlevel.checkpoint()
+            try:
+                await trio.lowlevel.checkpoint()
+            except trio.Cancelled:
+                self.note_withdrawn()  # never queued
+                raise
             if not self.accepting:
                 await self.refuse_send()
             self.tell_forwarded(message)
@@ -559,15 +588,97 @@ class PoolCell(ActorCell):
 
     def wake_drain_waiter(self) -> None:
         """An immediate stop ends the drain at once (its workers are then stopped
-        at once, as any children)."""
-        if self.drain_scope is not None:
+        at once, as any children). (Also called while it still drains, when the
+        pool's own mailbox -- its workers' ``Terminated`` notices -- runs dry: that
+        ends nothing, the shared queue is still to hand out.)"""
+        if self.drain_scope is not None and self.state is not ActorState.DRAINING:
             self.drain_scope.cancel()
         super().wake_drain_waiter()
 
+    def child_finished(self, child: ActorCell) -> None:
+        """A worker stopped: its counts stay the pool's.
+
+        Kept as the cell, not yet as counts: a task that entered the worker's
+        ``ask`` or ``send`` before it stopped may still count there once it wakes
+        (an ask cancelled at its checkpoint is counted withdrawn after it). Only
+        the oldest beyond :data:`_RETIRED_KEPT` are folded into counts, so that a
+        pool resized again and again holds a bounded number of old cells.
+        """
+        retired = self.retired
+        retired.append(child)
+        while len(retired) > _RETIRED_KEPT:
+            self.retired_counts.add(retired.popleft().snapshot())
+
     def snapshot(self) -> ActorStatistics:
-        """The pool's statistics; ``mailbox_depth`` is what waits in its queue."""
-        stats = super().snapshot()
-        return attrs.evolve(stats, mailbox_depth=stats.mailbox_depth + len(self.shared))
+        """The pool's statistics: the messages it was sent, wherever they went --
+        handled by a worker, withdrawn, failed back or dead-lettered, by the pool or
+        by any worker, past or present; ``mailbox_depth`` is what waits in the
+        pool's queue and its workers'; ``failures`` and ``expected_errors`` count
+        the workers' too. The workers' ``Terminated`` notices, which the pool
+        handles itself, are not messages it was sent. ``state``, ``restarts``,
+        ``timers`` and the longest turn are the pool's own."""
+        own = super().snapshot()
+        counts = _WorkerCounts()
+        counts.add(own)
+        counts.merge(self.retired_counts)
+        for worker in self.retired:
+            counts.add(worker.snapshot())
+        for worker in self.workers:
+            if worker.state is not ActorState.STOPPED:  # (a stopped one is retired)
+                counts.add(worker.snapshot())
+        return attrs.evolve(
+            own,
+            mailbox_depth=counts.mailbox_depth + len(self.shared),
+            senders_waiting=counts.senders_waiting,
+            handled=counts.handled - self.worker_notices,
+            dead_letters=DeadLetterCounts(*counts.dead_letters),
+            withdrawn=counts.withdrawn,
+            failed_back=counts.failed_back,
+            failures=counts.failures,
+            expected_errors=counts.expected_errors,
+        )
+
+
+class _WorkerCounts:
+    """The message counts of a pool and its workers, summed (see
+    :meth:`PoolCell.snapshot`)."""
+
+    __slots__ = (
+        "dead_letters",
+        "expected_errors",
+        "failed_back",
+        "failures",
+        "handled",
+        "mailbox_depth",
+        "senders_waiting",
+        "withdrawn",
+    )
+
+    def __init__(self) -> None:
+        self.mailbox_depth = self.senders_waiting = self.handled = self.withdrawn = 0
+        self.failed_back = self.failures = self.expected_errors = 0
+        self.dead_letters = [0, 0, 0]  # stopped, stranded, overflow
+
+    def add(self, stats: ActorStatistics) -> None:
+        self.mailbox_depth += stats.mailbox_depth
+        self.senders_waiting += stats.senders_waiting
+        self.handled += stats.handled
+        self.withdrawn += stats.withdrawn
+        self.failed_back += stats.failed_back
+        self.failures += stats.failures
+        self.expected_errors += stats.expected_errors
+        letters = stats.dead_letters
+        self.dead_letters[0] += letters.stopped
+        self.dead_letters[1] += letters.stranded
+        self.dead_letters[2] += letters.overflow
+
+    def merge(self, other: _WorkerCounts) -> None:
+        for name in self.__slots__:
+            if name == "dead_letters":
+                for index, count in enumerate(other.dead_letters):
+                    self.dead_letters[index] += count
+            else:
+                setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def _deliver(worker: ActorCell, message: Any, forwarded: bool) -> None:

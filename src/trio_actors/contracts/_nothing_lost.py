@@ -5,10 +5,12 @@ under a ``MockClock``) and then run: actors of both handler kinds, top-level or
 children of earlier ones, each with a supervision strategy (restart, resume, stop,
 and for children escalate), a group strategy for its own children (one-for-one,
 one-for-all, rest-for-one) and an unbounded or a small bounded mailbox (any overflow
-policy), virtual handler costs and failing messages (failures, and expected errors
-that are replies), receive tells, sends and asks (with and without deadlines) while
-asks and sends are cancelled, actors watch and unwatch each other from their plain
-or async handlers, actors are stopped, drain-stopped and stopped without waiting
+policy) -- some of them pools of two such actors behind one ref (round robin,
+smallest mailbox, balancing), whose counts are the pool's -- virtual handler costs
+and failing messages (failures, and expected errors that are replies), receive
+tells, sends and asks (with and without deadlines) while asks and sends are
+cancelled, actors watch and unwatch each other from their plain or async handlers,
+actors are stopped, drain-stopped and stopped without waiting
 (``stop_nowait``), a handler raises ``KeyboardInterrupt``, and the system block is
 cancelled from outside; then the block is left (or the interrupt ends it). The
 invariant checked at the end:
@@ -57,6 +59,7 @@ from .. import (
     Escalate,
     MailboxFull,
     OneForAll,
+    Pool,
     Restart,
     RestForOne,
     Resume,
@@ -79,7 +82,10 @@ class ActorSpec:
     level). Top-level actors never escalate (that would end the program early).
     ``capacity`` bounds the mailbox (0: unbounded) with ``overflow`` one of
     :data:`OVERFLOWS`. ``group`` is its ``children_strategy``, one of
-    :data:`GROUPS`.
+    :data:`GROUPS`. ``pool``, if not ``""``, makes it a :class:`~trio_actors.Pool`
+    of :data:`POOL_SIZE` such probes with that routing (one of :data:`ROUTINGS`),
+    each with the strategy and the mailbox above; the pool itself is supervised
+    as a top-level actor or child would be.
     """
 
     is_async: bool
@@ -89,11 +95,14 @@ class ActorSpec:
     capacity: int = 0
     overflow: str = "fail"
     group: str = "one_for_one"
+    pool: str = ""
 
 
 STRATEGIES = ("restart", "resume", "stop", "escalate")
 OVERFLOWS = ("fail", "drop_new", "drop_old")
 GROUPS = ("one_for_one", "one_for_all", "rest_for_one")
+ROUTINGS = ("round_robin", "smallest_mailbox", "balancing")
+POOL_SIZE = 2
 
 
 @attrs.frozen
@@ -173,6 +182,12 @@ def random_program(rng: random.Random, *, max_actors: int = 4, max_ops: int = 60
         fail = rng.random() < 0.1
         expected = fail and rng.random() < 0.5
         ops.append(Op(kind, rng.randrange(len(actors)), fail, value, expected))
+    # Drawn last, so that the seeded programs drawn before pools existed keep their
+    # actors and steps: about one actor in five becomes a pool of probes.
+    actors = [
+        attrs.evolve(spec, pool=rng.choice(ROUTINGS)) if rng.random() < 0.2 else spec
+        for spec in actors
+    ]
     return Program(tuple(actors), tuple(ops))
 
 
@@ -413,9 +428,20 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
             systems.append(system)
             for index, spec in enumerate(program.actors):
                 factory = probe_class(spec.is_async, spec.group)
-                args = (factory, clock, spec.cost, invoked, notices, index)
+                args: tuple[Any, ...] = (factory, clock, spec.cost, invoked, notices, index)
                 strategy = strategy_for(spec)
                 mailbox = mailbox_for(spec)
+                if spec.pool:
+                    # Its probes share its index: what they handle is the pool's.
+                    pool = Pool(
+                        factory,
+                        args[1:],
+                        size=POOL_SIZE,
+                        routing=spec.pool,  # type: ignore[arg-type]
+                        supervision=strategy,
+                        mailbox=mailbox,
+                    )
+                    args, mailbox = (pool,), None
                 if spec.parent >= 0:
                     # A child: its parent spawns it (setup, before any program step).
                     options = {"supervision": strategy, "mailbox": mailbox}
@@ -538,9 +564,16 @@ def run_program(program: Program, policy: ServingPolicy) -> ProgramRun:
     notices_of: Counter[int] = Counter()
     for (watcher, _target), count in notices.items():
         notices_of[watcher] += count
+    paths = {ref.path: index for index, ref in enumerate(refs)}
     for letter in others:
         if isinstance(letter.message, Terminated):
-            notices_of[refs.index(letter.recipient)] += 1
+            # (to a pool's worker: the pool's)
+            path = letter.recipient.path
+            index = paths.get(path, paths.get(path.rpartition("/")[0]))
+            if index is None:
+                require(False, f"a notice to {path}, which no step addressed")
+            else:
+                notices_of[index] += 1
     actors = range(len(program.actors))
     return ProgramRun(
         tuple(sent[index] for index in actors),
@@ -643,6 +676,8 @@ __all__ = [
     "CONSERVATION_PROGRAMS",
     "OP_KINDS",
     "OVERFLOWS",
+    "POOL_SIZE",
+    "ROUTINGS",
     "STRATEGIES",
     "ActorSpec",
     "Op",

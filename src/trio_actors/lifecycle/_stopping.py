@@ -223,6 +223,8 @@ def finished(cell: ActorCell) -> None:
     advance(cell, LifecycleEvent.FINISHED)
     cell.stopping_task = None  # it may wait for other actors' stops from now on
     cell.system._forget(cell)
+    if cell.parent is not None:
+        cell.parent.child_finished(cell)
     if cell.group_restart is not None:
         cell.group_restart.leave(cell)  # a group restart goes on without it (T28)
     if cell.watching:

@@ -100,7 +100,7 @@ def _clean_group(cell: ActorCell, ref: ActorRef, stranded: deque[Any], group: in
                 cell.stranded_asks -= 1
                 if item.take_back():  # a timer's message: a dead letter like a tell
                     tells.append(item.message)
-            elif type(item) is Ask:
+            elif isinstance(item, Ask):  # (or a pool's kind of ask)
                 cell.stranded_asks -= 1
                 if item.fail(ActorStopped(f"{cell.path} stopped before answering")):
                     cell.failed_back += 1
