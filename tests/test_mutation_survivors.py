@@ -236,3 +236,101 @@ def test_after_a_stray_cancelled_the_round_yields_before_the_actor_again() -> No
 
     trio.run(main)
     assert rounds[2] > rounds[1], rounds
+
+
+# --- the 19 "unconfirmed" of session 8, run again in session 10: four survived --------
+
+
+@pytest.mark.parametrize("value", [True, "1", None])
+def test_backoff_fields_refuse_what_is_not_a_number(value: Any) -> None:
+    # _supervision.py 47 (and/or in _non_negative_number): with "and", a bool was
+    # taken as a number and a str failed with Python's bare comparison error.
+    with pytest.raises(TypeError, match=rf"Backoff.min_delay must be a number, got {value!r}"):
+        ta.Backoff(min_delay=value)
+
+
+async def test_a_keyboard_interrupt_answering_a_queued_ask_counts_it_handled_once() -> None:
+    # _handler_call.py 109 (answer_plain counts the ask before re-raising): "+= 2"
+    # counted it twice.
+    class Interrupting(ta.Actor):
+        async def on_start(self) -> None:
+            await trio.lowlevel.checkpoint()  # (the ask queues meanwhile)
+
+        def receive(self, message: Any) -> None:
+            if message == "interrupt":
+                raise KeyboardInterrupt("from the handler")
+
+    refs: list[ta.ActorRef] = []
+
+    async def program() -> None:
+        async with ta.open_actor_system() as system, trio.open_nursery() as nursery:
+            refs.append(system.spawn(Interrupting))
+            nursery.start_soon(refs[0].ask, "interrupt")  # queued: on_start runs
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        await program()
+    assert caught.group_contains(KeyboardInterrupt)
+    assert refs[0].statistics().handled == 1
+
+
+async def test_asks_kept_by_a_compaction_are_answered_in_their_places(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # actors/_cell.py 542 (the positions _live_entries gives the asks it keeps):
+    # "base - len(kept)" placed them wrongly. A plain actor's mailbox is compacted
+    # while an async on_start runs (a task serves it); the dispatcher then serves
+    # the queue by those positions.
+    started = trio.Event()
+    handled: list[Any] = []
+
+    class SlowStart(ta.Actor):
+        async def on_start(self) -> None:
+            await started.wait()
+
+        def receive(self, message: Any) -> Any:
+            handled.append(message)
+            return message * 10
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(SlowStart)
+        await trio.testing.wait_all_tasks_blocked()
+        answers: dict[int, Any] = {}
+
+        async def ask(number: int, deadline: float | None) -> None:
+            with trio.move_on_after(math.inf if deadline is None else deadline):
+                answers[number] = await ref.ask(number)
+
+        async with trio.open_nursery() as nursery:
+            for number in range(200):
+                if number % 50 == 25:
+                    ref.tell(number)
+                    nursery.start_soon(ask, number + 1000, None)  # kept, among tells
+                else:
+                    nursery.start_soon(ask, number, 1.0)  # withdrawn at 1 s
+                await trio.testing.wait_all_tasks_blocked()  # (queued in this order)
+            await trio.sleep(2.0)
+            assert ref.statistics().withdrawn == 196  # compacted meanwhile
+            started.set()
+        assert handled == [25, 1025, 75, 1075, 125, 1125, 175, 1175]
+        assert answers == {1025: 10250, 1075: 10750, 1125: 11250, 1175: 11750}
+
+
+async def test_a_plain_tell_handler_may_return_a_value_from_a_bounded_backlog() -> None:
+    # _handler_call.py 68 (call_plain's check for a returned coroutine, the path
+    # of a bounded mailbox's backlog): "is not" took any value returned for a tell
+    # as a coroutine returned by mistake -- a failure.
+    failures = []
+
+    class ReturnsValues(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            return message
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(ReturnsValues, mailbox=ta.Bounded(8))
+        for number in range(5):  # a backlog: served one checked pop at a time
+            ref.tell(number)
+        await trio.testing.wait_all_tasks_blocked()
+        stats = ref.statistics()
+        failures.append(stats.failures)
+        assert stats.handled == 5
+    assert failures == [0]
