@@ -117,6 +117,7 @@ _UNRESOLVABLE_WITHOUT_INVENTORY: dict[str, list[tuple[str, str]]] = {
         ("py:class", "collections.abc.AsyncIterator"),
         ("py:class", "collections.abc.Awaitable"),
         ("py:class", "collections.abc.Callable"),
+        ("py:class", "collections.abc.Iterator"),
         ("py:class", "collections.abc.Mapping"),
         ("py:class", "collections.abc.Sequence"),
         ("py:class", "contextlib.AbstractAsyncContextManager"),
@@ -134,6 +135,8 @@ nitpick_ignore: list[tuple[str, str]] = [
 ]
 # A TypeVar in a signature: Sphinx renders it as a class reference it cannot find.
 nitpick_ignore.append(("py:class", "trio_actors.testing._virtual.T"))
+# The type of the NEED_DATA sentinel (documented as the value itself, as h11 does).
+nitpick_ignore.append(("py:class", "trio_actors.nats._protocol._NeedData"))
 
 # -- HTML ----------------------------------------------------------------------------
 

@@ -4,6 +4,8 @@ Layers, bottom up; a module imports only from its own layer and those below it
 (imports for type annotations only, under ``TYPE_CHECKING``, are exempt), and
 ``tests/test_layers.py`` checks it by reading every import:
 
+0. ``nats`` -- the NATS client (sans-io protocol core, trio transport): it imports
+   nothing of the runtime, which may use it (the remote layer);
 1. ``_errors``, ``_policy``, ``_statistics`` -- exceptions, the serving policy and
    the statistics records (values only);
 2. ``lifecycle._state``, ``_dead_letters``, ``_supervision``, ``_watch`` -- the

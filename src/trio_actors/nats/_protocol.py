@@ -1,0 +1,654 @@
+"""The NATS core client protocol, without I/O (as h11 is for HTTP).
+
+A :class:`ClientProtocol` is fed the bytes the server sent (:meth:`receive_data`,
+in pieces split anywhere) and hands back what they mean, one event at a time
+(:meth:`next_event`): :class:`Info`, :class:`Msg`, :class:`Ping`, :class:`Pong`,
+:class:`Ok`, :class:`Err`, or :data:`NEED_DATA` when the bytes so far end in the
+middle of one. Its other methods make the bytes to send (``CONNECT``, ``PUB`` /
+``HPUB``, ``SUB``, ``UNSUB``, ``PING``, ``PONG``), checking what they are given
+first. It reads no clock and does no I/O: the transport (``_client.py``) owns the
+socket, the timers and the tasks, so everything here is tested without a server.
+
+The wire format (https://docs.nats.io/reference/reference-protocols/nats-protocol):
+a control line ends in CRLF; operation names are case-insensitive, fields are
+separated by spaces or tabs; ``MSG <subject> <sid> [reply-to] <#bytes>`` and
+``HMSG <subject> <sid> [reply-to] <#header bytes> <#total bytes>`` are followed by
+the payload (headers first for ``HMSG``) and CRLF. A header block begins
+``NATS/1.0``, optionally with a status code and a description (``NATS/1.0 503``:
+no responders), then ``Key: Value`` lines and an empty line.
+
+Malformed input raises :exc:`ProtocolError` saying what was wrong, and the
+protocol is then broken for good (every later call raises it again): the
+connection must be closed, as a server closes one that sent it garbage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, cast
+
+__all__ = [
+    "MAX_CONTROL_LINE",
+    "NEED_DATA",
+    "ClientProtocol",
+    "Err",
+    "Event",
+    "Headers",
+    "Info",
+    "MaxPayloadExceeded",
+    "Msg",
+    "Ok",
+    "Ping",
+    "Pong",
+    "ProtocolError",
+    "check_subject",
+]
+
+MAX_CONTROL_LINE: Final = 4096  # bytes of a control line, CRLF excluded (the server's)
+_HEADER_VERSION: Final = b"NATS/1.0"
+_CRLF: Final = b"\r\n"
+
+
+class ProtocolError(Exception):
+    """The server sent something that is not the NATS protocol (the message says
+    what and where), or the protocol was used after that."""
+
+
+class MaxPayloadExceeded(ValueError):
+    """A message is larger than the server's ``max_payload``."""
+
+
+class _NeedData:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+"""What :meth:`ClientProtocol.next_event` returns when it needs more bytes."""
+
+
+class Headers(Mapping[str, str]):
+    """The headers of a message: a mapping of each name to its first value, in the
+    order they came; :meth:`get_all` has every value of a name (a name may repeat).
+    Names are kept as sent and looked up exactly (NATS headers are case-sensitive
+    on the wire; the servers' own are ``Nats-...``)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, str] | list[tuple[str, str]] | None = None) -> None:
+        pairs = list(items.items()) if isinstance(items, Mapping) else list(items or ())
+        for name, value in pairs:
+            _check_header(name, value)
+        self._items: list[tuple[str, str]] = pairs
+
+    def __getitem__(self, name: str) -> str:
+        for key, value in self._items:
+            if key == name:
+                return value
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(key for key, _ in self._items))
+
+    def __len__(self) -> int:
+        return len(dict.fromkeys(key for key, _ in self._items))
+
+    def get_all(self, name: str) -> list[str]:
+        """Every value of ``name``, in order (``[]`` if there is none)."""
+        return [value for key, value in self._items if key == name]
+
+    def items_all(self) -> list[tuple[str, str]]:
+        """Every (name, value) pair, repeats included, in order."""
+        return list(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Headers):
+            return self._items == other._items
+        return Mapping.__eq__(self, other)
+
+    def __hash__(self) -> int:  # pragma: no cover - unhashable, as a dict
+        raise TypeError("unhashable type: 'Headers'")
+
+    def __repr__(self) -> str:
+        return f"Headers({self._items!r})"
+
+
+# --- events -------------------------------------------------------------------------
+
+
+class Event:
+    """What the server said (one of the classes below)."""
+
+    __slots__ = ()
+
+    def _fields(self) -> tuple[str, ...]:
+        return cast(tuple[str, ...], type(self).__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(
+            getattr(self, name) == getattr(other, name) for name in self._fields()
+        )
+
+    def __hash__(self) -> int:  # pragma: no cover - events are not keys
+        raise TypeError(f"unhashable type: {type(self).__name__!r}")
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields())
+        return f"{type(self).__name__}({fields})"
+
+
+class Info(Event):
+    """``INFO``: the server's description of itself (``options``: the JSON, as a
+    dict -- ``server_id``, ``max_payload``, ``headers``, ``connect_urls``,
+    ``lame_duck_mode``, ``nonce``, ...)."""
+
+    __slots__ = ("options",)
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+
+
+class Msg(Event):
+    """``MSG`` / ``HMSG``: a message for subscription ``sid``.
+
+    ``headers`` is ``None`` for a ``MSG``; ``status`` (an int) and ``description``
+    are the header block's status line, if it has one (``503``: no responders).
+    """
+
+    __slots__ = ("data", "description", "headers", "reply", "sid", "status", "subject")
+
+    def __init__(
+        self,
+        subject: str,
+        sid: int,
+        reply: str | None,
+        data: bytes,
+        headers: Headers | None = None,
+        status: int | None = None,
+        description: str | None = None,
+    ) -> None:
+        self.subject = subject
+        self.sid = sid
+        self.reply = reply
+        self.data = data
+        self.headers = headers
+        self.status = status
+        self.description = description
+
+
+class Ping(Event):
+    """``PING``: the server checks the client is alive (answer with
+    :meth:`ClientProtocol.pong`)."""
+
+    __slots__ = ()
+
+
+class Pong(Event):
+    """``PONG``: the answer to a ``PING`` the client sent."""
+
+    __slots__ = ()
+
+
+class Ok(Event):
+    """``+OK`` (only in verbose mode, which this client does not ask for)."""
+
+    __slots__ = ()
+
+
+class Err(Event):
+    """``-ERR '<message>'``: the server reports an error (some, such as
+    ``Authorization Violation`` or ``Slow Consumer``, end the connection)."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+_PING: Final = Ping()
+_PONG: Final = Pong()
+_OK: Final = Ok()
+
+
+# --- checks of what is sent -----------------------------------------------------------
+
+_BAD_SUBJECT_CHARS = re.compile(r"[\s]")
+
+
+def check_subject(subject: object, *, what: str = "subject", wildcards: bool = False) -> str:
+    """``subject`` if it is a valid NATS subject: a str of dot-separated tokens,
+    none empty, with no whitespace; wildcards (``*`` a whole token, ``>`` the last
+    token) only if ``wildcards``.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: not a valid subject (the message says why).
+    """
+    if not isinstance(subject, str):
+        raise TypeError(f"{what} must be a str, got {subject!r}")
+    if not subject:
+        raise ValueError(f"{what} must not be empty")
+    if _BAD_SUBJECT_CHARS.search(subject):
+        raise ValueError(f"{what} must not contain whitespace, got {subject!r}")
+    tokens = subject.split(".")
+    for index, token in enumerate(tokens):
+        if not token:
+            raise ValueError(f"{what} {subject!r} has an empty token (two dots, or one at an end)")
+        if "*" in token or ">" in token:
+            if not wildcards:
+                raise ValueError(
+                    f"{what} {subject!r} has a wildcard ('*' or '>'): only subscriptions may"
+                )
+            if token not in ("*", ">") or (token == ">" and index != len(tokens) - 1):
+                raise ValueError(
+                    f"{what} {subject!r}: '*' must be a whole token and '>' the whole last one"
+                )
+    return subject
+
+
+def _check_queue(queue: object) -> str:
+    if not isinstance(queue, str):
+        raise TypeError(f"queue must be a str or None, got {queue!r}")
+    if not queue or _BAD_SUBJECT_CHARS.search(queue):
+        raise ValueError(f"queue must be a non-empty name without whitespace, got {queue!r}")
+    return queue
+
+
+_HEADER_NAME = re.compile(r"[!-9;-~]+")  # printable ASCII but ':' (RFC 7230 token-ish)
+
+
+def _check_header(name: object, value: object) -> None:
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise TypeError(f"a header's name and value must be str, got {name!r}: {value!r}")
+    if not _HEADER_NAME.fullmatch(name):
+        raise ValueError(f"header name {name!r} must be printable ASCII without ':' or spaces")
+    if "\r" in value or "\n" in value:
+        raise ValueError(f"header {name!r}'s value must not contain CR or LF, got {value!r}")
+
+
+def _encode_headers(headers: Headers | Mapping[str, str] | None) -> bytes:
+    if not isinstance(headers, Headers):
+        headers = Headers(headers or {})
+    lines = [_HEADER_VERSION]
+    lines.extend(f"{name}: {value}".encode() for name, value in headers.items_all())
+    return _CRLF.join(lines) + _CRLF + _CRLF
+
+
+def _payload(data: object) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"a payload must be bytes, got {type(data).__name__}")
+
+
+# --- the protocol --------------------------------------------------------------------
+
+_OPS: Final = {
+    b"MSG": "msg",
+    b"HMSG": "hmsg",
+    b"PING": "ping",
+    b"PONG": "pong",
+    b"+OK": "ok",
+    b"-ERR": "err",
+    b"INFO": "info",
+}
+_FIELDS = re.compile(rb"[ \t]+")
+
+
+class ClientProtocol:
+    """One connection's client side of the NATS core protocol, without I/O.
+
+    Feed it with :meth:`receive_data`; take events with :meth:`next_event` (or
+    :meth:`events`); make the bytes to send with :meth:`connect`, :meth:`publish`,
+    :meth:`subscribe`, :meth:`unsubscribe`, :meth:`ping`, :meth:`pong`. Nothing here
+    blocks, reads a clock or is a checkpoint.
+
+    Attributes:
+        server_info: the options of the latest ``INFO`` (``{}`` before the first).
+        max_payload: the server's limit on a message (headers and payload), from
+            ``INFO``; ``None`` before it.
+        headers_supported: whether the server takes ``HPUB`` (from ``INFO``).
+    """
+
+    __slots__ = (
+        "_broken",
+        "_buffer",
+        "_eof",
+        "_pending",
+        "_start",
+        "max_control_line",
+        "server_info",
+    )
+
+    def __init__(self, *, max_control_line: int = MAX_CONTROL_LINE) -> None:
+        self.max_control_line = max_control_line
+        self.server_info: dict[str, Any] = {}
+        self._buffer = bytearray()
+        self._start = 0  # where the unparsed bytes begin in _buffer
+        # A MSG/HMSG control line parsed, waiting for its payload: (subject, sid,
+        # reply, header bytes or -1, total bytes).
+        self._pending: tuple[str, int, str | None, int, int] | None = None
+        self._eof = False
+        self._broken: ProtocolError | None = None
+
+    # --- what the server sent ---------------------------------------------------------
+
+    @property
+    def max_payload(self) -> int | None:
+        limit = self.server_info.get("max_payload")
+        return limit if isinstance(limit, int) else None
+
+    @property
+    def headers_supported(self) -> bool:
+        return bool(self.server_info.get("headers", False))
+
+    def receive_data(self, data: bytes) -> None:
+        """Bytes from the server, split anywhere; ``b""`` when the connection has
+        ended (then :meth:`next_event` says if it ended in the middle of something).
+        """
+        self._check_usable()
+        if self._eof:
+            raise ProtocolError("receive_data after the end of the stream (b'')")
+        if data:
+            self._buffer += data
+        else:
+            self._eof = True
+
+    def events(self) -> Iterator[Event]:
+        """Every event the bytes so far hold, in order."""
+        while True:
+            event = self.next_event()
+            if event is NEED_DATA:
+                return
+            yield event  # type: ignore[misc]
+
+    def next_event(self) -> Event | _NeedData:
+        """The next event in the bytes received, or :data:`NEED_DATA`.
+
+        Raises:
+            ProtocolError: what was received is not the protocol (or the stream
+                ended inside an event).
+        """
+        self._check_usable()
+        try:
+            event = self._parse()
+        except ProtocolError as error:
+            self._broken = error
+            raise
+        if event is NEED_DATA and self._eof and self._start < len(self._buffer):
+            self._broken = ProtocolError(
+                f"the stream ended inside a {'message' if self._pending else 'control line'}"
+                f" ({len(self._buffer) - self._start} bytes unparsed)"
+            )
+            raise self._broken
+        return event
+
+    def _check_usable(self) -> None:
+        if self._broken is not None:
+            raise ProtocolError(f"the protocol is broken (earlier: {self._broken})")
+
+    def _parse(self) -> Event | _NeedData:
+        buffer = self._buffer
+        start = self._start
+        pending = self._pending
+        if pending is not None:
+            return self._payload_of(pending)
+        end = buffer.find(_CRLF, start)
+        if end < 0:
+            if len(buffer) - start > self.max_control_line:
+                raise ProtocolError(
+                    f"a control line longer than {self.max_control_line} bytes: "
+                    f"{bytes(buffer[start : start + 40])!r}..."
+                )
+            self._compact()
+            return NEED_DATA
+        if end - start > self.max_control_line:
+            raise ProtocolError(
+                f"a control line of {end - start} bytes, over the limit of "
+                f"{self.max_control_line}: {bytes(buffer[start : start + 40])!r}..."
+            )
+        line = bytes(buffer[start:end])
+        self._start = end + 2
+        head, _, rest = line.partition(b" ")
+        if b"\t" in head:
+            head, _, more = head.partition(b"\t")
+            rest = more + b" " + rest if rest else more
+        op = _OPS.get(head.upper())
+        if op == "msg" or op == "hmsg":
+            self._pending = self._message_line(op, rest, line)
+            return self._payload_of(self._pending)
+        if op == "ping" and not rest.strip():
+            return _PING
+        if op == "pong" and not rest.strip():
+            return _PONG
+        if op == "ok" and not rest.strip():
+            return _OK
+        if op == "err":
+            return Err(_unquote(rest.strip()).decode("utf-8", "replace"))
+        if op == "info":
+            return self._info(rest, line)
+        raise ProtocolError(f"not a NATS server operation: {line[:80]!r}")
+
+    def _message_line(
+        self, op: str, rest: bytes, line: bytes
+    ) -> tuple[str, int, str | None, int, int]:
+        fields = _FIELDS.split(rest.strip())
+        try:
+            if op == "msg":
+                if len(fields) == 3:
+                    subject, sid, size = fields
+                    reply = None
+                elif len(fields) == 4:
+                    subject, sid, reply_bytes, size = fields
+                    reply = reply_bytes.decode()
+                else:
+                    raise ProtocolError(
+                        f"MSG needs <subject> <sid> [reply-to] <#bytes>, got {line[:120]!r}"
+                    )
+                header_size, total = -1, _count(size, "#bytes", line)
+            else:
+                if len(fields) == 4:
+                    subject, sid, hsize, size = fields
+                    reply = None
+                elif len(fields) == 5:
+                    subject, sid, reply_bytes, hsize, size = fields
+                    reply = reply_bytes.decode()
+                else:
+                    raise ProtocolError(
+                        "HMSG needs <subject> <sid> [reply-to] <#header bytes> <#total bytes>, "
+                        f"got {line[:120]!r}"
+                    )
+                header_size = _count(hsize, "#header bytes", line)
+                total = _count(size, "#total bytes", line)
+                if header_size > total:
+                    raise ProtocolError(
+                        f"HMSG with more header bytes ({header_size}) than in all ({total}): "
+                        f"{line[:120]!r}"
+                    )
+            return subject.decode(), _count(sid, "sid", line), reply, header_size, total
+        except UnicodeDecodeError:
+            raise ProtocolError(f"a message's subject is not UTF-8: {line[:120]!r}") from None
+
+    def _payload_of(self, pending: tuple[str, int, str | None, int, int]) -> Event | _NeedData:
+        subject, sid, reply, header_size, total = pending
+        buffer = self._buffer
+        start = self._start
+        if len(buffer) - start < total + 2:
+            self._compact()
+            return NEED_DATA
+        end = start + total
+        if buffer[end : end + 2] != _CRLF:
+            raise ProtocolError(
+                f"the payload of a message to {subject!r} is not followed by CRLF "
+                f"(its size says {total} bytes): {bytes(buffer[end : end + 10])!r}"
+            )
+        self._pending = None
+        self._start = end + 2
+        if header_size < 0:
+            return Msg(subject, sid, reply, bytes(buffer[start:end]))
+        headers, status, description = _parse_headers(bytes(buffer[start : start + header_size]))
+        return Msg(
+            subject,
+            sid,
+            reply,
+            bytes(buffer[start + header_size : end]),
+            headers,
+            status,
+            description,
+        )
+
+    def _info(self, rest: bytes, line: bytes) -> Info:
+        try:
+            options = json.loads(rest)
+        except ValueError as error:
+            raise ProtocolError(f"INFO is not JSON ({error}): {line[:120]!r}") from None
+        if not isinstance(options, dict):
+            raise ProtocolError(f"INFO is not a JSON object: {line[:120]!r}")
+        self.server_info = options
+        return Info(options)
+
+    def _compact(self) -> None:
+        """Drop the parsed bytes from the buffer (once they are most of it)."""
+        if self._start and self._start * 2 >= len(self._buffer):
+            del self._buffer[: self._start]
+            self._start = 0
+
+    # --- what the client sends --------------------------------------------------------
+
+    def connect(self, options: Mapping[str, Any]) -> bytes:
+        """``CONNECT`` with ``options`` (JSON): the transport passes ``verbose``,
+        ``pedantic``, ``headers``, ``no_responders``, credentials, ``name``,
+        ``lang``, ``version``, ``protocol``."""
+        self._check_usable()
+        return b"CONNECT " + json.dumps(dict(options), separators=(",", ":")).encode() + _CRLF
+
+    def publish(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        reply: str | None = None,
+        headers: Headers | Mapping[str, str] | None = None,
+    ) -> bytes:
+        """``PUB`` (or ``HPUB`` with ``headers``) of ``payload`` to ``subject``.
+
+        Raises:
+            TypeError, ValueError: a bad subject, reply subject, payload or header.
+            MaxPayloadExceeded: larger than the server's ``max_payload``.
+            ProtocolError: headers, and the server does not take them.
+        """
+        self._check_usable()
+        check_subject(subject)
+        if reply is not None:
+            check_subject(reply, what="reply subject")
+        data = _payload(payload)
+        if headers is None:
+            size = len(data)
+            self._check_size(size, subject)
+            head = f"PUB {subject} {reply} {size}" if reply else f"PUB {subject} {size}"
+            return b"".join((head.encode(), _CRLF, data, _CRLF))
+        if self.server_info and not self.headers_supported:
+            raise ProtocolError("this server does not take headers (its INFO says headers: false)")
+        block = _encode_headers(headers)
+        size = len(block) + len(data)
+        self._check_size(size, subject)
+        head = (
+            f"HPUB {subject} {reply} {len(block)} {size}"
+            if reply
+            else f"HPUB {subject} {len(block)} {size}"
+        )
+        return b"".join((head.encode(), _CRLF, block, data, _CRLF))
+
+    def _check_size(self, size: int, subject: str) -> None:
+        limit = self.max_payload
+        if limit is not None and size > limit:
+            raise MaxPayloadExceeded(
+                f"a message of {size} bytes to {subject!r} is over the server's "
+                f"max_payload of {limit} bytes"
+            )
+
+    def subscribe(self, sid: int, subject: str, *, queue: str | None = None) -> bytes:
+        """``SUB`` of ``subject`` (wildcards allowed) as subscription ``sid``, in
+        queue group ``queue`` if given."""
+        self._check_usable()
+        _check_sid(sid)
+        check_subject(subject, wildcards=True)
+        if queue is None:
+            return f"SUB {subject} {sid}\r\n".encode()
+        return f"SUB {subject} {_check_queue(queue)} {sid}\r\n".encode()
+
+    def unsubscribe(self, sid: int, *, max_msgs: int | None = None) -> bytes:
+        """``UNSUB`` of subscription ``sid``: at once, or after ``max_msgs`` messages
+        in all have been delivered to it."""
+        self._check_usable()
+        _check_sid(sid)
+        if max_msgs is None:
+            return f"UNSUB {sid}\r\n".encode()
+        if isinstance(max_msgs, bool) or not isinstance(max_msgs, int) or max_msgs < 1:
+            raise ValueError(f"max_msgs must be a positive int or None, got {max_msgs!r}")
+        return f"UNSUB {sid} {max_msgs}\r\n".encode()
+
+    def ping(self) -> bytes:
+        """``PING``: the server answers with a :class:`Pong` (a flush, or a check
+        that it is alive)."""
+        self._check_usable()
+        return b"PING\r\n"
+
+    def pong(self) -> bytes:
+        """``PONG``: the answer to the server's :class:`Ping`."""
+        self._check_usable()
+        return b"PONG\r\n"
+
+
+def _check_sid(sid: object) -> None:
+    if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
+        raise ValueError(f"a subscription id must be a positive int, got {sid!r}")
+
+
+def _count(field: bytes, what: str, line: bytes) -> int:
+    if not field.isdigit():
+        raise ProtocolError(
+            f"{what} must be a non-negative integer, got {field!r} in {line[:120]!r}"
+        )
+    return int(field)
+
+
+def _unquote(text: bytes) -> bytes:
+    if len(text) >= 2 and text[:1] == text[-1:] and text[:1] in (b"'", b'"'):
+        return text[1:-1]
+    return text
+
+
+def _parse_headers(block: bytes) -> tuple[Headers, int | None, str | None]:
+    """A header block: its headers, and the status line's code and description."""
+    if not block.startswith(_HEADER_VERSION):
+        raise ProtocolError(f"a header block must begin with NATS/1.0, got {block[:40]!r}")
+    if not block.endswith(_CRLF + _CRLF):
+        raise ProtocolError(f"a header block must end with an empty line, got ...{block[-20:]!r}")
+    lines = block[:-4].split(_CRLF)
+    status_line = lines[0][len(_HEADER_VERSION) :].strip()
+    status: int | None = None
+    description: str | None = None
+    if status_line:
+        code, _, text = status_line.partition(b" ")
+        if not (len(code) == 3 and code.isdigit()):
+            raise ProtocolError(f"a header status must be three digits, got {lines[0]!r}")
+        status = int(code)
+        description = text.strip().decode("utf-8", "replace") or None
+    items = []
+    for raw in lines[1:]:
+        name, colon, value = raw.partition(b":")
+        if not colon or not name.strip():
+            raise ProtocolError(f"a header line must be 'Name: value', got {raw!r}")
+        try:
+            items.append((name.strip().decode(), value.strip().decode()))
+        except UnicodeDecodeError:
+            raise ProtocolError(f"a header is not UTF-8: {raw!r}") from None
+    headers = Headers.__new__(Headers)
+    headers._items = items  # (received: kept as the server sent them)
+    return headers, status, description
