@@ -1,9 +1,12 @@
 import logging
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from nats_server import NatsServer, running_nats_server
 from trio_actors.actors._debug import enable_serving_checks
 
 # Debug mode for every test: the serving invariants are asserted as the runtime runs
@@ -34,3 +37,10 @@ def _quiet_failure_log() -> None:
     # Contracts and tests make handlers fail on purpose; the runtime logs every
     # failure at ERROR. Keep the records (caplog still sees them) off the terminal.
     logging.getLogger("trio_actors").setLevel(logging.ERROR)
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A real nats-server of the test's own on a free loopback port (tests/nats_server.py)."""
+    with running_nats_server(tmp_path) as server:
+        yield server

