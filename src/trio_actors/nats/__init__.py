@@ -11,37 +11,8 @@ This package imports nothing else of trio-actors (the runtime's remote layer wil
 import it, never the other way round).
 """
 
-from ._protocol import MAX_CONTROL_LINE as MAX_CONTROL_LINE
-from ._protocol import NEED_DATA as NEED_DATA
-from ._protocol import ClientProtocol as ClientProtocol
-from ._protocol import Err as Err
-from ._protocol import Event as Event
-from ._protocol import Headers as Headers
-from ._protocol import Info as Info
-from ._protocol import MaxPayloadExceeded as MaxPayloadExceeded
-from ._protocol import Msg as Msg
-from ._protocol import Ok as Ok
-from ._protocol import Ping as Ping
-from ._protocol import Pong as Pong
-from ._protocol import ProtocolError as ProtocolError
-from ._protocol import check_subject as check_subject
-
-__all__ = [
-    "MAX_CONTROL_LINE",
-    "NEED_DATA",
-    "ClientProtocol",
-    "Err",
-    "Event",
-    "Headers",
-    "Info",
-    "MaxPayloadExceeded",
-    "Msg",
-    "Ok",
-    "Ping",
-    "Pong",
-    "ProtocolError",
-    "check_subject",
-]
+from ._protocol import *  # noqa: F403 - the protocol core's names: its __all__
+from ._protocol import __all__ as __all__
 
 
 def _fix_module_names() -> None:
