@@ -123,7 +123,7 @@ _UNRESOLVABLE_WITHOUT_INVENTORY: dict[str, list[tuple[str, str]]] = {
         ("py:class", "contextlib.AbstractAsyncContextManager"),
         ("py:class", "random.Random"),
     ],
-    "trio": [("py:exc", "trio.EndOfChannel")],
+    "trio": [("py:exc", "trio.EndOfChannel"), ("py:class", "trio.abc.Stream")],
     "attrs": [],
 }
 

@@ -46,6 +46,12 @@ class NatsServer:
     host: str
     port: int
     log: Path
+    process: subprocess.Popen[bytes] = attrs.field(eq=False, repr=False)
+
+    def kill(self) -> None:
+        """``kill -9`` the server (the fixture's cleanup copes)."""
+        self.process.kill()
+        self.process.wait()
 
 
 @contextmanager
@@ -77,7 +83,7 @@ def running_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
             time.sleep(0.01)
         url = json.loads(ports.read_text())["nats"][0]
         host, port = url.removeprefix("nats://").rsplit(":", 1)
-        yield NatsServer(url, host, int(port), log)
+        yield NatsServer(url, host, int(port), log, process)
     finally:
         process.kill()
         process.wait()

@@ -473,7 +473,9 @@ async def test_a_workers_end_during_a_drain_does_not_end_the_drain(
     # the worker's stop and the drain meet in one scheduler batch is trio's choice.
     log: list[tuple[str, Any]] = []
     async with open_actor_system() as system:
-        pool = system.spawn(Pool(Worker, (log,), size=2, routing="balancing"))
+        pool = system.spawn(  # (no shutdown timeout: the drain takes its 5 s whole)
+            Pool(Worker, (log,), size=2, routing="balancing"), shutdown=math.inf
+        )
         await trio.testing.wait_all_tasks_blocked()
         for number in range(10):
             pool.tell(number)

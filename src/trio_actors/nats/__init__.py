@@ -1,18 +1,21 @@
 """A trio-native NATS client (issue 17): a sans-io protocol core and, on it, a trio
 transport.
 
-So far the protocol core is here (:mod:`trio_actors.nats._protocol`, re-exported
-below): it turns the server's bytes into events and makes the bytes of every
-client operation, with no I/O and no clock. The transport -- ``connect``,
-``publish``, ``subscribe``, ``request``, reconnects, TLS and authentication -- is
-built on it next.
+The protocol core (``_protocol.py``) turns the server's bytes into events and
+makes the bytes of every client operation, with no I/O and no clock. The transport
+(``_client.py``) runs one connection with a reader and a writer task:
+``connect``, a synchronous ``publish``, ``subscribe``, ``request``, ``flush``.
+Reconnecting, TLS, authentication, lame-duck mode and drain come next.
 
 This package imports nothing else of trio-actors (the runtime's remote layer will
 import it, never the other way round).
 """
 
+from . import _client, _protocol
+from ._client import *  # noqa: F403 - the client's names: its __all__
 from ._protocol import *  # noqa: F403 - the protocol core's names: its __all__
-from ._protocol import __all__ as __all__
+
+__all__ = [*_client.__all__, *_protocol.__all__]
 
 
 def _fix_module_names() -> None:

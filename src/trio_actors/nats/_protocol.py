@@ -347,7 +347,7 @@ class ClientProtocol:
     def headers_supported(self) -> bool:
         return bool(self.server_info.get("headers", False))
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         """Bytes from the server, split anywhere; ``b""`` when the connection has
         ended (then :meth:`next_event` says if it ended in the middle of something).
         """
