@@ -415,7 +415,11 @@ async def connect(
     until one accepts. Entering is a checkpoint; it fails with the reason of the
     last server tried (``OSError``, :exc:`ServerError`, :exc:`ProtocolError`).
     Leaving closes the connection: what was published is flushed first if the
-    connection still works.
+    connection still works (for at most 5 s). The block runs beside the
+    connection's tasks, in their nursery: if the server closes the connection, the
+    block is cancelled and ends with :exc:`ConnectionClosed` (or :exc:`ServerError`
+    after an ``-ERR``); like a nursery, an exception leaving the block comes
+    wrapped in an ``ExceptionGroup``.
     """
     urls = [servers] if isinstance(servers, str) else list(servers)
     if not urls:
