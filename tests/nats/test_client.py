@@ -141,3 +141,36 @@ async def test_the_server_going_away_ends_the_block_with_connection_closed(
                 await trio.sleep_forever()
         with pytest.raises(nats.ConnectionClosed):
             nc.publish("a", b"after")
+
+
+async def test_close_sends_what_is_buffered_then_ends_the_connection(
+    nats_server: NatsServer,
+) -> None:
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as listener, listener.subscribe("c") as sub:
+            await listener.flush()
+            async with nats.connect(nats_server.url) as nc:
+                for number in range(50):
+                    nc.publish("c", b"%d" % number)
+                await nc.close()  # the 50 reach the server first
+                assert nc.closed
+                with pytest.raises(nats.ConnectionClosed):
+                    nc.publish("c", b"after")
+                await nc.close()  # idempotent
+            got = [(await sub.receive()).data for _ in range(50)]
+            assert got == [b"%d" % n for n in range(50)]
+
+
+async def test_drain_ends_each_subscription_after_what_it_already_has(
+    nats_server: NatsServer,
+) -> None:
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as nc:
+            sub = nc.subscribe_nowait("d")
+            await nc.flush()
+            for number in range(10):
+                nc.publish("d", b"%d" % number)
+            await nc.flush()  # (the server has sent them back before the PONG)
+            await nc.drain()
+            assert [m.data async for m in sub] == [b"%d" % n for n in range(10)]
+            assert nc.closed

@@ -4,8 +4,9 @@ transport.
 The protocol core (``_protocol.py``) turns the server's bytes into events and
 makes the bytes of every client operation, with no I/O and no clock. The transport
 (``_client.py``) runs one connection with a reader and a writer task:
-``connect``, a synchronous ``publish``, ``subscribe``, ``request``, ``flush``.
-Reconnecting, TLS, authentication, lame-duck mode and drain come next.
+``connect``, a synchronous ``publish``, ``subscribe``, ``request``, ``flush``,
+``drain``, ``close``. Reconnecting, TLS, authentication and lame-duck mode come
+next.
 
 This package imports nothing else of trio-actors (the runtime's remote layer will
 import it, never the other way round).

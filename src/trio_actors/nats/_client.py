@@ -18,7 +18,7 @@ appends the bytes to a bounded buffer (:exc:`BufferFull` past ``max_pending_byte
 never a silent drop) and wakes the writer.
 
 Not here yet (issue 17, next): reconnecting across a server restart or the servers
-INFO announces, TLS, authentication, lame-duck mode, drain.
+INFO announces, TLS, authentication, lame-duck mode.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import itertools
 import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import trio
@@ -178,6 +178,7 @@ class Client:
         self._requests: dict[str, _Request] = {}
         self._tokens = itertools.count(1)
         self._closed = False
+        self._closing = False  # close() was called: the reader's end is no error
         self.last_error: str | None = None
         # Statistics.
         self.messages_in = self.bytes_in = self.messages_out = self.bytes_out = 0
@@ -306,6 +307,26 @@ class Client:
         await pong.wait()
         if self._closed:
             raise ConnectionClosed("the connection closed before the server answered")
+
+    async def drain(self) -> None:
+        """Unsubscribe every subscription (each one's iteration then ends after the
+        messages it already has), send what is buffered, and close. A checkpoint."""
+        for subscription in list(self._subscriptions.values()):
+            subscription.unsubscribe()
+        await self.close()
+
+    async def close(self) -> None:
+        """Send what is buffered (waiting at most 5 s for the server to have it),
+        then close the connection: a later :meth:`publish` raises
+        :exc:`ConnectionClosed`, subscriptions end. A checkpoint; idempotent."""
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        with trio.move_on_after(5), suppress(ConnectionClosed):
+            await self.flush()
+        self._closing = True
+        self._close()
+        await self._stream.aclose()
 
     # --- the tasks --------------------------------------------------------------------
 
@@ -462,8 +483,13 @@ async def connect(
             async def read() -> None:
                 try:
                     await client._read()
+                except trio.ClosedResourceError:
+                    if not client._closing:
+                        raise
                 finally:
                     client._close()
+                if client._closing:
+                    return  # close() or drain(): the block goes on, without a connection
                 # The server ended the connection (the block did not): say so, from
                 # the block (reconnecting is not built yet).
                 if client.last_error is not None:
