@@ -69,6 +69,18 @@ def parent_of(strategy: Any, factories: list[type[Actor]], **spawn: Any) -> type
     return Parent
 
 
+async def family(
+    system: Any, strategy: Any, factories: list[type[Actor]], log: list[str], **spawn: Any
+) -> tuple[Any, list[Any]]:
+    """A parent under ``strategy`` with children of ``factories``, all started, and
+    the log cleared: (the parent, its children oldest first)."""
+    parent = system.spawn(parent_of(strategy, factories, **spawn), log)
+    children = list(await parent.ask("children"))
+    await trio.testing.wait_all_tasks_blocked()
+    log.clear()
+    return parent, children
+
+
 @pytest.mark.parametrize(
     ("declared", "complaint"),
     [
@@ -101,10 +113,7 @@ async def test_one_for_one_is_the_default_and_restarts_the_child_alone(
 ) -> None:
     log: list[str] = []
     async with open_actor_system() as system:
-        parent = system.spawn(parent_of(OneForOne(), [Child, Child, Child]), log)
-        children = await parent.ask("children")
-        await trio.testing.wait_all_tasks_blocked()
-        log.clear()
+        _parent, children = await family(system, OneForOne(), [Child, Child, Child], log)
         children[1].tell("fail")
         await trio.testing.wait_all_tasks_blocked()
         assert log == ["stop 1", "start 1"]
@@ -116,10 +125,7 @@ async def test_a_member_stopped_during_the_group_restart_is_left_out(
 ) -> None:
     log: list[str] = []
     async with open_actor_system() as system:
-        parent = system.spawn(parent_of(OneForAll(), [SlowStop, SlowStop, SlowStop]), log)
-        children = await parent.ask("children")
-        await trio.testing.wait_all_tasks_blocked()
-        log.clear()
+        parent, children = await family(system, OneForAll(), [SlowStop, SlowStop, SlowStop], log)
         children[0].tell("fail")
         await trio.sleep(0.5)  # c2 is tearing down (its on_stop takes 1 s)
         await children[1].stop()  # stopped while waiting for its teardown turn
@@ -134,12 +140,10 @@ async def test_the_failed_childs_backoff_delays_the_whole_group(
 ) -> None:
     log: list[str] = []
     backoff = Restart(backoff=Backoff(min_delay=3.0, jitter=0.0))
-    parent_class = parent_of(RestForOne(), [Child, Child, Child], supervision=backoff)
     async with open_actor_system() as system:
-        parent = system.spawn(parent_class, log)
-        children = await parent.ask("children")
-        await trio.testing.wait_all_tasks_blocked()
-        log.clear()
+        _parent, children = await family(
+            system, RestForOne(), [Child, Child, Child], log, supervision=backoff
+        )
         began = trio.current_time()
         children[1].tell("fail")
         await trio.testing.wait_all_tasks_blocked()
@@ -154,10 +158,7 @@ async def test_a_sibling_serves_until_its_own_teardown_turn(
 ) -> None:
     log: list[str] = []
     async with open_actor_system() as system:
-        parent = system.spawn(parent_of(OneForAll(), [SlowStop, SlowStop, SlowStop]), log)
-        children = await parent.ask("children")
-        await trio.testing.wait_all_tasks_blocked()
-        log.clear()
+        _parent, children = await family(system, OneForAll(), [SlowStop, SlowStop, SlowStop], log)
         children[0].tell("fail")
         await trio.sleep(0.5)  # c2 is tearing down; c1's turn is next
         assert children[1].statistics().state == "running"
@@ -177,10 +178,7 @@ async def test_a_failure_during_a_group_restart_joins_it_and_keeps_the_order(
     log: list[str] = []
     factories: list[type[Actor]] = [SlowStop] * 4
     async with open_actor_system() as system:
-        parent = system.spawn(parent_of(RestForOne(max_restarts=5), factories), log)
-        children = await parent.ask("children")
-        await trio.testing.wait_all_tasks_blocked()
-        log.clear()
+        _parent, children = await family(system, RestForOne(max_restarts=5), factories, log)
         children[2].tell("fail")
         await trio.sleep(0.5)
         children[0].tell("fail")
@@ -226,12 +224,10 @@ async def test_a_child_whose_strategy_is_not_restart_fails_alone(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     log: list[str] = []
-    parent_class = parent_of(OneForAll(), [Child, Child], supervision=Stop())
     async with open_actor_system() as system:
-        parent = system.spawn(parent_class, log)
-        children = await parent.ask("children")
-        await trio.testing.wait_all_tasks_blocked()
-        log.clear()
+        parent, children = await family(
+            system, OneForAll(), [Child, Child], log, supervision=Stop()
+        )
         children[0].tell("fail")
         await trio.testing.wait_all_tasks_blocked()
         assert log == ["stop 0"]
