@@ -174,3 +174,19 @@ async def test_drain_ends_each_subscription_after_what_it_already_has(
             await nc.drain()
             assert [m.data async for m in sub] == [b"%d" % n for n in range(10)]
             assert nc.closed
+
+
+async def test_publishing_from_another_thread_is_refused_saying_how(
+    nats_server: NatsServer,
+) -> None:
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as nc:
+            with pytest.raises(RuntimeError, match=r"trio.from_thread.run_sync\(nc.publish"):
+                await trio.to_thread.run_sync(nc.publish, "a", b"x")
+            assert nc.messages_out == 0
+
+            def from_a_thread() -> None:
+                trio.from_thread.run_sync(nc.publish, "a", b"x")
+
+            await trio.to_thread.run_sync(from_a_thread)
+            assert nc.messages_out == 1

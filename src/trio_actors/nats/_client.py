@@ -28,6 +28,7 @@ import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
+from threading import get_ident
 from typing import Any
 
 import trio
@@ -166,6 +167,7 @@ class Client:
     ) -> None:
         self._stream = stream
         self._protocol = protocol
+        self._thread = get_ident()  # its buffers and events are the trio thread's
         self.max_pending_bytes = max_pending_bytes
         self._out: list[bytes] = []
         self._pending_bytes = 0
@@ -195,6 +197,11 @@ class Client:
     # --- sending ----------------------------------------------------------------------
 
     def _send(self, data: bytes) -> None:
+        if get_ident() != self._thread:
+            raise RuntimeError(
+                "a NATS client is used from the trio thread that connected it only; from "
+                "another thread, call trio.from_thread.run_sync(nc.publish, ...)"
+            )
         if self._closed:
             raise ConnectionClosed("the connection is closed")
         if self._pending_bytes + len(data) > self.max_pending_bytes:
@@ -215,9 +222,11 @@ class Client:
         headers: Headers | Mapping[str, str] | None = None,
     ) -> None:
         """Publish ``payload`` to ``subject``. Synchronous, never a checkpoint: the
-        bytes are buffered and one writer task sends them, in order.
+        bytes are buffered and one writer task sends them, in order. From the trio
+        thread only (another thread: ``trio.from_thread.run_sync(nc.publish, ...)``).
 
         Raises:
+            RuntimeError: called from another thread.
             TypeError, ValueError: a bad subject, payload or header (as the message
                 says).
             MaxPayloadExceeded: larger than the server's ``max_payload``.
