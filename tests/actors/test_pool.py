@@ -359,6 +359,15 @@ class Unwinding(Actor):
         return self.ref.name
 
 
+async def assert_both_workers_serve(pool: Any, log: list[tuple[str, Any]]) -> None:
+    """Two tells of a second's work each go to two different workers at once."""
+    log.clear()
+    pool.tell("a")
+    pool.tell("b")
+    await trio.sleep(1.5)
+    assert len({name for name, _ in log}) == 2
+
+
 @pytest.mark.parametrize("by", ["tell", "ask"])
 async def test_a_restarting_balancing_worker_is_handed_no_work_until_it_has_started(
     by: str, autojump_clock: trio.testing.MockClock
@@ -383,11 +392,7 @@ async def test_a_restarting_balancing_worker_is_handed_no_work_until_it_has_star
         assert [m for _, m in log] == [0, 1, 2, 3]
         assert len({name for name, _ in log}) == 1
         await trio.sleep_until(started + 11)  # the other one has restarted: both serve
-        log.clear()
-        pool.tell("a")
-        pool.tell("b")
-        await trio.sleep(1.5)
-        assert len({name for name, _ in log}) == 2
+        await assert_both_workers_serve(pool, log)
 
 
 async def test_a_worker_unwinding_a_cancelled_ask_is_handed_no_work(
@@ -405,11 +410,7 @@ async def test_a_worker_unwinding_a_cancelled_ask_is_handed_no_work(
         assert [m for _, m in log] == [0, 1, 2]
         assert len({name for name, _ in log}) == 1
         await trio.sleep(3)  # both free again
-        log.clear()
-        pool.tell("a")
-        pool.tell("b")
-        await trio.sleep(1.5)
-        assert len({name for name, _ in log}) == 2
+        await assert_both_workers_serve(pool, log)
 
 
 async def test_a_pools_ask_stranded_in_a_worker_fails_back(
