@@ -55,25 +55,26 @@ class NatsServer:
 
 
 @contextmanager
-def running_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    """Start a server on a free loopback port; kill it when the block ends."""
-    log = tmp_path / "nats-server.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [
-                nats_server_binary(),
-                "-a",
-                "127.0.0.1",
-                "-p",
-                "-1",
-                "--ports_file_dir",
-                str(tmp_path),
-            ],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
+def running_nats_server(
+    tmp_path: Path, *, config: str | None = None, port: int = -1, name: str = "nats-server"
+) -> Iterator[NatsServer]:
+    """Start a server on a free loopback port (or on ``port``, to restart one where
+    it was); kill it when the block ends. ``config``: the text of a server
+    configuration file (accounts, TLS, authorization, lame-duck timing); ``name``
+    tells several servers of one test apart (their directory and log)."""
+    directory = tmp_path / name
+    directory.mkdir(exist_ok=True)
+    log = directory / f"{name}.log"
+    arguments = [nats_server_binary()]
+    if config is not None:
+        config_file = directory / f"{name}.conf"
+        config_file.write_text(config)
+        arguments += ["-c", str(config_file)]
+    arguments += ["-a", "127.0.0.1", "-p", str(port), "--ports_file_dir", str(directory)]
+    with log.open("ab") as output:
+        process = subprocess.Popen(arguments, stdout=output, stderr=subprocess.STDOUT)
     try:
-        ports = tmp_path / f"nats-server_{process.pid}.ports"
+        ports = directory / f"nats-server_{process.pid}.ports"
         deadline = time.monotonic() + START_WITHIN
         while not (ports.exists() and ports.stat().st_size):
             if process.poll() is not None:
@@ -82,8 +83,8 @@ def running_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
                 pytest.fail(f"nats-server did not start: {log.read_text()}", pytrace=False)
             time.sleep(0.01)
         url = json.loads(ports.read_text())["nats"][0]
-        host, port = url.removeprefix("nats://").rsplit(":", 1)
-        yield NatsServer(url, host, int(port), log, process)
+        host, chosen_port = url.removeprefix("nats://").rsplit(":", 1)
+        yield NatsServer(url, host, int(chosen_port), log, process)
     finally:
         process.kill()
         process.wait()

@@ -25,16 +25,24 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
+from pathlib import Path
 from threading import get_ident
 from typing import Any
 
 import trio
 
+from ._handshake import (
+    ConnectionClosed,
+    ConnectSettings,
+    ServerError,
+    open_connection,
+    parse_url,
+)
 from ._protocol import (
-    NEED_DATA,
     ClientProtocol,
     Err,
     Headers,
@@ -65,14 +73,6 @@ _READ_SIZE = 65_536
 
 class NoResponders(Exception):
     """A request found nobody subscribed to its subject (the server's status 503)."""
-
-
-class ServerError(Exception):
-    """The server sent ``-ERR`` (the message is the server's)."""
-
-
-class ConnectionClosed(Exception):
-    """The connection is closed: nothing more can be sent or received on it."""
 
 
 class BufferFull(Exception):
@@ -395,49 +395,19 @@ class Client:
         self._subscriptions.clear()
 
 
-async def _handshake(
-    stream: trio.abc.Stream, protocol: ClientProtocol, options: dict[str, Any]
-) -> None:
-    """Read INFO, send CONNECT and a PING, and wait for the PONG (an ``-ERR`` on
-    the way is raised as :exc:`ServerError`). A checkpoint."""
-    state = "info"
-    while True:
-        event = protocol.next_event()
-        if event is NEED_DATA:
-            data = await stream.receive_some(_READ_SIZE)
-            if not data:
-                raise ConnectionClosed("the server closed the connection during the handshake")
-            protocol.receive_data(data)
-            continue
-        if type(event) is Info and state == "info":
-            await stream.send_all(protocol.connect(options) + protocol.ping())
-            state = "pong"
-        elif type(event) is Err:
-            raise ServerError(f"the server refused the connection: {event.message}")
-        elif type(event) is Pong and state == "pong":
-            return
-        elif type(event) is Ping:
-            await stream.send_all(protocol.pong())
-
-
-def _host_port(url: str) -> tuple[str, int]:
-    if not isinstance(url, str) or not url.startswith("nats://"):
-        raise ValueError(f"a server URL must look like nats://host:port, got {url!r}")
-    address = url.removeprefix("nats://").rstrip("/")
-    host, _, port = address.rpartition(":")
-    if not host:
-        return address, 4222
-    if not port.isdigit():
-        raise ValueError(f"the port of {url!r} is not a number")
-    return host.strip("[]"), int(port)
-
-
 @asynccontextmanager
 async def connect(
     servers: str | list[str] = DEFAULT_URL,
     *,
     name: str | None = None,
     max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+    tls: ssl.SSLContext | None = None,
+    tls_hostname: str | None = None,
+    token: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    nkey_seed: str | Path | None = None,
+    credentials: str | Path | None = None,
 ) -> AsyncIterator[Client]:
     """Connect to a NATS server: ``async with nats.connect(url) as nc:``.
 
@@ -454,31 +424,23 @@ async def connect(
     urls = [servers] if isinstance(servers, str) else list(servers)
     if not urls:
         raise ValueError("servers must name at least one nats:// URL")
-    addresses = [_host_port(url) for url in urls]
-    options: dict[str, Any] = {
-        "verbose": False,
-        "pedantic": False,
-        "headers": True,
-        "no_responders": True,
-        "protocol": 1,
-        "lang": "python-trio",
-        "version": "0.1.0",
-    }
-    if name is not None:
-        options["name"] = name
+    addresses = [parse_url(url) for url in urls]
+    settings = ConnectSettings(
+        name=name,
+        tls=tls,
+        tls_hostname=tls_hostname,
+        token=token,
+        user=user,
+        password=password,
+        nkey_seed=nkey_seed,
+        credentials=credentials,
+    )
     last: BaseException | None = None
-    for host, port in addresses:
-        protocol = ClientProtocol()
+    for address in addresses:
         try:
-            stream = await trio.open_tcp_stream(host, port)
-        except OSError as error:
-            last = error
-            continue
-        try:
-            await _handshake(stream, protocol, options)
+            stream, protocol = await open_connection(address, settings)
         except (OSError, ServerError, ProtocolError, ConnectionClosed) as error:
             last = error
-            await stream.aclose()
             continue
         break
     else:
