@@ -47,6 +47,8 @@ class NatsServer:
     port: int
     log: Path
     process: subprocess.Popen[bytes] = attrs.field(eq=False, repr=False)
+    #: the ports file: the URLs it listens on ("nats", "cluster", ...)
+    ports: dict[str, list[str]] = attrs.field(factory=dict, eq=False, repr=False)
 
     def kill(self) -> None:
         """``kill -9`` the server (the fixture's cleanup copes)."""
@@ -82,9 +84,10 @@ def running_nats_server(
             if time.monotonic() > deadline:
                 pytest.fail(f"nats-server did not start: {log.read_text()}", pytrace=False)
             time.sleep(0.01)
-        url = json.loads(ports.read_text())["nats"][0]
+        listening = json.loads(ports.read_text())
+        url = listening["nats"][0]
         host, chosen_port = url.removeprefix("nats://").rsplit(":", 1)
-        yield NatsServer(url, host, int(chosen_port), log, process)
+        yield NatsServer(url, host, int(chosen_port), log, process, listening)
     finally:
         process.kill()
         process.wait()

@@ -129,20 +129,6 @@ async def test_bad_urls_are_refused() -> None:
             pass  # pragma: no cover
 
 
-async def test_the_server_going_away_ends_the_block_with_connection_closed(
-    nats_server: NatsServer,
-) -> None:
-    # (Reconnecting is not built yet: until it is, the loss is raised, never hidden.)
-    with trio.fail_after(20):
-        with pytest.RaisesGroup(pytest.RaisesExc(nats.ConnectionClosed, match="closed")):
-            async with nats.connect(nats_server.url) as nc:
-                await nc.flush()
-                nats_server.kill()
-                await trio.sleep_forever()
-        with pytest.raises(nats.ConnectionClosed):
-            nc.publish("a", b"after")
-
-
 async def test_close_sends_what_is_buffered_then_ends_the_connection(
     nats_server: NatsServer,
 ) -> None:

@@ -5,18 +5,30 @@ The protocol core (``_protocol.py``) turns the server's bytes into events and
 makes the bytes of every client operation, with no I/O and no clock. The transport
 (``_client.py``) runs one connection with a reader and a writer task:
 ``connect``, a synchronous ``publish``, ``subscribe``, ``request``, ``flush``,
-``drain``, ``close``. Reconnecting, TLS, authentication and lame-duck mode come
-next.
+``drain``, ``close``, reconnecting across the server pool (``_servers.py``), and
+events about the connection (``_events.py``); opening one connection, with TLS and
+authentication, is ``_handshake.py``.
 
 This package imports nothing else of trio-actors (the runtime's remote layer will
 import it, never the other way round).
 """
 
-from . import _client, _protocol
+from . import _client, _events, _handshake, _protocol, _servers, _subscription
 from ._client import *  # noqa: F403 - the client's names: its __all__
+from ._events import *  # noqa: F403 - what a client tells about its connection
+from ._handshake import *  # noqa: F403 - the errors of opening a connection
 from ._protocol import *  # noqa: F403 - the protocol core's names: its __all__
+from ._servers import *  # noqa: F403 - the reconnect policy
+from ._subscription import *  # noqa: F403 - Subscription, SlowConsumer
 
-__all__ = [*_client.__all__, *_protocol.__all__]
+__all__ = [
+    *_client.__all__,
+    *_events.__all__,
+    *_handshake.__all__,
+    *_protocol.__all__,
+    *_servers.__all__,
+    *_subscription.__all__,
+]
 
 
 def _fix_module_names() -> None:

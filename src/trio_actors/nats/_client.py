@@ -1,43 +1,71 @@
-"""The trio transport of the NATS client: one connection, its tasks, and the API.
+"""The trio transport of the NATS client: the connection's tasks, reconnecting,
+and the API.
 
-:func:`connect` opens a TCP connection, reads the server's ``INFO``, sends
-``CONNECT`` and checks it with a ``PING`` (so a refused connection -- an
-authorization error -- fails here, as an exception, not later); then two tasks
-own the socket, in a nursery of the ``async with`` block:
+:func:`connect` opens a connection (``_handshake.py``: TCP, TLS, ``INFO`` /
+``CONNECT`` / ``PING`` / ``PONG``, so a refused connection fails on entry), then one
+task, the **supervisor**, runs in the nursery of the ``async with`` block for as
+long as the client lives. For each connection it runs three tasks and waits for
+the first of them to end the connection:
 
 * the **reader** feeds the bytes to the protocol core (``_protocol.py``) and acts on
   each event: a message goes to its subscription (or to the request waiting for it),
-  a ``PING`` is answered, a ``PONG`` wakes the oldest :meth:`Client.flush`, a
-  server ``-ERR`` is recorded (:attr:`Client.last_error`) and, if the server closes
-  the connection after it, raised from the block;
+  a ``PING`` is answered, a ``PONG`` wakes the oldest :meth:`Client.flush`, an
+  ``INFO`` adds the servers it announces to the pool (and may say the server is in
+  lame-duck mode), a server ``-ERR`` is recorded and reported as an event;
 * the **writer** sends what :meth:`Client.publish` and the other operations have
-  buffered, all of it in one ``send_all`` per wake-up.
+  buffered, all of it in one ``send_all`` per wake-up;
+* the **pinger** sends a ``PING`` every ``ping_interval`` and declares the
+  connection stale when ``max_outstanding_pings`` of them went unanswered (a
+  server that hangs, or a network that silently drops everything).
+
+When the connection is lost, the supervisor **reconnects** (``_servers.py`` says to
+which server and after what backoff): meanwhile, :meth:`Client.publish` keeps
+what is published in a bounded buffer (:exc:`BufferFull` past
+``Reconnect.buffer_bytes``, never a silent drop); once reconnected, it subscribes
+every subscription again, then sends the buffered messages, then a ``PING`` for
+each :meth:`Client.flush` still waiting. A request whose message had gone out on
+the lost connection fails with :exc:`ConnectionLost` (its reply, if any, went to
+the lost connection); one still in the buffer is sent on the new connection and
+waits for its reply there. When reconnecting gives up (or ``reconnect=None``), the
+block is cancelled and ends with :exc:`ConnectionClosed`.
 
 So :meth:`Client.publish` is synchronous and never a checkpoint: it checks its input,
-appends the bytes to a bounded buffer (:exc:`BufferFull` past ``max_pending_bytes``,
-never a silent drop) and wakes the writer.
+appends the bytes to the buffer and wakes the writer.
 
-Not here yet (issue 17, next): reconnecting across a server restart or the servers
-INFO announces, TLS, authentication, lame-duck mode.
+Delivery is NATS core's: at most once. What the writer handed to the lost
+connection's socket may or may not have reached the server; what was published
+after the loss was noticed is sent after the reconnect, or raises.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 import secrets
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from threading import get_ident
-from typing import Any
+from typing import Any, Literal
 
+import attrs
 import trio
 
+from ._events import (
+    ConnectionEvent,
+    Disconnected,
+    EventStream,
+    LameDuck,
+    Reconnected,
+    ServerErrorReported,
+    ServersDiscovered,
+)
 from ._handshake import (
     ConnectionClosed,
     ConnectSettings,
+    ServerAddress,
     ServerError,
     open_connection,
     parse_url,
@@ -53,15 +81,15 @@ from ._protocol import (
     ProtocolError,
     check_subject,
 )
+from ._servers import Reconnect, ServerPool
+from ._subscription import Subscription
 
 __all__ = [
     "BufferFull",
     "Client",
-    "ConnectionClosed",
+    "ClientStatistics",
+    "ConnectionLost",
     "NoResponders",
-    "ServerError",
-    "SlowConsumer",
-    "Subscription",
     "connect",
 ]
 
@@ -69,134 +97,199 @@ DEFAULT_URL = "nats://127.0.0.1:4222"
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_PENDING_MESSAGES = 65_536
 _READ_SIZE = 65_536
+_MESSAGE_FRAMES = (b"PUB ", b"HPUB ")  # kept while disconnected; the rest is made again
+_CLOSE_WITHIN = 5.0  # seconds close() waits for the server to have what was published
+
+Status = Literal["connected", "reconnecting", "closed"]
 
 
 class NoResponders(Exception):
     """A request found nobody subscribed to its subject (the server's status 503)."""
 
 
+class ConnectionLost(Exception):
+    """The connection was lost after a request's message went out and before its
+    reply came: the request may or may not have been handled. (The client
+    reconnects; the request is not sent again.)"""
+
+
 class BufferFull(Exception):
     """:meth:`Client.publish` would exceed the buffer of bytes not yet sent."""
 
 
-class SlowConsumer(Exception):
-    """A subscription dropped messages: its buffer was full (it was not read fast
-    enough). Raised once by the iteration, after which it goes on."""
+class _Lost(Exception):
+    """Ends one connection (the message says why); the supervisor reconnects."""
 
 
-class Subscription:
-    """Messages of one ``SUB``, in the order the server sent them.
+@attrs.frozen
+class ClientStatistics:
+    """A snapshot of a client's counters (:meth:`Client.statistics`)."""
 
-    Iterate it (``async for msg in sub``) or call :meth:`receive`. Leaving the
-    ``async with`` of :meth:`Client.subscribe` unsubscribes; the iteration then ends.
-    """
-
-    def __init__(
-        self, client: Client, sid: int, subject: str, queue: str | None, pending: int
-    ) -> None:
-        self.client = client
-        self.sid = sid
-        self.subject = subject
-        self.queue = queue
-        self._send, self._receive = trio.open_memory_channel[Msg](pending)
-        self.delivered = 0
-        self.dropped = 0
-        self._unreported_drops = 0
-
-    def __repr__(self) -> str:
-        return f"<Subscription {self.sid} to {self.subject!r}>"
-
-    def _deliver(self, message: Msg) -> None:
-        try:
-            self._send.send_nowait(message)
-        except trio.WouldBlock:
-            self.dropped += 1
-            self._unreported_drops += 1
-        except trio.ClosedResourceError:
-            pass  # unsubscribed: the server may still have sent some
-        else:
-            self.delivered += 1
-
-    async def receive(self) -> Msg:
-        """The next message. A checkpoint.
-
-        Raises:
-            SlowConsumer: messages were dropped since the last call (once).
-            trio.EndOfChannel: the subscription has ended.
-        """
-        if self._unreported_drops:
-            count, self._unreported_drops = self._unreported_drops, 0
-            await trio.lowlevel.checkpoint()
-            raise SlowConsumer(
-                f"subscription {self.sid} to {self.subject!r} dropped {count} messages: "
-                "its buffer was full"
-            )
-        return await self._receive.receive()
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> Msg:
-        try:
-            return await self.receive()
-        except trio.EndOfChannel:
-            raise StopAsyncIteration from None
-
-    def unsubscribe(self) -> None:
-        """End the subscription (``UNSUB``). Never a checkpoint; idempotent."""
-        self.client._unsubscribe(self)
+    status: Status
+    server: str | None  # the URL connected to; None while reconnecting or closed
+    messages_in: int
+    bytes_in: int  # payload bytes
+    messages_out: int
+    bytes_out: int  # payload bytes
+    reconnects: int
+    pending_bytes: int  # buffered, not yet handed to the socket
+    subscriptions: int
+    dropped: int  # messages subscriptions dropped (slow consumers), all together
+    server_errors: int  # -ERR received
+    unsent: int  # published messages never sent: buffered when the client closed
 
 
 class _Request:
-    __slots__ = ("event", "reply")
+    __slots__ = ("event", "frame", "lost", "reply")
 
     def __init__(self) -> None:
         self.event = trio.Event()
+        self.frame: bytes | None = None  # its PUB, to tell whether it went out
         self.reply: Msg | None = None
+        self.lost = False
+
+
+@attrs.define(eq=False)
+class _Connection:
+    stream: trio.abc.Stream
+    protocol: ClientProtocol
+    server: ServerAddress
+    error: str | None = None  # the latest -ERR on it
 
 
 class Client:
-    """A connection to a NATS server (made by :func:`connect`)."""
+    """A connection to a NATS server that reconnects (made by :func:`connect`)."""
 
     def __init__(
         self,
-        stream: trio.abc.Stream,
-        protocol: ClientProtocol,
+        connection: _Connection,
+        pool: ServerPool,
+        settings: ConnectSettings,
         *,
-        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+        reconnect: Reconnect | None,
+        max_pending_bytes: int,
+        connect_timeout: float,
+        ping_interval: float,
+        max_outstanding_pings: int,
     ) -> None:
-        self._stream = stream
-        self._protocol = protocol
-        self._thread = get_ident()  # its buffers and events are the trio thread's
+        self._connection: _Connection | None = connection
+        self._protocol = connection.protocol  # makes the frames; the latest INFO's limits
+        self._server = connection.server  # connected to, or the latest lost
+        self._pool = pool
+        self._settings = settings
+        self._reconnect = reconnect
+        self._random = random.Random()
         self.max_pending_bytes = max_pending_bytes
+        self.connect_timeout = connect_timeout
+        self.ping_interval = ping_interval
+        self.max_outstanding_pings = max_outstanding_pings
+        self._thread = get_ident()  # its buffers and events are the trio thread's
         self._out: list[bytes] = []
         self._pending_bytes = 0
         self._wake_writer = trio.Event()
         self._sids = itertools.count(1)
         self._subscriptions: dict[int, Subscription] = {}
-        self._pongs: deque[trio.Event] = deque()
+        self._pongs: deque[trio.Event | None] = deque()  # None: the pinger's PING
+        self._outstanding_pings = 0
         self._inbox_prefix = f"_INBOX.{secrets.token_hex(11)}"
         self._inbox_sid: int | None = None
         self._requests: dict[str, _Request] = {}
         self._tokens = itertools.count(1)
+        self._listeners: set[EventStream] = set()
+        self._status_changed = trio.Event()
         self._closed = False
-        self._closing = False  # close() was called: the reader's end is no error
+        self._closing = False  # close() was called: the connection's end is no error
+        self._reconnecting = trio.CancelScope()
         self.last_error: str | None = None
         # Statistics.
         self.messages_in = self.bytes_in = self.messages_out = self.bytes_out = 0
+        self.reconnects = self.server_errors = self.unsent = 0
+        self._dropped_by_ended = 0
+
+    def __repr__(self) -> str:
+        return f"<nats.Client {self.status} {self._server.url}>"
 
     @property
     def server_info(self) -> dict[str, Any]:
-        """The server's latest ``INFO``."""
+        """The latest ``INFO`` of the server connected to (or last connected to)."""
         return self._protocol.server_info
 
     @property
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def status(self) -> Status:
+        """``"connected"``, ``"reconnecting"`` or ``"closed"``."""
+        if self._closed:
+            return "closed"
+        return "reconnecting" if self._connection is None else "connected"
+
+    @property
+    def servers(self) -> list[str]:
+        """The URLs of the server pool: those given, then those discovered."""
+        return [server.url for server in self._pool.servers]
+
+    def statistics(self) -> ClientStatistics:
+        """The counters now. Never a checkpoint."""
+        return ClientStatistics(
+            status=self.status,
+            server=None if self._connection is None else self._connection.server.url,
+            messages_in=self.messages_in,
+            bytes_in=self.bytes_in,
+            messages_out=self.messages_out,
+            bytes_out=self.bytes_out,
+            reconnects=self.reconnects,
+            pending_bytes=self._pending_bytes,
+            subscriptions=len(self._subscriptions),
+            dropped=self._dropped_by_ended + sum(s.dropped for s in self._subscriptions.values()),
+            server_errors=self.server_errors,
+            unsent=self.unsent,
+        )
+
+    async def wait_connected(self) -> None:
+        """Return once connected (at once if connected now). A checkpoint.
+
+        Raises:
+            ConnectionClosed: the client closed (or gave up reconnecting) first.
+        """
+        await trio.lowlevel.checkpoint()
+        while self._connection is None:
+            if self._closed:
+                raise ConnectionClosed("the client is closed")
+            await self._status_changed.wait()
+
+    @asynccontextmanager
+    async def events(self, *, buffer: int = 256) -> AsyncIterator[EventStream]:
+        """Listen to what happens to the connection (:class:`Disconnected`,
+        :class:`Reconnected`, :class:`LameDuck`, :class:`ServersDiscovered`,
+        :class:`ServerErrorReported`) for the length of the block: it iterates an
+        :class:`EventStream` that ends when the client closes. A listener
+        ``buffer`` events behind misses the newer ones (counted in its
+        ``dropped``)."""
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+            raise ValueError(f"events(buffer=...) is a whole number >= 1, got {buffer!r}")
+        stream = EventStream(buffer)
+        self._listeners.add(stream)
+        if self._closed:
+            stream._close()
+        try:
+            yield stream
+        finally:
+            self._listeners.discard(stream)
+            stream._close()
+
+    def _report(self, event: ConnectionEvent) -> None:
+        for listener in self._listeners:
+            listener._put(event)
+
     # --- sending ----------------------------------------------------------------------
 
-    def _send(self, data: bytes) -> None:
+    def _queue(self, data: bytes, *, message: bool) -> None:
+        """Buffer one frame for the writer. A ``message`` (PUB/HPUB) counts against
+        the buffer's limit and is kept while disconnected; any other frame is then
+        dropped (reconnecting makes the SUBs and PINGs that matter again). Never a
+        checkpoint."""
         if get_ident() != self._thread:
             raise RuntimeError(
                 "a NATS client is used from the trio thread that connected it only; from "
@@ -204,7 +297,18 @@ class Client:
             )
         if self._closed:
             raise ConnectionClosed("the connection is closed")
-        if self._pending_bytes + len(data) > self.max_pending_bytes:
+        if not message:  # (small, and never refused: a PONG, a PING, a SUB)
+            if self._connection is None:
+                return
+        elif self._connection is None:
+            assert self._reconnect is not None  # (disconnected only while reconnecting)
+            if self._pending_bytes + len(data) > self._reconnect.buffer_bytes:
+                raise BufferFull(
+                    f"disconnected from {self._server.url} (reconnecting): "
+                    f"{self._pending_bytes} bytes wait to be sent; {len(data)} more would be "
+                    f"over Reconnect.buffer_bytes={self._reconnect.buffer_bytes}"
+                )
+        elif self._pending_bytes + len(data) > self.max_pending_bytes:
             raise BufferFull(
                 f"{self._pending_bytes} bytes wait to be sent; {len(data)} more would be over "
                 f"max_pending_bytes={self.max_pending_bytes}"
@@ -222,19 +326,21 @@ class Client:
         headers: Headers | Mapping[str, str] | None = None,
     ) -> None:
         """Publish ``payload`` to ``subject``. Synchronous, never a checkpoint: the
-        bytes are buffered and one writer task sends them, in order. From the trio
-        thread only (another thread: ``trio.from_thread.run_sync(nc.publish, ...)``).
+        bytes are buffered and one writer task sends them, in order (while
+        reconnecting, they wait for the new connection). From the trio thread only
+        (another thread: ``trio.from_thread.run_sync(nc.publish, ...)``).
 
         Raises:
             RuntimeError: called from another thread.
             TypeError, ValueError: a bad subject, payload or header (as the message
                 says).
             MaxPayloadExceeded: larger than the server's ``max_payload``.
-            BufferFull: more than ``max_pending_bytes`` would wait to be sent.
-            ConnectionClosed: the connection is closed.
+            BufferFull: more than ``max_pending_bytes`` would wait to be sent (while
+                reconnecting: more than ``Reconnect.buffer_bytes``).
+            ConnectionClosed: the client is closed.
         """
         data = self._protocol.publish(subject, payload, reply=reply, headers=headers)
-        self._send(data)
+        self._queue(data, message=True)
         self.messages_out += 1
         self.bytes_out += len(payload)
 
@@ -245,7 +351,9 @@ class Client:
         """Subscribe to ``subject`` (wildcards allowed; in queue group ``queue``):
         the block iterates the :class:`Subscription`; leaving it unsubscribes.
         ``pending``: how many messages it buffers before it drops (then the
-        iteration raises :exc:`SlowConsumer` once)."""
+        iteration raises :exc:`SlowConsumer` once). The subscription lasts across
+        reconnects (messages published while disconnected do not reach it: NATS
+        core keeps nothing)."""
         subscription = self.subscribe_nowait(subject, queue=queue, pending=pending)
         try:
             yield subscription
@@ -258,7 +366,7 @@ class Client:
         """:meth:`subscribe` without the block: call :meth:`Subscription.unsubscribe`
         yourself. Never a checkpoint."""
         sid = next(self._sids)
-        self._send(self._protocol.subscribe(sid, subject, queue=queue))
+        self._queue(self._protocol.subscribe(sid, subject, queue=queue), message=False)
         subscription = Subscription(self, sid, subject, queue, pending)
         self._subscriptions[sid] = subscription
         return subscription
@@ -266,9 +374,10 @@ class Client:
     def _unsubscribe(self, subscription: Subscription) -> None:
         if self._subscriptions.pop(subscription.sid, None) is None:
             return
+        self._dropped_by_ended += subscription.dropped
         subscription._send.close()
         if not self._closed:
-            self._send(self._protocol.unsubscribe(subscription.sid))
+            self._queue(self._protocol.unsubscribe(subscription.sid), message=False)
 
     async def request(
         self,
@@ -278,26 +387,38 @@ class Client:
         headers: Headers | Mapping[str, str] | None = None,
     ) -> Msg:
         """Publish a request and wait for its first reply. A checkpoint. Cancelled,
-        it leaves nothing behind (a late reply is dropped).
+        it leaves nothing behind (a late reply is dropped). Made while
+        reconnecting, it is sent once reconnected.
 
         Raises:
             NoResponders: nobody is subscribed to ``subject``.
-            ConnectionClosed: the connection closed before a reply came.
+            ConnectionLost: the connection was lost after the request went out (it
+                may or may not have been handled).
+            ConnectionClosed: the client closed before a reply came.
         """
         check_subject(subject)
         if self._inbox_sid is None:
             self._inbox_sid = next(self._sids)
-            self._send(self._protocol.subscribe(self._inbox_sid, f"{self._inbox_prefix}.*"))
+            self._queue(
+                self._protocol.subscribe(self._inbox_sid, f"{self._inbox_prefix}.*"),
+                message=False,
+            )
         reply_subject = f"{self._inbox_prefix}.{next(self._tokens)}"
         waiter = _Request()
         self._requests[reply_subject] = waiter
         try:
             self.publish(subject, payload, reply=reply_subject, headers=headers)
+            waiter.frame = self._out[-1]
             await waiter.event.wait()
         finally:
             del self._requests[reply_subject]
         reply = waiter.reply
         if reply is None:
+            if waiter.lost:
+                raise ConnectionLost(
+                    f"the connection to {self._server.url} was lost after the request to "
+                    f"{subject!r} went out: it may or may not have been handled"
+                )
             raise ConnectionClosed(f"the connection closed before {subject!r} replied")
         if reply.status == 503 and not reply.data:
             raise NoResponders(f"no responders for {subject!r}")
@@ -305,14 +426,15 @@ class Client:
 
     async def flush(self) -> None:
         """Wait until the server has had everything sent so far (a ``PING`` and its
-        ``PONG``). A checkpoint.
+        ``PONG``); while reconnecting, until the new connection has sent it. A
+        checkpoint.
 
         Raises:
-            ConnectionClosed: the connection closed first.
+            ConnectionClosed: the client closed first.
         """
         pong = trio.Event()
+        self._queue(self._protocol.ping(), message=False)
         self._pongs.append(pong)
-        self._send(self._protocol.ping())
         await pong.wait()
         if self._closed:
             raise ConnectionClosed("the connection closed before the server answered")
@@ -324,43 +446,99 @@ class Client:
             subscription.unsubscribe()
         await self.close()
 
-    async def close(self) -> None:
-        """Send what is buffered (waiting at most 5 s for the server to have it),
-        then close the connection: a later :meth:`publish` raises
-        :exc:`ConnectionClosed`, subscriptions end. A checkpoint; idempotent."""
+    async def close(self, *, send_within: float = _CLOSE_WITHIN) -> None:
+        """Send what is buffered (waiting at most ``send_within`` seconds for the
+        server to have it, through a reconnect if one is under way and there are
+        messages to send), then close: a later :meth:`publish` raises
+        :exc:`ConnectionClosed`, subscriptions and event streams end. A checkpoint;
+        idempotent.
+
+        Raises:
+            ConnectionClosed: published messages could not be sent in time (how
+                many: in the message and in ``statistics().unsent``).
+        """
         if self._closed:
             await trio.lowlevel.checkpoint()
             return
-        with trio.move_on_after(5), suppress(ConnectionClosed):
-            await self.flush()
+        with trio.move_on_after(send_within), suppress(ConnectionClosed):
+            while self._connection is not None or self._unsent_messages():
+                await self.flush()
+                if not self._out:
+                    break
+        unsent = self._unsent_messages()
         self._closing = True
         self._close()
-        await self._stream.aclose()
+        if self._connection is not None:
+            await trio.aclose_forcefully(self._connection.stream)
+        else:
+            await trio.lowlevel.checkpoint()
+        if unsent:
+            self.unsent += unsent
+            raise ConnectionClosed(
+                f"closed with {unsent} published messages never sent: the server "
+                f"({self._server.url}) did not take them within {send_within} s"
+            )
 
-    # --- the tasks --------------------------------------------------------------------
+    def _unsent_messages(self) -> int:
+        return sum(frame.startswith(_MESSAGE_FRAMES) for frame in self._out)
 
-    async def _write(self) -> None:
-        stream = self._stream
+    def _close(self) -> None:
+        """Closed: wake everyone who waits on the client."""
+        if self._closed:
+            return
+        self._closed = True
+        self._reconnecting.cancel()
+        for pong in self._pongs:
+            if pong is not None:
+                pong.set()
+        self._pongs.clear()
+        for waiter in self._requests.values():
+            waiter.event.set()
+        for subscription in list(self._subscriptions.values()):
+            subscription._send.close()
+        for listener in self._listeners:
+            listener._close()
+        self._status_changed.set()
+
+    # --- one connection's tasks -------------------------------------------------------
+
+    async def _write(self, connection: _Connection) -> None:
+        stream = connection.stream
         while True:
             await self._wake_writer.wait()
             self._wake_writer = trio.Event()
-            out, self._out = self._out, []
-            self._pending_bytes = 0
+            out = self._out
             if out:
+                self._out = []
+                self._pending_bytes = 0
                 await stream.send_all(b"".join(out))
 
-    async def _read(self) -> None:
-        protocol = self._protocol
-        stream = self._stream
+    async def _read(self, connection: _Connection) -> None:
+        protocol = connection.protocol
+        stream = connection.stream
         while True:
             data = await stream.receive_some(_READ_SIZE)
+            if not data:
+                if connection.error is not None:
+                    raise _Lost(f"the server closed the connection after: {connection.error}")
+                raise _Lost("the server closed the connection")
             protocol.receive_data(data)
             for event in protocol.events():
-                self._handle(event)
-            if not data:
-                return  # the server closed the connection
+                self._handle(event, connection)
 
-    def _handle(self, event: object) -> None:
+    async def _ping(self, connection: _Connection) -> None:
+        while True:
+            await trio.sleep(self.ping_interval)
+            if self._outstanding_pings >= self.max_outstanding_pings:
+                raise _Lost(
+                    f"stale connection: the server answered none of {self._outstanding_pings} "
+                    f"PINGs sent {self.ping_interval} s apart"
+                )
+            self._outstanding_pings += 1
+            self._queue(connection.protocol.ping(), message=False)
+            self._pongs.append(None)
+
+    def _handle(self, event: object, connection: _Connection) -> None:
         if type(event) is Msg:
             self.messages_in += 1
             self.bytes_in += len(event.data)
@@ -373,26 +551,159 @@ class Client:
                     waiter.reply = event
                     waiter.event.set()
         elif type(event) is Ping:
-            self._send(self._protocol.pong())
+            self._queue(connection.protocol.pong(), message=False)
         elif type(event) is Pong:
+            self._outstanding_pings = 0
             if self._pongs:
-                self._pongs.popleft().set()
+                pong = self._pongs.popleft()
+                if pong is not None:
+                    pong.set()
         elif type(event) is Err:
-            self.last_error = event.message
+            self.last_error = connection.error = event.message
+            self.server_errors += 1
+            self._report(ServerErrorReported(event.message))
         elif type(event) is Info:
-            pass  # (the protocol keeps it: server_info)
+            self._learn(event.options, connection.server)
 
-    def _close(self) -> None:
-        """Closed: wake everyone who waits on the connection."""
-        self._closed = True
-        for pong in self._pongs:
-            pong.set()
-        self._pongs.clear()
+    def _learn(self, info: dict[str, Any], server: ServerAddress) -> None:
+        """What an ``INFO`` says beyond its limits: other servers, lame-duck mode."""
+        added = self._pool.discover(info.get("connect_urls"))
+        if added:
+            self._report(ServersDiscovered(server.url, tuple(s.url for s in added)))
+        if info.get("ldm"):
+            self._pool.lame_duck(server)
+            self._report(LameDuck(server.url))
+
+    async def _serve(self, connection: _Connection) -> str:
+        """Run one connection's tasks until the first of them ends it; return why."""
+        reason = "closed"
+        async with trio.open_nursery() as nursery:
+
+            async def run(part: Callable[[_Connection], Awaitable[None]]) -> None:
+                nonlocal reason
+                try:
+                    await part(connection)
+                except _Lost as lost:
+                    reason = str(lost)
+                except ProtocolError as error:
+                    reason = f"the server sent what the protocol does not allow: {error}"
+                    # The broken core makes no more frames; a fresh one with the
+                    # same limits does, until the next connection's.
+                    self._protocol = ClientProtocol()
+                    self._protocol.server_info = connection.protocol.server_info
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as error:
+                    reason = f"{type(error).__name__}: {error}"
+                finally:
+                    nursery.cancel_scope.cancel()
+
+            for part, task_name in (
+                (self._read, "nats reader"),
+                (self._write, "nats writer"),
+                (self._ping, "nats pinger"),
+            ):
+                nursery.start_soon(run, part, name=task_name)
+        return reason
+
+    # --- the supervisor: losing a connection and reconnecting -------------------------
+
+    async def _supervise(self, connection: _Connection) -> None:
+        """Serve connection after connection until the client closes or gives up."""
+        try:
+            while True:
+                reason = await self._serve(connection)
+                await trio.aclose_forcefully(connection.stream)
+                if self._closing or self._closed:
+                    return
+                self._lose(connection, reason)
+                if self._reconnect is None:
+                    if connection.error is not None:
+                        raise ServerError(reason)
+                    raise ConnectionClosed(reason)
+                found = await self._find_server(self._reconnect, reason)
+                if found is None:
+                    return  # close() while reconnecting
+                connection = found
+                self._resume(connection)
+        finally:
+            if not self._closing:
+                self.unsent += self._unsent_messages()
+            self._close()
+
+    def _lose(self, connection: _Connection, reason: str) -> None:
+        """The connection is gone: keep the messages not yet handed to it, fail the
+        requests that went out on it, and say so."""
+        self._connection = None
+        self._outstanding_pings = 0
+        kept = [frame for frame in self._out if frame.startswith(_MESSAGE_FRAMES)]
+        self._out = kept
+        self._pending_bytes = sum(map(len, kept))
+        waiting = {id(frame) for frame in kept}
         for waiter in self._requests.values():
-            waiter.event.set()
-        for subscription in list(self._subscriptions.values()):
-            subscription._send.close()
-        self._subscriptions.clear()
+            if waiter.reply is None and id(waiter.frame) not in waiting:
+                waiter.lost = True
+                waiter.event.set()
+        self._status_changed.set()
+        self._status_changed = trio.Event()
+        self._report(Disconnected(connection.server.url, reason))
+
+    async def _find_server(self, policy: Reconnect, reason: str) -> _Connection | None:
+        """Rounds through the pool, with backoff between them, until a server takes
+        the connection (``None``: the client closed meanwhile). A checkpoint.
+
+        Raises:
+            ConnectionClosed: ``policy.max_rounds`` rounds failed.
+        """
+        last = reason
+        rounds = itertools.count() if policy.max_rounds is None else range(policy.max_rounds)
+        self._reconnecting = trio.CancelScope()
+        with self._reconnecting:
+            for round_number in rounds:
+                await trio.sleep(policy.delay(round_number, self._random.random))
+                for server in self._pool.round(self._server):
+                    try:
+                        with trio.fail_after(self.connect_timeout):
+                            stream, protocol = await open_connection(server, self._settings)
+                    except trio.TooSlowError:
+                        last = (
+                            f"{server.url} did not finish the handshake within "
+                            f"{self.connect_timeout} s"
+                        )
+                    except (OSError, ServerError, ProtocolError, ConnectionClosed) as error:
+                        last = f"{server.url}: {error}"
+                    else:
+                        return _Connection(stream, protocol, server)
+        if self._closed:
+            return None
+        raise ConnectionClosed(
+            f"gave up reconnecting after {policy.max_rounds} rounds through "
+            f"{len(self._pool.servers)} servers ({self._unsent_messages()} published "
+            f"messages never sent); the last error: {last}"
+        )
+
+    def _resume(self, connection: _Connection) -> None:
+        """Connected again: subscribe everything again, then send what was kept, then
+        a PING for every flush still waiting. Never a checkpoint."""
+        protocol = connection.protocol
+        frames = [
+            protocol.subscribe(s.sid, s.subject, queue=s.queue)
+            for s in self._subscriptions.values()
+        ]
+        if self._inbox_sid is not None:
+            frames.append(protocol.subscribe(self._inbox_sid, f"{self._inbox_prefix}.*"))
+        flushes: deque[trio.Event | None] = deque(p for p in self._pongs if p is not None)
+        self._pongs = flushes
+        self._out = frames + self._out + [protocol.ping() for _ in flushes]
+        self._pending_bytes = sum(map(len, self._out))
+        self._wake_writer = trio.Event()
+        self._wake_writer.set()
+        self._connection = connection
+        self._protocol = protocol
+        self._server = connection.server
+        self.reconnects += 1
+        self._status_changed.set()
+        self._status_changed = trio.Event()
+        self._report(Reconnected(connection.server.url))
+        self._learn(protocol.server_info, connection.server)
 
 
 @asynccontextmanager
@@ -400,7 +711,11 @@ async def connect(
     servers: str | list[str] = DEFAULT_URL,
     *,
     name: str | None = None,
+    reconnect: Reconnect | None = Reconnect(),  # noqa: B008 - frozen: one shared value is fine
     max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+    connect_timeout: float = 2.0,
+    ping_interval: float = 120.0,
+    max_outstanding_pings: int = 2,
     tls: ssl.SSLContext | None = None,
     tls_hostname: str | None = None,
     token: str | None = None,
@@ -412,19 +727,41 @@ async def connect(
     """Connect to a NATS server: ``async with nats.connect(url) as nc:``.
 
     ``servers`` is a ``nats://host:port`` URL or a list of them, tried in order
-    until one accepts. Entering is a checkpoint; it fails with the reason of the
-    last server tried (``OSError``, :exc:`ServerError`, :exc:`ProtocolError`).
-    Leaving closes the connection: what was published is flushed first if the
-    connection still works (for at most 5 s). The block runs beside the
-    connection's tasks, in their nursery: if the server closes the connection, the
-    block is cancelled and ends with :exc:`ConnectionClosed` (or :exc:`ServerError`
-    after an ``-ERR``); like a nursery, an exception leaving the block comes
-    wrapped in an ``ExceptionGroup``.
+    until one accepts (each within ``connect_timeout`` seconds). Entering is a
+    checkpoint; it fails with the reason of the last server tried (``OSError``,
+    :exc:`ServerError`, :exc:`ProtocolError`, ``trio.TooSlowError``). The servers
+    that INFO announces join the pool.
+
+    A lost connection is made again as ``reconnect`` says (a :class:`Reconnect`;
+    ``None``: never), and meanwhile the block goes on (``status`` says
+    ``"reconnecting"``; :meth:`Client.events` tells). A connection is declared lost
+    also when ``max_outstanding_pings`` PINGs sent ``ping_interval`` seconds apart
+    went unanswered.
+
+    Leaving closes the client: what was published is sent first (for at most 5 s;
+    :meth:`Client.close`). The block runs beside the client's tasks, in their
+    nursery: if the client gives up (or cannot reconnect), the block is cancelled
+    and ends with :exc:`ConnectionClosed` (:exc:`ServerError` after a server's
+    ``-ERR`` with ``reconnect=None``); like a nursery, an exception leaving the block
+    comes wrapped in an ``ExceptionGroup``.
     """
     urls = [servers] if isinstance(servers, str) else list(servers)
     if not urls:
         raise ValueError("servers must name at least one nats:// URL")
-    addresses = [parse_url(url) for url in urls]
+    if reconnect is not None and not isinstance(reconnect, Reconnect):
+        raise TypeError(f"reconnect is a nats.Reconnect(...) or None, got {reconnect!r}")
+    for option, value in (("connect_timeout", connect_timeout), ("ping_interval", ping_interval)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"{option} is a number of seconds > 0, got {value!r}")
+    if (
+        isinstance(max_outstanding_pings, bool)
+        or not isinstance(max_outstanding_pings, int)
+        or max_outstanding_pings < 1
+    ):
+        raise ValueError(
+            f"max_outstanding_pings is a whole number >= 1, got {max_outstanding_pings!r}"
+        )
+    pool = ServerPool(parse_url(url) for url in urls)
     settings = ConnectSettings(
         name=name,
         tls=tls,
@@ -436,47 +773,38 @@ async def connect(
         credentials=credentials,
     )
     last: BaseException | None = None
-    for address in addresses:
+    for server in list(pool.servers):
         try:
-            stream, protocol = await open_connection(address, settings)
-        except (OSError, ServerError, ProtocolError, ConnectionClosed) as error:
+            with trio.fail_after(connect_timeout):
+                stream, protocol = await open_connection(server, settings)
+        except (OSError, ServerError, ProtocolError, ConnectionClosed, trio.TooSlowError) as error:
             last = error
             continue
         break
     else:
         assert last is not None
         raise last
-    client = Client(stream, protocol, max_pending_bytes=max_pending_bytes)
+    connection = _Connection(stream, protocol, server)
+    client = Client(
+        connection,
+        pool,
+        settings,
+        reconnect=reconnect,
+        max_pending_bytes=max_pending_bytes,
+        connect_timeout=connect_timeout,
+        ping_interval=ping_interval,
+        max_outstanding_pings=max_outstanding_pings,
+    )
+    client._learn(protocol.server_info, server)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(client._write, name="nats writer")
-
-            async def read() -> None:
-                try:
-                    await client._read()
-                except trio.ClosedResourceError:
-                    if not client._closing:
-                        raise
-                finally:
-                    client._close()
-                if client._closing:
-                    return  # close() or drain(): the block goes on, without a connection
-                # The server ended the connection (the block did not): say so, from
-                # the block (reconnecting is not built yet).
-                if client.last_error is not None:
-                    raise ServerError(
-                        f"the server closed the connection after: {client.last_error}"
-                    )
-                raise ConnectionClosed("the server closed the connection")
-
-            nursery.start_soon(read, name="nats reader")
+            nursery.start_soon(client._supervise, connection, name="nats supervisor")
             try:
                 yield client
-                if not client.closed:
-                    with trio.move_on_after(5):
-                        await client.flush()
+                await client.close()
             finally:
                 client._close()
                 nursery.cancel_scope.cancel()
     finally:
-        await trio.aclose_forcefully(stream)
+        if client._connection is not None:
+            await trio.aclose_forcefully(client._connection.stream)
