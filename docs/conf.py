@@ -122,6 +122,8 @@ _UNRESOLVABLE_WITHOUT_INVENTORY: dict[str, list[tuple[str, str]]] = {
         ("py:class", "collections.abc.Sequence"),
         ("py:class", "contextlib.AbstractAsyncContextManager"),
         ("py:class", "random.Random"),
+        ("py:class", "ssl.SSLContext"),
+        ("py:class", "pathlib.Path"),
     ],
     "trio": [("py:exc", "trio.EndOfChannel"), ("py:class", "trio.abc.Stream")],
     "attrs": [],

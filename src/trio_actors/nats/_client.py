@@ -227,7 +227,7 @@ class Client:
 
     @property
     def servers(self) -> list[str]:
-        """The URLs of the server pool: those given, then those discovered."""
+        """The server pool's URLs (those given, then those discovered)."""
         return [server.url for server in self._pool.servers]
 
     def statistics(self) -> ClientStatistics:

@@ -69,7 +69,7 @@ class EventStream:
     """The events of one listener, in order (see :meth:`Client.events
     <trio_actors.nats.Client.events>`). Iterate it or call :meth:`receive`; when the
     listener falls ``buffer`` events behind, newer ones are dropped and counted in
-    :attr:`dropped`."""
+    its ``dropped`` attribute."""
 
     def __init__(self, buffer: int) -> None:
         self._send, self._receive = trio.open_memory_channel[ConnectionEvent](buffer)
