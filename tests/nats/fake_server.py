@@ -5,7 +5,8 @@ sockets, no real time, so the tests can say *when* a reconnect or a give-up happ
 the client one end of an in-memory stream pair; the other end is served here: an
 ``INFO``, the handshake's ``PONG``, then every line the client sends is recorded
 (and a ``PING`` answered, unless the server is ``hung``). A server that is ``down``
-refuses connections with ``OSError``.
+refuses connections with ``OSError``; one whose ``reading`` is cleared reads
+nothing, and the client's writer blocks in ``send_all``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class FakeServer:
         self.info.update(info)
         self.down = False
         self.hung = False  # answers no PING (a stale connection)
+        # Set: reads what the client sends. Cleared: reads nothing, so the client's
+        # send_all blocks (the streams are in lockstep, like a full socket buffer).
+        self.reading = trio.Event()
+        self.reading.set()
         self.connections: list[FakeConnection] = []
         self.attempts: list[float] = []  # trio.current_time() of each connection attempt
 
@@ -62,7 +67,12 @@ class FakeServers:
             server.attempts.append(trio.current_time())
         if server is None or server.down:
             raise OSError(f"all attempts to connect to {host}:{port} failed")
-        client_end, server_end = trio.testing.memory_stream_pair()
+        # Client to server in lockstep (its send_all returns once the server has read
+        # the bytes); server to client buffered.
+        upstream_send, upstream_receive = trio.testing.lockstep_stream_one_way_pair()
+        downstream_send, downstream_receive = trio.testing.memory_stream_one_way_pair()
+        client_end = trio.StapledStream(upstream_send, downstream_receive)
+        server_end = trio.StapledStream(downstream_send, upstream_receive)
         connection = FakeConnection(server, server_end)
         server.connections.append(connection)
         assert self._nursery is not None
@@ -76,6 +86,7 @@ class FakeServers:
         try:
             await stream.send_all(b"INFO " + json.dumps(server.info).encode() + b"\r\n")
             while True:
+                await server.reading.wait()
                 data = await stream.receive_some(65_536)
                 if not data:
                     return

@@ -134,17 +134,18 @@ async def test_a_new_connection_is_sent_the_subscriptions_then_the_kept_messages
 ) -> None:
     fake = FakeServers()
     first, second = fake.add(4001), fake.add(4002)
+    policy = nats.Reconnect(wait=1, jitter=0)
     async with trio.open_nursery() as nursery:
         fake.install(monkeypatch, nursery)
         async with (
-            nats.connect([first.url, second.url]) as nc,
+            nats.connect([first.url, second.url], reconnect=policy) as nc,
             nc.events() as events,
             nc.subscribe("a.*") as _a,
             nc.subscribe("b", queue="q") as _b,
         ):
             gone = nc.subscribe_nowait("gone")
             await nc.flush()
-            first.down = True
+            first.down = second.down = True  # (round 0 fails: the client waits 1 s)
             await first.connections[0].close()
             assert isinstance(await events.receive(), nats.Disconnected)
             gone.unsubscribe()  # (while disconnected: it is not subscribed again)
@@ -157,19 +158,71 @@ async def test_a_new_connection_is_sent_the_subscriptions_then_the_kept_messages
                 flushed.set()
 
             nursery.start_soon(flush)
+            await trio.testing.wait_all_tasks_blocked()
+            assert nc.status == "reconnecting"
+            second.down = False
             assert await events.receive() == nats.Reconnected(second.url)
+            reconnected_at = trio.current_time()
             await flushed.wait()
+            assert trio.current_time() == reconnected_at  # (not the pinger's PING, later)
             lines = second.connections[0].lines
-            assert lines[:2] == [lines[0], b"PING"]  # (the handshake: CONNECT, PING)
+            assert lines[1] == b"PING"  # (the handshake: CONNECT, PING)
             assert lines[2:] == [
                 b"SUB a.* 1",
                 b"SUB b q 2",
                 b"PUB x 1",
                 lines[5],  # HPUB y ...
-                b"PING",
+                b"PING",  # (for the flush made while disconnected)
             ]
             assert lines[5].startswith(b"HPUB y ")
             assert nc.statistics().reconnects == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_what_the_lost_socket_had_is_gone_and_what_waited_behind_it_is_sent_again(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeServers()
+    server = fake.add(4001)
+    outcomes: dict[str, str] = {}
+
+    async def request(name: str) -> None:
+        try:
+            await nc.request(name, b"?")
+        except nats.ConnectionLost:
+            outcomes[name] = "lost"
+        except nats.ConnectionClosed:
+            outcomes[name] = "closed"  # (the client closed while it waited)
+
+    async with trio.open_nursery() as nursery:
+        fake.install(monkeypatch, nursery)
+        async with nats.connect(server.url) as nc, nc.events() as events:
+            await nc.flush()
+            server.reading = trio.Event()
+            nc.publish("primer", b"")  # (the server's pending read takes it, then it stops)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(request, "in.flight")  # its PUB: the writer's blocked batch
+            await trio.testing.wait_all_tasks_blocked()
+            nc.publish("behind", b"1")  # behind the blocked send_all, not handed to it
+            nc.publish("behind", b"2")
+            nursery.start_soon(request, "kept")
+            await trio.testing.wait_all_tasks_blocked()
+            await server.connections[0].close()
+            server.reading.set()  # (the next connection is read)
+            assert isinstance(await events.receive(), nats.Disconnected)
+            assert await events.receive() == nats.Reconnected(server.url)
+            await nc.flush()
+            assert outcomes == {"in.flight": "lost"}  # (it went to the lost socket)
+            sent_again = [line.split()[:2] for line in server.connections[1].lines[2:]]
+            assert sent_again == [
+                [b"SUB", b"_INBOX." + nc._inbox_prefix.split(".")[1].encode() + b".*"],
+                [b"PUB", b"behind"],
+                [b"PUB", b"behind"],
+                [b"PUB", b"kept"],  # (its request waits for a reply on this connection)
+                [b"PING"],
+            ]
+            assert len(nc._requests) == 1
+        assert outcomes == {"in.flight": "lost", "kept": "closed"}
         nursery.cancel_scope.cancel()
 
 
@@ -232,5 +285,5 @@ async def test_an_info_announcing_servers_and_lame_duck_mode_is_reported(
             )
             assert await events.receive() == nats.LameDuck(server.url)
             assert nc.servers == [server.url, "nats://127.0.0.1:4002"]
-            assert nc._pool.round(nc._pool.servers[0])[-1].port == 4001  # tried last
+            assert nc._pool.round(None)[-1].port == 4001  # tried last from now on
         nursery.cancel_scope.cancel()
