@@ -176,3 +176,45 @@ async def test_publishing_from_another_thread_is_refused_saying_how(
 
             await trio.to_thread.run_sync(from_a_thread)
             assert nc.messages_out == 1
+
+
+async def test_a_subscription_read_too_slowly_drops_and_says_so_once(
+    nats_server: NatsServer,
+) -> None:
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as nc, nc.subscribe("s", pending=10) as sub:
+            await nc.flush()
+            for number in range(50):
+                nc.publish("s", b"%d" % number)
+            await nc.flush()  # (all 50 came back before the PONG: 40 did not fit)
+            with pytest.raises(nats.SlowConsumer, match="dropped 40 messages"):
+                await sub.receive()
+            kept = [(await sub.receive()).data for _ in range(10)]
+            assert kept == [b"%d" % n for n in range(10)]  # the oldest are kept
+            assert (sub.delivered, sub.dropped) == (10, 40)
+            assert nc.statistics().dropped == 40
+
+
+async def test_statistics_count_messages_and_bytes_both_ways(nats_server: NatsServer) -> None:
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as nc, nc.subscribe("t") as sub:
+            await nc.flush()
+            nc.publish("t", b"abc")
+            nc.publish("t", b"de", headers={"K": "v"})
+            await nc.flush()
+            assert [(await sub.receive()).data for _ in range(2)] == [b"abc", b"de"]
+            statistics = nc.statistics()
+            assert statistics == nats.ClientStatistics(
+                status="connected",
+                server=nats_server.url,
+                messages_in=2,
+                bytes_in=5,
+                messages_out=2,
+                bytes_out=5,
+                reconnects=0,
+                pending_bytes=0,
+                subscriptions=1,
+                dropped=0,
+                server_errors=0,
+                unsent=0,
+            )
