@@ -86,7 +86,8 @@ def running_nats_server(
             time.sleep(0.01)
         listening = json.loads(ports.read_text())
         url = listening["nats"][0]
-        host, chosen_port = url.removeprefix("nats://").rsplit(":", 1)
+        # (tls://host:port when the server requires TLS, nats://host:port otherwise)
+        host, chosen_port = url.split("://", 1)[1].rsplit(":", 1)
         yield NatsServer(url, host, int(chosen_port), log, process, listening)
     finally:
         process.kill()

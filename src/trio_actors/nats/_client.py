@@ -592,7 +592,8 @@ class Client:
                     self._protocol = ClientProtocol()
                     self._protocol.server_info = connection.protocol.server_info
                 except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as error:
-                    reason = f"{type(error).__name__}: {error}"
+                    cause = error.__cause__  # (an SSLStream's error says nothing itself)
+                    reason = f"{type(error).__name__}: {error or cause}"
                 finally:
                     nursery.cancel_scope.cancel()
 
@@ -718,6 +719,7 @@ async def connect(
     max_outstanding_pings: int = 2,
     tls: ssl.SSLContext | None = None,
     tls_hostname: str | None = None,
+    tls_handshake_first: bool = False,
     token: str | None = None,
     user: str | None = None,
     password: str | None = None,
@@ -729,8 +731,12 @@ async def connect(
     ``servers`` is a ``nats://host:port`` URL or a list of them, tried in order
     until one accepts (each within ``connect_timeout`` seconds). Entering is a
     checkpoint; it fails with the reason of the last server tried (``OSError``,
-    :exc:`ServerError`, :exc:`ProtocolError`, ``trio.TooSlowError``). The servers
-    that INFO announces join the pool.
+    :exc:`TLSError`, :exc:`ServerError`, :exc:`ProtocolError`,
+    ``trio.TooSlowError``). The servers that INFO announces join the pool. TLS and
+    authentication (``tls=``, ``tls_hostname=``, ``tls_handshake_first=`` for a
+    server configured with ``handshake_first``, ``token=``, ``user=`` and
+    ``password=``, ``nkey_seed=``, ``credentials=``) are described in the
+    reference's "Security" section.
 
     A lost connection is made again as ``reconnect`` says (a :class:`Reconnect`;
     ``None``: never), and meanwhile the block goes on (``status`` says
@@ -766,6 +772,7 @@ async def connect(
         name=name,
         tls=tls,
         tls_hostname=tls_hostname,
+        tls_handshake_first=tls_handshake_first,
         token=token,
         user=user,
         password=password,
