@@ -4,12 +4,15 @@ cancellation of a request, flush, the errors for bad input and a closed server."
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import trio
 import trio.testing
 
 from nats_server import NatsServer
 from trio_actors import nats
+from trio_actors.nats import _client
 
 
 async def test_publish_and_subscribe(nats_server: NatsServer) -> None:
@@ -109,9 +112,12 @@ async def test_bad_input_and_max_payload_are_refused_before_anything_is_sent(
 async def test_a_full_send_buffer_raises_rather_than_dropping(nats_server: NatsServer) -> None:
     with trio.fail_after(20):
         async with nats.connect(nats_server.url, max_pending_bytes=1000) as nc:
+            nc.publish("a", b"x" * 500)  # written through: nothing was buffered
             nc.publish("a", b"x" * 500)  # buffered: the writer has not run yet
+            assert nc.statistics().pending_bytes == len(b"PUB a 500\r\n\r\n") + 500
             with pytest.raises(nats.BufferFull, match=r"over max_pending_bytes=1000"):
                 nc.publish("a", b"x" * 500)
+            assert nc.messages_out == 2
 
 
 async def test_no_server_is_an_oserror() -> None:
@@ -218,3 +224,108 @@ async def test_statistics_count_messages_and_bytes_both_ways(nats_server: NatsSe
                 server_errors=0,
                 unsent=0,
             )
+
+
+# --- write-through and the subscription's yield batches ---------------------------------
+
+
+class _ShortWrites:
+    """Stands in for the ``os`` module of the client: each write hands the socket
+    only ``take`` bytes (a socket whose buffer is nearly full)."""
+
+    def __init__(self, take: int) -> None:
+        self.take = take
+        self.writes: list[int] = []
+
+    def write(self, fd: int, data: bytes) -> int:
+        self.writes.append(len(data))
+        return os.write(fd, data[: self.take])
+
+
+@pytest.mark.parametrize("take", [0, 1, 7, 10_000])
+async def test_a_frame_the_socket_takes_only_part_of_is_finished_by_the_writer_in_order(
+    nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch, take: int
+) -> None:
+    short = _ShortWrites(take)
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as nc, nc.subscribe("n") as sub:
+            await nc.flush()
+            monkeypatch.setattr(_client, "os", short)
+            for round_number in range(20):
+                for number in range(5):  # the first of each round is written through
+                    nc.publish("n", b"%02d.%d" % (round_number, number) + b"x" * 200)
+                await nc.flush()  # (the reader and writer run: the next may write through)
+            # At most one write-through per round (its first publish; none where the
+            # writer was still finishing its send_all), never one per publish.
+            assert 1 <= len(short.writes) <= 20
+            assert set(short.writes) == {len(b"PUB n 204\r\n\r\n") + 204}
+            got = [(await sub.receive()).data for _ in range(100)]
+    assert got == [b"%02d.%d" % (r, n) + b"x" * 200 for r in range(20) for n in range(5)]
+
+
+async def test_a_request_is_written_through_not_left_for_the_writer(
+    nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    short = _ShortWrites(10_000)
+
+    async def echo(sub: nats.Subscription, nc: nats.Client) -> None:
+        async for message in sub:
+            assert message.reply is not None
+            nc.publish(message.reply, message.data)
+
+    with trio.fail_after(20):
+        async with (
+            nats.connect(nats_server.url) as nc,
+            nc.subscribe("echo") as sub,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(echo, sub, nc)
+            await nc.request("echo", b"warm up")  # (the inbox's SUB)
+            monkeypatch.setattr(_client, "os", short)
+            for number in range(10):
+                assert (await nc.request("echo", b"%d" % number)).data == b"%d" % number
+            # Each request, and each reply, went out in a write of its own.
+            assert len(short.writes) == 20
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_subscription_yields_once_per_batch_and_is_cancelled_at_any_message(
+    nats_server: NatsServer,
+) -> None:
+    with trio.fail_after(20):
+        async with (
+            nats.connect(nats_server.url) as nc,
+            nc.subscribe("b") as sub,
+            nc.subscribe("sentinel") as sentinel,
+        ):
+            await nc.flush()
+            for number in range(3 * nats.YIELD_EVERY):
+                nc.publish("b", b"%d" % number)
+            nc.publish("sentinel")
+            await sentinel.receive()  # (one connection's messages arrive in order)
+            assert sub.delivered == 3 * nats.YIELD_EVERY
+            steps = 0
+
+            async def count_steps() -> None:
+                nonlocal steps
+                while True:
+                    await trio.lowlevel.checkpoint()
+                    steps += 1
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(count_steps)
+                await trio.lowlevel.checkpoint()  # (it has started)
+                before = steps
+                got = [await sub.receive() for _ in range(2 * nats.YIELD_EVERY)]
+                # The other task ran between the batches (two yields), not once for
+                # every message (the last batch's step may come after this line).
+                assert 1 <= steps - before <= 3
+                nursery.cancel_scope.cancel()
+            assert [m.data for m in got] == [b"%d" % n for n in range(2 * nats.YIELD_EVERY)]
+            # ... and a cancelled scope stops the reader at the very next message.
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await sub.receive()
+            assert scope.cancelled_caught
+            rest = [(await sub.receive()).data for _ in range(nats.YIELD_EVERY)]
+            assert rest == [b"%d" % n for n in range(2 * nats.YIELD_EVERY, 3 * nats.YIELD_EVERY)]

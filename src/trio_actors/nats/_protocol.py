@@ -250,6 +250,25 @@ def check_subject(subject: object, *, what: str = "subject", wildcards: bool = F
     return subject
 
 
+_CHECKED_SUBJECTS: dict[str, None] = {}
+"""Subjects :meth:`ClientProtocol.publish` has checked (they do not depend on the
+connection). Bounded: emptied when it reaches :data:`_CHECKED_SUBJECTS_MAX` (reply
+subjects of requests are each new)."""
+_CHECKED_SUBJECTS_MAX: Final = 4096
+
+
+def _check_published_subject(subject: object, what: str) -> None:
+    try:
+        if subject in _CHECKED_SUBJECTS:  # (the hot path: a subject published before)
+            return
+    except TypeError:
+        pass  # unhashable: check_subject says what is wrong with it
+    checked = check_subject(subject, what=what)
+    if len(_CHECKED_SUBJECTS) >= _CHECKED_SUBJECTS_MAX:
+        _CHECKED_SUBJECTS.clear()
+    _CHECKED_SUBJECTS[checked] = None
+
+
 def _check_queue(queue: object) -> str:
     if not isinstance(queue, str):
         raise TypeError(f"queue must be a str or None, got {queue!r}")
@@ -298,6 +317,9 @@ _OPS: Final = {
     b"INFO": "info",
 }
 _FIELDS = re.compile(rb"[ \t]+")
+# A MSG line as servers send it: ``MSG <subject> <sid> [reply-to] <#bytes>``, single
+# spaces (anything else takes the general parser).
+_MSG_LINE = re.compile(rb"MSG ([^ \t\r\n]+) ([0-9]+) (?:([^ \t\r\n]+) )?([0-9]+)\r\n")
 
 
 class ClientProtocol:
@@ -319,17 +341,25 @@ class ClientProtocol:
         "_broken",
         "_buffer",
         "_eof",
+        "_max_payload",
+        "_parts",
+        "_parts_size",
         "_pending",
+        "_server_info",
         "_start",
         "max_control_line",
-        "server_info",
     )
 
     def __init__(self, *, max_control_line: int = MAX_CONTROL_LINE) -> None:
         self.max_control_line = max_control_line
-        self.server_info: dict[str, Any] = {}
-        self._buffer = bytearray()
-        self._start = 0  # where the unparsed bytes begin in _buffer
+        self._server_info: dict[str, Any] = {}
+        self._max_payload: int | None = None
+        # What is parsed: _buffer from _start on. Bytes received since are kept in
+        # _parts until parsing needs them (see _join).
+        self._buffer = b""
+        self._start = 0
+        self._parts: list[bytes] = []
+        self._parts_size = 0
         # A MSG/HMSG control line parsed, waiting for its payload: (subject, sid,
         # reply, header bytes or -1, total bytes).
         self._pending: tuple[str, int, str | None, int, int] | None = None
@@ -339,9 +369,19 @@ class ClientProtocol:
     # --- what the server sent ---------------------------------------------------------
 
     @property
+    def server_info(self) -> dict[str, Any]:
+        return self._server_info
+
+    @server_info.setter
+    def server_info(self, options: dict[str, Any]) -> None:
+        self._server_info = options
+        limit = options.get("max_payload")
+        valid = isinstance(limit, int) and not isinstance(limit, bool)
+        self._max_payload = limit if valid else None
+
+    @property
     def max_payload(self) -> int | None:
-        limit = self.server_info.get("max_payload")
-        return limit if isinstance(limit, int) else None
+        return self._max_payload
 
     @property
     def headers_supported(self) -> bool:
@@ -355,17 +395,66 @@ class ClientProtocol:
         if self._eof:
             raise ProtocolError("receive_data after the end of the stream (b'')")
         if data:
-            self._buffer += data
+            self._parts.append(bytes(data))
+            self._parts_size += len(data)
         else:
             self._eof = True
 
-    def events(self) -> Iterator[Event]:
-        """Every event the bytes so far hold, in order."""
+    def events(self) -> list[Event]:
+        """Every event the bytes so far hold, in order.
+
+        The fast path of the reader (what a client spends its time on): ``MSG``
+        lines in the form servers send them (single spaces) are matched by one
+        regular expression, their payloads sliced, all in one loop; anything else
+        (``HMSG``, ``PING``, ``INFO``, unusual spacing, an error) goes through
+        :meth:`next_event`'s general parser, which raises for what is malformed.
+        Measured (``benchmarks/nats_client.py``, ``NATS-parse``): see
+        ``docs/performance``.
+
+        Raises:
+            ProtocolError: as :meth:`next_event`.
+        """
+        self._check_usable()
+        if self._parts:
+            self._join()
+        found: list[Event] = []
+        append = found.append
+        match = _MSG_LINE.match
+        limit = self.max_control_line + 2
+        buffer = self._buffer
+        size = len(buffer)
+        start = self._start
         while True:
+            if self._pending is None and (line := match(buffer, start)) is not None:
+                subject, sid, reply, count = line.groups()
+                begin = line.end()
+                end = begin + int(count)
+                if (
+                    end + 2 <= size
+                    and buffer[end : end + 2] == _CRLF
+                    and begin - start <= limit
+                    and subject.isascii()
+                    and (reply is None or reply.isascii())
+                ):
+                    append(
+                        Msg(
+                            subject.decode(),
+                            int(sid),
+                            None if reply is None else reply.decode(),
+                            buffer[begin:end],
+                        )
+                    )
+                    start = end + 2
+                    continue
+            # Anything else, and anything the fast path doubts: the general parser.
+            self._start = start
             event = self.next_event()
             if event is NEED_DATA:
-                return
-            yield event  # type: ignore[misc]
+                return found
+            append(event)  # type: ignore[arg-type]
+            buffer = self._buffer
+            size = len(buffer)
+            start = self._start
 
     def next_event(self) -> Event | _NeedData:
         """The next event in the bytes received, or :data:`NEED_DATA`.
@@ -375,18 +464,38 @@ class ClientProtocol:
                 ended inside an event).
         """
         self._check_usable()
+        if self._parts:
+            self._join()
         try:
             event = self._parse()
         except ProtocolError as error:
             self._broken = error
             raise
-        if event is NEED_DATA and self._eof and self._start < len(self._buffer):
+        if event is NEED_DATA and self._eof and (self._pending or self._unparsed()):
             self._broken = ProtocolError(
                 f"the stream ended inside a {'message' if self._pending else 'control line'}"
-                f" ({len(self._buffer) - self._start} bytes unparsed)"
+                f" ({self._unparsed()} bytes unparsed)"
             )
             raise self._broken
         return event
+
+    def _unparsed(self) -> int:
+        return len(self._buffer) - self._start + self._parts_size
+
+    def _join(self) -> None:
+        """Join the bytes received to what is left unparsed -- unless they cannot
+        complete the payload being waited for yet: a large message arriving in many
+        pieces is then joined once, not copied again with every piece."""
+        unparsed = len(self._buffer) - self._start
+        pending = self._pending
+        if pending is not None and unparsed + self._parts_size < pending[4] + 2:
+            return
+        if unparsed:
+            self._parts.insert(0, self._buffer[self._start :])
+        self._buffer = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+        self._start = 0
+        self._parts = []
+        self._parts_size = 0
 
     def _check_usable(self) -> None:
         if self._broken is not None:
@@ -403,16 +512,15 @@ class ClientProtocol:
             if len(buffer) - start > self.max_control_line:
                 raise ProtocolError(
                     f"a control line longer than {self.max_control_line} bytes: "
-                    f"{bytes(buffer[start : start + 40])!r}..."
+                    f"{buffer[start : start + 40]!r}..."
                 )
-            self._compact()
             return NEED_DATA
         if end - start > self.max_control_line:
             raise ProtocolError(
                 f"a control line of {end - start} bytes, over the limit of "
-                f"{self.max_control_line}: {bytes(buffer[start : start + 40])!r}..."
+                f"{self.max_control_line}: {buffer[start : start + 40]!r}..."
             )
-        line = bytes(buffer[start:end])
+        line = buffer[start:end]
         self._start = end + 2
         head, _, rest = line.partition(b" ")
         if b"\t" in head:
@@ -479,24 +587,23 @@ class ClientProtocol:
         buffer = self._buffer
         start = self._start
         if len(buffer) - start < total + 2:
-            self._compact()
             return NEED_DATA
         end = start + total
         if buffer[end : end + 2] != _CRLF:
             raise ProtocolError(
                 f"the payload of a message to {subject!r} is not followed by CRLF "
-                f"(its size says {total} bytes): {bytes(buffer[end : end + 10])!r}"
+                f"(its size says {total} bytes): {buffer[end : end + 10]!r}"
             )
         self._pending = None
         self._start = end + 2
         if header_size < 0:
-            return Msg(subject, sid, reply, bytes(buffer[start:end]))
-        headers, status, description = _parse_headers(bytes(buffer[start : start + header_size]))
+            return Msg(subject, sid, reply, buffer[start:end])
+        headers, status, description = _parse_headers(buffer[start : start + header_size])
         return Msg(
             subject,
             sid,
             reply,
-            bytes(buffer[start + header_size : end]),
+            buffer[start + header_size : end],
             headers,
             status,
             description,
@@ -511,12 +618,6 @@ class ClientProtocol:
             raise ProtocolError(f"INFO is not a JSON object: {line[:120]!r}")
         self.server_info = options
         return Info(options)
-
-    def _compact(self) -> None:
-        """Drop the parsed bytes from the buffer (once they are most of it)."""
-        if self._start and self._start * 2 >= len(self._buffer):
-            del self._buffer[: self._start]
-            self._start = 0
 
     # --- what the client sends --------------------------------------------------------
 
@@ -542,16 +643,19 @@ class ClientProtocol:
             MaxPayloadExceeded: larger than the server's ``max_payload``.
             ProtocolError: headers, and the server does not take them.
         """
-        self._check_usable()
-        check_subject(subject)
+        if self._broken is not None:
+            self._check_usable()
+        _check_published_subject(subject, "subject")
         if reply is not None:
-            check_subject(reply, what="reply subject")
-        data = _payload(payload)
+            _check_published_subject(reply, "reply subject")
+        data = payload if type(payload) is bytes else _payload(payload)
         if headers is None:
             size = len(data)
-            self._check_size(size, subject)
-            head = f"PUB {subject} {reply} {size}" if reply else f"PUB {subject} {size}"
-            return b"".join((head.encode(), _CRLF, data, _CRLF))
+            if self._max_payload is not None and size > self._max_payload:
+                self._check_size(size, subject)
+            if reply:
+                return f"PUB {subject} {reply} {size}\r\n".encode() + data + _CRLF
+            return f"PUB {subject} {size}\r\n".encode() + data + _CRLF
         if self.server_info and not self.headers_supported:
             raise ProtocolError("this server does not take headers (its INFO says headers: false)")
         block = _encode_headers(headers)
