@@ -111,6 +111,16 @@ COMPARISONS: list[Comparison] = [
     # and round robin with the same slow worker (reported: it cannot keep up).
     Comparison("S10-balancing-slow", "S10-balancing-equal", Kind.SPEED, 0.8),
     Comparison("S10-round-robin-slow", "S10-balancing-equal", Kind.SPEED, None),
+    # The NATS client (issue 17, benchmarks/nats_client.py): against nats-py under
+    # plain asyncio on the same server, the loopback floors, and msgspec (R5).
+    Comparison("NATS-rr", "NATS-rr-natspy", Kind.LATENCY, 0.9),
+    Comparison("NATS-rr", "NATS-rr-floor", Kind.LATENCY, None),
+    Comparison("NATS-rr-natspy", "NATS-rr-floor", Kind.LATENCY, None),
+    Comparison("NATS-pubsub", "NATS-pubsub-natspy", Kind.SPEED, 1.5),
+    Comparison("NATS-pubsub", "NATS-pubsub-natspy-iter", Kind.SPEED, None),
+    Comparison("NATS-pubsub", "NATS-pubsub-floor", Kind.SPEED, None),
+    Comparison("NATS-parse", "NATS-parse-msgspec", Kind.SPEED, 0.5),
+    Comparison("NATS-build", "NATS-build-msgspec", Kind.SPEED, 0.5),
     *_rows("ALT-"),
     Comparison("F1", "F0", Kind.SPEED, None),  # what batching in trio costs
     Comparison("S4", "S4-floor-tuples", Kind.SPEED, None),  # a GC-inflated floor
