@@ -329,3 +329,43 @@ async def test_a_subscription_yields_once_per_batch_and_is_cancelled_at_any_mess
             assert scope.cancelled_caught
             rest = [(await sub.receive()).data for _ in range(nats.YIELD_EVERY)]
             assert rest == [b"%d" % n for n in range(2 * nats.YIELD_EVERY, 3 * nats.YIELD_EVERY)]
+
+
+async def test_a_callback_subscription_gets_each_message_from_the_reader_in_order(
+    nats_server: NatsServer,
+) -> None:
+    got: list[bytes] = []
+    all_in = trio.Event()
+
+    def collect(message: nats.Msg) -> None:
+        got.append(message.data)
+        if len(got) == 500:
+            all_in.set()
+
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as nc:
+            async with nc.subscribe("c.*", callback=collect) as sub:
+                await nc.flush()
+                for number in range(500):
+                    nc.publish("c.x", b"%d" % number)
+                await all_in.wait()
+                assert got == [b"%d" % n for n in range(500)]
+                assert sub.delivered == 500
+                with pytest.raises(TypeError, match="hands its messages to"):
+                    await sub.receive()
+            with pytest.raises(TypeError, match="callback must be callable"):
+                nc.subscribe_nowait("c", callback="no")  # type: ignore[arg-type]
+
+
+async def test_an_exception_in_a_callback_ends_the_connection_block(
+    nats_server: NatsServer,
+) -> None:
+    def explode(message: nats.Msg) -> None:
+        raise KeyError(message.data)
+
+    caught = pytest.RaisesGroup(pytest.RaisesExc(KeyError, match="boom"), flatten_subgroups=True)
+    with trio.fail_after(20), caught:
+        async with nats.connect(nats_server.url) as nc, nc.subscribe("x", callback=explode):
+            await nc.flush()
+            nc.publish("x", b"boom")
+            await trio.sleep_forever()

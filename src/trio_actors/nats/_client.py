@@ -404,33 +404,56 @@ class Client:
 
     @asynccontextmanager
     async def subscribe(
-        self, subject: str, *, queue: str | None = None, pending: int = DEFAULT_PENDING_MESSAGES
+        self,
+        subject: str,
+        *,
+        queue: str | None = None,
+        pending: int = DEFAULT_PENDING_MESSAGES,
+        callback: Callable[[Msg], object] | None = None,
     ) -> AsyncIterator[Subscription]:
         """Subscribe to ``subject`` (wildcards allowed; in queue group ``queue``):
         the block iterates the :class:`Subscription`; leaving it unsubscribes.
         ``pending``: how many messages it buffers before it drops (then the
         iteration raises :exc:`SlowConsumer` once). The subscription lasts across
         reconnects (messages published while disconnected do not reach it: NATS
-        core keeps nothing)."""
-        subscription = self.subscribe_nowait(subject, queue=queue, pending=pending)
+        core keeps nothing). ``callback``: see :meth:`subscribe_nowait`."""
+        subscription = self.subscribe_nowait(
+            subject, queue=queue, pending=pending, callback=callback
+        )
         try:
             yield subscription
         finally:
             subscription.unsubscribe()
 
     def subscribe_nowait(
-        self, subject: str, *, queue: str | None = None, pending: int = DEFAULT_PENDING_MESSAGES
+        self,
+        subject: str,
+        *,
+        queue: str | None = None,
+        pending: int = DEFAULT_PENDING_MESSAGES,
+        callback: Callable[[Msg], object] | None = None,
     ) -> Subscription:
         """:meth:`subscribe` without the block: call :meth:`Subscription.unsubscribe`
-        yourself. Never a checkpoint."""
+        yourself. Never a checkpoint.
+
+        With ``callback``, each message is handed to ``callback(msg)`` instead of
+        being buffered: called by the connection's reader task, at once, in order,
+        so it must not block (it is never awaited; what it returns is ignored), and
+        it holds up everything the connection receives while it runs -- what an
+        actor runtime does to put a message in a mailbox. An exception from it is
+        a bug and is not swallowed: it ends the ``async with`` block of
+        :func:`connect`. Such a subscription cannot be iterated.
+        """
         if isinstance(pending, bool) or not isinstance(pending, int) or pending < 1:
             raise ValueError(
                 f"pending is how many messages the subscription buffers, a whole number "
                 f">= 1, got {pending!r}"
             )
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable (it is given each Msg), got {callback!r}")
         sid = next(self._sids)
         self._queue(self._protocol.subscribe(sid, subject, queue=queue), message=False)
-        subscription = Subscription(self, sid, subject, queue, pending)
+        subscription = Subscription(self, sid, subject, queue, pending, callback)
         self._subscriptions[sid] = subscription
         return subscription
 

@@ -16,6 +16,7 @@ and whenever the buffer is empty the reader waits (which yields, of course).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -47,9 +48,16 @@ class Subscription:
     """
 
     def __init__(
-        self, client: Client, sid: int, subject: str, queue: str | None, pending: int
+        self,
+        client: Client,
+        sid: int,
+        subject: str,
+        queue: str | None,
+        pending: int,
+        callback: Callable[[Msg], object] | None = None,
     ) -> None:
         self.client = client
+        self.callback = callback
         self.sid = sid
         self.subject = subject
         self.queue = queue
@@ -70,6 +78,10 @@ class Subscription:
         """Buffer a message from the server (the reader task calls this)."""
         if self._ended:
             return  # unsubscribed: the server may still have sent some
+        if self.callback is not None:
+            self.delivered += 1
+            self.callback(message)
+            return
         if len(self._messages) >= self.pending:
             self.dropped += 1
             self._unreported_drops += 1
@@ -93,7 +105,13 @@ class Subscription:
             SlowConsumer: messages were dropped since the last call (once).
             trio.EndOfChannel: the subscription has ended and every message buffered
                 before has been received.
+            TypeError: the subscription hands its messages to a callback.
         """
+        if self.callback is not None:
+            raise TypeError(
+                f"subscription {self.sid} to {self.subject!r} hands its messages to "
+                f"{self.callback!r}: there is nothing to receive"
+            )
         if self._unreported_drops:
             count, self._unreported_drops = self._unreported_drops, 0
             await trio.lowlevel.checkpoint()
