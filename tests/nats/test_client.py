@@ -4,6 +4,7 @@ cancellation of a request, flush, the errors for bad input and a closed server."
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import pytest
@@ -31,6 +32,7 @@ async def test_publish_and_subscribe(nats_server: NatsServer) -> None:
 async def test_publish_is_never_a_checkpoint(nats_server: NatsServer) -> None:
     with trio.fail_after(20):
         async with nats.connect(nats_server.url) as nc:
+            assert not inspect.iscoroutinefunction(nc.publish)  # (a coroutine would not run)
             with trio.testing.assert_no_checkpoints():
                 nc.publish("a", b"x")
                 nc.publish("a", b"y", reply="b", headers={"K": "v"})

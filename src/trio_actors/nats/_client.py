@@ -200,7 +200,7 @@ class Client:
         self.ping_interval = ping_interval
         self.max_outstanding_pings = max_outstanding_pings
         self._thread = get_ident()  # its buffers and events are the trio thread's
-        self._out: list[bytes] = []
+        self._out: list[bytes | bytearray] = []  # (a bytearray: the rest of a frame)
         self._pending_bytes = 0
         self._wake_writer = trio.Event()
         self._writing = False  # the writer is in send_all
@@ -357,11 +357,19 @@ class Client:
                 sent = 0
             if sent == len(data):
                 return False
-            data = data[sent:]  # (a partial frame is not kept across a reconnect)
-        self._out.append(data)
-        self._pending_bytes += len(data)
-        self._wake_writer.set()
+            if sent:
+                # The rest of a frame the socket took in part: a bytearray, so that
+                # it is never taken for a whole message to keep across a reconnect
+                # (_lose), even where its bytes happen to begin "PUB ".
+                self._buffer(bytearray(data[sent:]))
+                return True
+        self._buffer(data)
         return True
+
+    def _buffer(self, frame: bytes | bytearray) -> None:
+        self._out.append(frame)
+        self._pending_bytes += len(frame)
+        self._wake_writer.set()
 
     def publish(
         self,
@@ -732,7 +740,11 @@ class Client:
         requests that went out on it, and say so."""
         self._connection = None
         self._outstanding_pings = 0
-        kept = [frame for frame in self._out if frame.startswith(_MESSAGE_FRAMES)]
+        kept: list[bytes | bytearray] = [
+            frame
+            for frame in self._out
+            if type(frame) is bytes and frame.startswith(_MESSAGE_FRAMES)
+        ]
         self._out = kept
         self._pending_bytes = sum(map(len, kept))
         waiting = {id(frame) for frame in kept}
