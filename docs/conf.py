@@ -139,6 +139,8 @@ nitpick_ignore: list[tuple[str, str]] = [
 nitpick_ignore.append(("py:class", "trio_actors.testing._virtual.T"))
 # The type of the NEED_DATA sentinel (documented as the value itself, as h11 does).
 nitpick_ignore.append(("py:class", "trio_actors.nats._protocol._NeedData"))
+# pathlib.Path as attrs writes it in Cluster's signature (unqualified).
+nitpick_ignore.append(("py:class", "Path"))
 
 # -- HTML ----------------------------------------------------------------------------
 

@@ -4,8 +4,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio.testing
 from hypothesis import HealthCheck, settings
 
+import trio_actors as ta
 from nats_server import NatsServer, running_nats_server
 from trio_actors.actors._debug import enable_serving_checks
 
@@ -44,3 +46,31 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
     """A real nats-server of the test's own on a free loopback port (tests/nats_server.py)."""
     with running_nats_server(tmp_path) as server:
         yield server
+
+
+# --- nodes (tests/remote): every test runs over the in-memory bus under an autojumping
+# MockClock (deterministic) and over a real nats-server on the real clock.
+
+
+@pytest.fixture(params=["memory", "nats"])
+def transport_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def clock(transport_kind: str) -> trio.testing.MockClock | None:
+    """pytest-trio runs the test under this clock when it is one."""
+    return trio.testing.MockClock(autojump_threshold=0) if transport_kind == "memory" else None
+
+
+@pytest.fixture
+def cluster_here(
+    transport_kind: str, clock: trio.testing.MockClock | None, request: pytest.FixtureRequest
+) -> ta.Cluster:
+    """Where the test's nodes meet (give ``types``/``errors`` with ``attrs.evolve``)."""
+    if transport_kind == "memory":
+        from trio_actors.remote import MemoryBus  # (imports msgspec: only these tests)
+
+        return ta.Cluster(bus=MemoryBus())
+    server: NatsServer = request.getfixturevalue("nats_server")
+    return ta.Cluster(server.url)

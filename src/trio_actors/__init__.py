@@ -6,8 +6,9 @@ Layers, bottom up; a module imports only from its own layer and those below it
 
 0. ``nats`` -- the NATS client (sans-io protocol core, trio transport): it imports
    nothing of the runtime, which may use it (the remote layer);
-1. ``_errors``, ``_policy``, ``_statistics`` -- exceptions, the serving policy and
-   the statistics records (values only);
+1. ``_errors``, ``_policy``, ``_statistics``, ``_cluster`` -- exceptions, the
+   serving policy, the statistics records and the cluster's configuration (values
+   only);
 2. ``lifecycle._state``, ``_dead_letters``, ``_supervision``, ``_watch`` -- the
    rules of a life: the state table, dead letters, supervision strategies, death
    watch;
@@ -16,16 +17,21 @@ Layers, bottom up; a module imports only from its own layer and those below it
 4. ``lifecycle._stranded``, ``_stopping``, ``_restarting`` -- the sequences that
    end or renew a life: stranded cleanup, the stop sequence, the restart;
 5. ``actors`` -- ``Actor``, ``ActorRef``, ``ActorSystem``;
-6. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
+6. ``remote`` -- nodes on NATS, remote refs, the codec; imported only by
+   ``open_actor_system(cluster=...)`` (the one import upwards, made inside it);
+7. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
    import the package's names from ``trio_actors`` itself.
 
 This module only re-exports the public API.
 """
 
+from ._cluster import Cluster as Cluster
 from ._errors import ActorError as ActorError
 from ._errors import ActorNotFound as ActorNotFound
 from ._errors import ActorStopped as ActorStopped
 from ._errors import MailboxFull as MailboxFull
+from ._errors import NodeDown as NodeDown
+from ._errors import RemoteError as RemoteError
 from ._errors import ShutdownTimeout as ShutdownTimeout
 from ._policy import DEFAULT_BATCH as DEFAULT_BATCH
 from ._policy import DEFAULT_CLEANUP_BATCH as DEFAULT_CLEANUP_BATCH
@@ -72,6 +78,7 @@ __all__ = [
     "Backoff",
     "Bounded",
     "Broadcast",
+    "Cluster",
     "DEFAULT_BATCH",
     "DEFAULT_CLEANUP_BATCH",
     "DEFAULT_TIME_SLICE",
@@ -82,9 +89,11 @@ __all__ = [
     "Escalate",
     "GroupStrategy",
     "MailboxFull",
+    "NodeDown",
     "OneForAll",
     "OneForOne",
     "Pool",
+    "RemoteError",
     "Resize",
     "RestForOne",
     "Restart",

@@ -16,6 +16,10 @@ Each error says whose fault it is, in the manner of trio's ``ClosedResourceError
   timeout and was cancelled (logged and counted as the actor's failure).
 * :class:`LifecycleError` -- an illegal lifecycle transition: always a bug in the
   runtime, never in user code; it names the actor, the state and the event.
+* :class:`NodeDown` -- the node an ask went to died (or was declared dead) before
+  answering: the message may or may not have been handled.
+* :class:`RemoteError` -- a handler on another node raised an exception whose type
+  is not allowed to be rebuilt here; it carries the type's name and the text.
 """
 
 from __future__ import annotations
@@ -71,6 +75,36 @@ class LifecycleError(ActorError):
     """
 
 
+class NodeDown(ActorError):
+    """The node of a remote actor died, or was declared dead, before answering.
+
+    Raised by :meth:`ActorRef.ask <trio_actors.ActorRef.ask>` to every ask still
+    pending to that node, and carried by the ``Terminated`` of every actor watched
+    on it. The message may or may not have been handled there.
+    """
+
+
+class RemoteError(ActorError):
+    """An exception raised on another node, whose type may not be rebuilt here.
+
+    Exceptions cross nodes as (type name, text); only the types the cluster allows
+    (the package's own errors and those the application registers) arrive as
+    themselves. Every other one arrives as a ``RemoteError``.
+
+    Attributes:
+        type_name: the original exception's type, ``module.QualName``.
+        text: ``str()`` of the original exception.
+    """
+
+    def __init__(self, type_name: str, text: str) -> None:
+        super().__init__(f"{type_name}: {text}" if text else type_name)
+        self.type_name = type_name
+        self.text = text
+
+    def __reduce__(self) -> tuple[type[RemoteError], tuple[str, str]]:
+        return (RemoteError, (self.type_name, self.text))
+
+
 def describe_value(value: object, limit: int = 120) -> str:
     """``repr(value)`` for an error message, made safe: at most ``limit``
     characters, and a placeholder naming the type if the repr raises (or recurses
@@ -90,6 +124,8 @@ __all__ = [
     "ActorStopped",
     "LifecycleError",
     "MailboxFull",
+    "NodeDown",
+    "RemoteError",
     "ShutdownTimeout",
     "describe_value",
 ]

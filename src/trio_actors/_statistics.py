@@ -31,16 +31,18 @@ class DeadLetterCounts:
         stopped: told to an actor that had stopped or was stopping.
         stranded: left queued when the actor stopped.
         overflow: dropped by a full bounded mailbox.
+        unreachable: told to an actor on another node that nothing serves.
     """
 
     stopped: int = 0
     stranded: int = 0
     overflow: int = 0
+    unreachable: int = 0
 
     @property
     def total(self) -> int:
         """All dead letters, whatever the reason."""
-        return self.stopped + self.stranded + self.overflow
+        return self.stopped + self.stranded + self.overflow + self.unreachable
 
 
 @attrs.frozen

@@ -19,7 +19,7 @@ anywhere else. Decisions:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .._errors import ActorError, ActorNotFound, ActorStopped
 
@@ -27,13 +27,22 @@ if TYPE_CHECKING:
     from ._cell import ActorCell
 
 
+class RegistryListener(Protocol):
+    """Hears a registry's names come and go (a node: they answer across the cluster)."""
+
+    def claimed(self, name: str, cell: ActorCell) -> None: ...
+
+    def released(self, name: str) -> None: ...
+
+
 class Registry:
     """The names of one system's actors (each a live, accepting actor)."""
 
-    __slots__ = ("_by_name",)
+    __slots__ = ("_by_name", "listener")
 
     def __init__(self) -> None:
         self._by_name: dict[str, ActorCell] = {}
+        self.listener: RegistryListener | None = None
 
     def register(self, name: object, cell: ActorCell) -> None:
         """Give ``name`` to ``cell``'s actor.
@@ -64,6 +73,8 @@ class Registry:
         if cell.registered_names is None:
             cell.registered_names = []
         cell.registered_names.append(name)
+        if self.listener is not None:
+            self.listener.claimed(name, cell)
 
     def unregister(self, name: object) -> None:
         """Free ``name``.
@@ -77,6 +88,8 @@ class Registry:
             raise ActorNotFound(f"cannot unregister {name!r}: no actor is registered under it")
         assert cell.registered_names is not None
         cell.registered_names.remove(name)  # type: ignore[arg-type]
+        if self.listener is not None:
+            self.listener.released(name)  # type: ignore[arg-type]
 
     def lookup(self, name: object) -> ActorCell:
         """The actor holding ``name``.
@@ -100,6 +113,8 @@ class Registry:
         if names:
             for name in names:
                 del self._by_name[name]
+                if self.listener is not None:
+                    self.listener.released(name)
             names.clear()
 
     @staticmethod

@@ -15,12 +15,13 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from threading import get_ident
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._errors import ActorError
+from .._cluster import Cluster
+from .._errors import ActorError, ActorNotFound
 from .._policy import ServingPolicy
 from .._statistics import DeadLetterCounts, SystemStatistics
 from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
@@ -48,6 +49,9 @@ from ._kinds import HandlerKinds, handler_kinds, known_kinds
 from ._ref import ActorRef
 from ._registry import Registry, wrong_system
 from ._timers import TimerService
+
+if TYPE_CHECKING:
+    from ..remote import Node
 
 _NAME = re.compile(r"[^/\s]+")
 _new_object = object.__new__
@@ -101,6 +105,13 @@ class ActorSystem:
         self.sampled_turn_path: str | None = None
         self._timer_service: TimerService | None = None  # made with the first timer
         self._registry = Registry()
+        self._node: Node | None = None  # with open_actor_system(cluster=...)
+
+    @property
+    def node(self) -> Node | None:
+        """This system's node in a cluster (``open_actor_system(cluster=...,
+        node=...)``), or ``None``: its ``name`` and ``incarnation``."""
+        return self._node
 
     @property
     def seed(self) -> int:
@@ -130,7 +141,7 @@ class ActorSystem:
         """
         self._check_thread("register")
         cell = cell_of_ref(ref, "register()")
-        if cell.system is not self:
+        if getattr(cell, "system", None) is not self:
             raise wrong_system("register")
         self._registry.register(name, cell)
 
@@ -147,8 +158,9 @@ class ActorSystem:
         self._registry.unregister(name)
 
     async def lookup(self, name: str) -> ActorRef:
-        """The ref of the actor registered under ``name``. Always a checkpoint (the
-        same call will answer across the nodes of a cluster).
+        """The ref of the actor registered under ``name`` -- in this system, or, on
+        a node of a cluster, on any node (asked over the network when not here).
+        Always a checkpoint.
 
         Raises:
             ActorNotFound: no actor is registered under ``name`` (a
@@ -157,8 +169,15 @@ class ActorSystem:
             ActorError: called from another thread.
         """
         self._check_thread("lookup")
+        if self._node is None:
+            await trio.lowlevel.checkpoint()
+            return self._registry.lookup(name).ref
+        try:
+            found = self._registry.lookup(name).ref
+        except ActorNotFound:
+            return await self._node.lookup(name)
         await trio.lowlevel.checkpoint()
-        return self._registry.lookup(name).ref
+        return found
 
     def registered(self) -> dict[str, ActorRef]:
         """Every registered name and its actor's ref, in registration order (a
@@ -435,7 +454,10 @@ class ActorSystem:
             failures=self.failures,
             expected_errors=self.expected_errors,
             dead_letters=DeadLetterCounts(
-                by_reason["stopped"], by_reason["stranded"], by_reason["overflow"]
+                by_reason["stopped"],
+                by_reason["stranded"],
+                by_reason["overflow"],
+                by_reason["unreachable"],
             ),
             rounds=dispatcher.rounds,
             longest_round_messages=dispatcher.clock.longest_round_messages,
@@ -572,6 +594,8 @@ def open_actor_system(
     dead_letters_kept: int = DEFAULT_RECENT_DEAD_LETTERS,
     seed: int | None = None,
     turn_sampling: float | None = DEFAULT_TURN_SAMPLING,
+    cluster: str | Cluster | None = None,
+    node: str | None = None,
 ) -> AbstractAsyncContextManager[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
 
@@ -595,6 +619,12 @@ def open_actor_system(
             ``longest_turn_seconds``, at no cost to the serving paths; ``None``
             for none. Sampled only under trio's default clock (its time is the
             wall clock's).
+        cluster, node: make the system a node named ``node`` of a cluster of
+            systems in other processes or machines (``cluster``: a ``nats://`` URL
+            or a :class:`~trio_actors.Cluster`): refs travel in messages and work
+            across nodes, and the registry answers across them. Entering connects
+            (and fails as :func:`trio_actors.nats.connect` does); leaving stops
+            the actors first, then leaves the cluster.
 
     Leaving the block stops every actor still alive, children before their parents,
     newest first and one at a time (an actor not yet reached keeps serving): queued
@@ -608,7 +638,7 @@ def open_actor_system(
     Used without ``async with`` (``system = open_actor_system()``, or ``await``-ed),
     the first use says how to open it instead of failing obscurely.
     """
-    return _SystemOpener(_open(serving, dead_letters_kept, seed, turn_sampling))
+    return _SystemOpener(_open(serving, dead_letters_kept, seed, turn_sampling, cluster, node))
 
 
 class _SystemOpener:
@@ -653,6 +683,8 @@ async def _open(
     dead_letters_kept: int,
     seed: int | None,
     turn_sampling: float | None,
+    cluster: Any,
+    node: str | None,
 ) -> AsyncIterator[ActorSystem]:
     """The body of :func:`open_actor_system`."""
     if serving is None:
@@ -662,6 +694,11 @@ async def _open(
     dead_letters = DeadLetters(dead_letters_kept)
     seed = _checked_seed(seed)
     sampled = _checked_turn_sampling(turn_sampling) and _real_clock()
+    if (cluster is None) != (node is None):
+        raise TypeError(
+            "a node needs both cluster= (a nats:// URL or a Cluster) and node= (its name); "
+            f"got cluster={cluster!r}, node={node!r}"
+        )
     async with trio.open_nursery() as nursery:
         system = ActorSystem(nursery, serving, dead_letters, seed)
         await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
@@ -669,20 +706,49 @@ async def _open(
             assert turn_sampling is not None
             SAMPLER.add(system.thread_id, turn_sampling)
         try:
-            yield system
+            async with _node_of(system, cluster, node):
+                try:
+                    yield system
+                finally:
+                    await system._shutdown()  # (the node serves until its actors stopped)
         finally:
-            try:
-                await system._shutdown()
-            finally:
-                if sampled:
-                    assert turn_sampling is not None
-                    SAMPLER.remove(system.thread_id, turn_sampling)
-                dead_letters.close_subscriptions()  # (the exit's own letters are in)
-                system._foreign.close()
-                if system._timer_service is not None:
-                    system._timer_service.close()
-                system._dispatcher.close()
-                nursery.cancel_scope.cancel()
+            if sampled:
+                assert turn_sampling is not None
+                SAMPLER.remove(system.thread_id, turn_sampling)
+            dead_letters.close_subscriptions()  # (the exit's own letters are in)
+            system._foreign.close()
+            if system._timer_service is not None:
+                system._timer_service.close()
+            system._dispatcher.close()
+            nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def _node_of(system: ActorSystem, cluster: Any, node: str | None) -> AsyncIterator[None]:
+    """The system as a node of ``cluster`` for the block (nothing without one). The
+    one import of the remote layer, made only here: without ``cluster=``, nothing
+    of it (nor msgspec) is imported."""
+    if cluster is None:
+        yield
+        return
+    try:
+        from ..remote import open_node  # (see the docstring)
+    except ModuleNotFoundError as missing:
+        if missing.name != "msgspec":
+            raise
+        raise ModuleNotFoundError(
+            'a node needs msgspec (messages cross as msgpack): pip install "trio-actors[cluster]"',
+            name="msgspec",
+        ) from None
+
+    assert node is not None
+    async with open_node(system, cluster, node) as opened:
+        system._node = opened
+        system._registry.listener = opened
+        try:
+            yield
+        finally:
+            system._registry.listener = None
 
 
 __all__ = ["ActorSystem", "open_actor_system"]

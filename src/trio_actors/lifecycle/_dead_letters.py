@@ -31,7 +31,7 @@ import trio
 if TYPE_CHECKING:
     from ..actors._ref import ActorRef
 
-DeadLetterReason = Literal["stopped", "stranded", "overflow"]
+DeadLetterReason = Literal["stopped", "stranded", "overflow", "unreachable"]
 
 DEFAULT_RECENT_DEAD_LETTERS = 10_000
 DEFAULT_SUBSCRIPTION_CAPACITY = 1_000
@@ -45,13 +45,14 @@ class DeadLetter:
         recipient: the actor it was for.
         message: the message itself, unchanged.
         reason: ``"stopped"`` (told to a stopping or stopped actor), ``"stranded"``
-            (left queued when the actor stopped) or ``"overflow"`` (dropped by a
-            bounded mailbox).
+            (left queued when the actor stopped), ``"overflow"`` (dropped by a
+            bounded mailbox) or ``"unreachable"`` (told to an actor on another node
+            that nothing serves: the node, or that incarnation of it, is gone).
     """
 
     recipient: ActorRef
     message: Any
-    reason: Literal["stopped", "stranded", "overflow"]
+    reason: Literal["stopped", "stranded", "overflow", "unreachable"]
 
 
 class _RecentView(Sequence[DeadLetter]):
@@ -183,6 +184,7 @@ class DeadLetters:
             "stopped": 0,
             "stranded": 0,
             "overflow": 0,
+            "unreachable": 0,
         }
         self._recent: deque[tuple[Any, Any, DeadLetterReason]] = deque(maxlen=keep)
         self._subscriptions: list[DeadLetterSubscription] = []

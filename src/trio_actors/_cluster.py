@@ -1,0 +1,122 @@
+"""The configuration of a cluster: where its NATS servers are and what may cross.
+
+A value only (like :class:`~trio_actors.ServingPolicy`): ``open_actor_system(
+cluster=Cluster(...), node="worker-1")`` makes the system a node of the cluster;
+the remote layer (``trio_actors.remote``) is imported only then.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from .remote import MemoryBus
+
+__all__ = ["Cluster", "check_token"]
+
+_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def check_token(value: object, what: str) -> str:
+    """``value`` if it is a name usable in a NATS subject token: letters, digits,
+    ``_`` and ``-``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {value!r}")
+    if not _TOKEN.fullmatch(value):
+        raise ValueError(
+            f"{what} must be letters, digits, '_' and '-' (it is part of NATS subjects), "
+            f"got {value!r}"
+        )
+    return value
+
+
+def _servers(value: str | Sequence[str]) -> tuple[str, ...]:
+    servers = (value,) if isinstance(value, str) else tuple(value)
+    if not servers or not all(isinstance(server, str) for server in servers):
+        raise TypeError(f"Cluster servers are a nats:// URL or a list of them, got {value!r}")
+    return servers
+
+
+def _types(value: Sequence[type]) -> tuple[type, ...]:
+    return tuple(value)
+
+
+def _errors(value: Sequence[type[BaseException]]) -> tuple[type[BaseException], ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class Cluster:
+    """Where a node finds the others, and what their messages may hold.
+
+    Attributes:
+        servers: the NATS servers, a ``nats://host:port`` URL or a list of them
+            (the servers a server announces join them). Ignored with ``bus``.
+        name: the cluster's name: nodes of different clusters on the same servers
+            never see each other.
+        types: the ``msgspec.Struct`` types messages may hold (every node registers
+            the same ones); builtins and refs need no registering.
+        errors: exception types a remote handler's exception is rebuilt as (the
+            package's own errors and builtin exceptions always are); any other
+            arrives as :class:`~trio_actors.RemoteError`.
+        pickle: pickle what msgpack cannot hold. Unpickling runs whatever code the
+            bytes name: only on a network where every node is trusted.
+        bus: an in-memory :class:`~trio_actors.remote.MemoryBus` instead of NATS:
+            the nodes of one trio run, for tests (deterministic under ``MockClock``).
+        heartbeat: seconds between a node's heartbeats.
+        heartbeats_missed: how many beats a node may miss before another node
+            that waits on it declares it down (:exc:`~trio_actors.NodeDown`).
+
+    ``tls``, ``tls_hostname``, ``token``, ``user``, ``password``, ``nkey_seed`` and
+    ``credentials`` are passed to :func:`trio_actors.nats.connect` as they are.
+    """
+
+    servers: tuple[str, ...] = attrs.field(default=("nats://127.0.0.1:4222",), converter=_servers)
+    name: str = attrs.field(default="trio-actors", kw_only=True)
+    types: tuple[type, ...] = attrs.field(default=(), converter=_types, kw_only=True)
+    errors: tuple[type[BaseException], ...] = attrs.field(
+        default=(), converter=_errors, kw_only=True
+    )
+    pickle: bool = attrs.field(default=False, kw_only=True)
+    tls: ssl.SSLContext | None = attrs.field(default=None, kw_only=True)
+    tls_hostname: str | None = attrs.field(default=None, kw_only=True)
+    token: str | None = attrs.field(default=None, kw_only=True, repr=False)
+    user: str | None = attrs.field(default=None, kw_only=True)
+    password: str | None = attrs.field(default=None, kw_only=True, repr=False)
+    nkey_seed: str | Path | None = attrs.field(default=None, kw_only=True, repr=False)
+    credentials: str | Path | None = attrs.field(default=None, kw_only=True)
+    bus: MemoryBus | None = attrs.field(default=None, kw_only=True)
+    heartbeat: float = attrs.field(default=1.0, kw_only=True)
+    heartbeats_missed: int = attrs.field(default=3, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        check_token(self.name, "Cluster name")
+        if not isinstance(self.pickle, bool):
+            raise TypeError(f"Cluster pickle is True or False, got {self.pickle!r}")
+        if (
+            isinstance(self.heartbeat, bool)
+            or not isinstance(self.heartbeat, int | float)
+            or not 0 < self.heartbeat < float("inf")
+        ):
+            raise ValueError(f"Cluster heartbeat is seconds > 0, got {self.heartbeat!r}")
+        missed = self.heartbeats_missed
+        if isinstance(missed, bool) or not isinstance(missed, int) or missed < 1:
+            raise ValueError(f"Cluster heartbeats_missed is a whole number >= 1, got {missed!r}")
+
+    def connect_options(self) -> dict[str, Any]:
+        """The keyword arguments for :func:`trio_actors.nats.connect`."""
+        return {
+            "tls": self.tls,
+            "tls_hostname": self.tls_hostname,
+            "token": self.token,
+            "user": self.user,
+            "password": self.password,
+            "nkey_seed": self.nkey_seed,
+            "credentials": self.credentials,
+        }

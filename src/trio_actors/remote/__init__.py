@@ -1,0 +1,66 @@
+"""Actors across processes and machines: nodes on NATS (``remote.md``).
+
+Imported only when a system is opened with ``cluster=``. A node (``_node.py``) is a
+system's presence in a cluster; refs to actors of other nodes are ``ActorRef``\\ s
+whose record is a :class:`~trio_actors.remote._remote_cell.RemoteCell`; what
+crosses is encoded by ``_codec.py``; the connection is NATS or, for tests, an
+in-memory bus (``_transport.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import trio
+
+from .. import nats
+from .._cluster import Cluster, check_token
+from ._node import Node
+from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
+
+if TYPE_CHECKING:
+    from ..actors import ActorSystem
+
+__all__ = ["MemoryBus", "MemoryTransport", "NatsTransport", "Node", "Transport", "open_node"]
+
+
+@asynccontextmanager
+async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> AsyncIterator[Node]:
+    """Make ``system`` a node of ``cluster`` named ``name`` for the length of the
+    block: connect, subscribe, and serve the node's own task. A checkpoint.
+    Leaving it leaves the cluster (what was published is sent first)."""
+    if isinstance(cluster, str):
+        cluster = Cluster(cluster)
+    elif not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster is a nats:// URL or a Cluster(...), got {cluster!r}")
+    check_token(name, "node")
+    async with _connect(cluster) as transport, trio.open_nursery() as nursery:
+        node = Node(system, transport, cluster, name, nursery)
+        nursery.start_soon(node.run, name=f"trio-actors node {name}")
+        try:
+            yield node
+        finally:
+            node.close()
+            nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def _connect(cluster: Cluster) -> AsyncIterator[Transport]:
+    if cluster.bus is not None:
+        async with cluster.bus.connect() as memory:
+            yield memory
+        return
+    async with nats.connect(list(cluster.servers), **cluster.connect_options()) as client:
+        yield NatsTransport(client)
+
+
+def _fix_module_names() -> None:
+    # Tracebacks and docs say trio_actors.remote.Node, not trio_actors.remote._node.Node.
+    for name in ("MemoryBus", "MemoryTransport", "NatsTransport", "Node"):
+        globals()[name].__module__ = __name__
+
+
+_fix_module_names()
+del _fix_module_names

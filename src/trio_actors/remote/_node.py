@@ -1,0 +1,497 @@
+"""A node: one actor system's presence in a cluster.
+
+Subjects (``P`` is ``ta.<cluster name>``), each subscribed with a callback, so a
+message goes from the connection's reader straight to a mailbox:
+
+* ``P.n.<node>.<incarnation>`` -- messages for the node's actors: tells, asks,
+  cancellations of asks, stops. One subject per node *incarnation*: a node that
+  restarts gets a new one, so a ref to its previous life reaches nobody (NATS's
+  no-responders) and never a successor.
+* ``P.r.<node>.<incarnation>.<n>`` -- replies to the node's asks, stops and lookups.
+* ``P.u.<node>.<incarnation>.<n>`` -- the no-responders answers to its tells: each
+  tell carries one as its reply subject, so a tell to a node (or an incarnation)
+  that is gone comes back and becomes ``DeadLetter(reason="unreachable")`` here.
+  The message is kept until the server has confirmed it routed it (a flush: the
+  answer, if any, comes before the server's ``PONG``).
+* ``P.name.<hex of the name>`` -- a registered name: the node holding it answers
+  lookups with the ref; when the node dies, its subscriptions go with its
+  connection, so the name is free.
+* ``P.hb.<node>.<incarnation>`` -- heartbeats: every node publishes one every
+  ``Cluster.heartbeat`` seconds (and ``bye`` when it leaves). A node that waits for
+  an answer from a node it has not heard from for ``heartbeats_missed`` beats (or
+  that said ``bye``) declares it down: every ask pending to it fails with
+  :exc:`~trio_actors.NodeDown` ("may or may not have been handled"). This works on
+  any NATS account; the system account's disconnect advisories (milliseconds, not
+  seconds) need credentials for that account and come later.
+
+A message to an actor is a msgpack array ``[kind, export number, path, body]``:
+the export number says which actor (a node numbers each local actor the first time
+a ref to it leaves, so a ref to a stopped actor never reaches a successor with the
+same path); the body is the codec's bytes. Asks are answered by a task of the node
+that awaits the local ``ask``: a cancellation from the asker cancels that task, so
+an ask still queued is withdrawn and an ``async`` handler working on it is
+cancelled (T6, T7), as locally.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import weakref
+from threading import get_ident
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import msgspec
+import trio
+
+from .._cluster import Cluster
+from .._errors import ActorError, ActorNotFound, ActorStopped, NodeDown
+from ..actors import ActorRef
+from ..actors._ref import new_ref
+from ._codec import Codec, WireRef
+from ._remote_cell import RemoteCell
+from ._transport import Transport
+
+if TYPE_CHECKING:
+    from ..actors import ActorSystem
+    from ..actors._cell import ActorCell
+    from ..nats import Msg
+
+__all__ = ["Node", "Subjects"]
+
+TELL: Final = 0
+ASK: Final = 1
+CANCEL: Final = 2
+STOP: Final = 3
+
+_CONFIRM_EVERY: Final = 0.005  # seconds between flushes that confirm tells
+
+_envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
+_reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
+_encode = msgspec.msgpack.Encoder().encode
+_NONE: Final = msgspec.Raw(_encode(None))
+
+
+class Subjects:
+    """The NATS subjects of one cluster."""
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, cluster: str) -> None:
+        self.prefix = f"ta.{cluster}"
+
+    def node(self, node: str, incarnation: str) -> str:
+        return f"{self.prefix}.n.{node}.{incarnation}"
+
+    def replies(self, node: str, incarnation: str) -> str:
+        return f"{self.prefix}.r.{node}.{incarnation}"
+
+    def unreachable(self, node: str, incarnation: str) -> str:
+        return f"{self.prefix}.u.{node}.{incarnation}"
+
+    def name(self, name: str) -> str:
+        return f"{self.prefix}.name.{name.encode().hex() or '-'}"
+
+    def heartbeat(self, node: str, incarnation: str) -> str:
+        return f"{self.prefix}.hb.{node}.{incarnation}"
+
+    def heartbeats(self) -> str:
+        return f"{self.prefix}.hb.*.*"
+
+
+Peer = tuple[str, str]
+"""A node's (name, incarnation)."""
+
+
+class _Waiter:
+    """One request of this node waiting for its reply (from ``peer``, if one node
+    must answer it)."""
+
+    __slots__ = ("down", "event", "peer", "reply", "sent_at")
+
+    def __init__(self, peer: Peer | None) -> None:
+        self.event = trio.Event()
+        self.reply: Msg | None = None
+        self.peer = peer
+        self.sent_at = trio.current_time()
+        self.down = False  # the peer was declared down before it answered
+
+
+class Node:
+    """An actor system's presence in a cluster (made by ``open_actor_system(
+    cluster=..., node=...)``; reached as ``system.node``).
+
+    Attributes:
+        name: the node's name in the cluster.
+        incarnation: random, new each time the node starts.
+    """
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        transport: Transport,
+        cluster: Cluster,
+        name: str,
+        nursery: trio.Nursery,
+    ) -> None:
+        self.system = system
+        self.transport = transport
+        self.cluster = cluster
+        self.name = name
+        self.incarnation = secrets.token_hex(6)
+        self.subjects = Subjects(cluster.name)
+        self.trio_token = system.trio_token
+        self.thread_id = system.thread_id
+        self._nursery = nursery
+        self.codec = Codec(
+            types=cluster.types,
+            errors=cluster.errors,
+            pickle=cluster.pickle,
+            ref_to_wire=self.ref_to_wire,
+            ref_from_wire=self.ref_from_wire,
+        )
+        self.subject = self.subjects.node(name, self.incarnation)
+        self._replies = self.subjects.replies(name, self.incarnation)
+        self._unreachable = self.subjects.unreachable(name, self.incarnation)
+        # Local actors whose refs have left, by export number, and back.
+        self._exported: weakref.WeakValueDictionary[int, ActorCell] = weakref.WeakValueDictionary()
+        self._export_numbers: weakref.WeakKeyDictionary[ActorCell, int] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._export_count = itertools.count(1)
+        self._remote: weakref.WeakValueDictionary[WireRef, RemoteCell] = (
+            weakref.WeakValueDictionary()
+        )
+        self._requests: dict[int, _Waiter] = {}
+        self._request_count = itertools.count(1)
+        self._answering: dict[str, trio.CancelScope] = {}  # by the asker's reply subject
+        self._unconfirmed: dict[int, tuple[ActorRef, Any]] = {}  # tells, by number
+        self._tell_count = itertools.count(1)
+        self._confirm = trio.Event()
+        self._names: dict[str, Any] = {}  # registered here: name -> unsubscribe
+        self.heartbeat = cluster.heartbeat
+        self.heartbeats_missed = cluster.heartbeats_missed
+        self._heard: dict[Peer, float] = {}  # when each node was last heard from
+        self._heartbeat_subject = self.subjects.heartbeat(name, self.incarnation)
+        self._unsubscribes = [
+            transport.subscribe(self.subject, self._on_message),
+            transport.subscribe(f"{self._replies}.*", self._on_reply),
+            transport.subscribe(f"{self._unreachable}.*", self._on_unreachable),
+            transport.subscribe(self.subjects.heartbeats(), self._on_heartbeat),
+        ]
+
+    def __repr__(self) -> str:
+        return f"<Node {self.name} ({self.incarnation}) of {self.cluster.name}>"
+
+    def check_thread(self, operation: str) -> None:
+        if get_ident() != self.thread_id:
+            raise ActorError(
+                f"{operation}() of a remote ref called from another thread; use "
+                "trio.from_thread.run to reach the trio run of its system"
+            )
+
+    async def run(self) -> None:
+        """The node's own tasks: heartbeats and the watch over the nodes it waits
+        on, and confirming tells (see the module's docstring)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._beat)
+            nursery.start_soon(self._confirm_tells)
+
+    async def _beat(self) -> None:
+        while True:
+            self.transport.publish(self._heartbeat_subject, b"")
+            await trio.sleep(self.heartbeat)
+            self._check_peers()
+
+    def _check_peers(self) -> None:
+        """Declare down every node a request waits on that has been silent too long."""
+        now = trio.current_time()
+        silence = self.heartbeats_missed * self.heartbeat
+        for waiter in list(self._requests.values()):
+            peer = waiter.peer
+            if peer is None or waiter.reply is not None or waiter.down:
+                continue
+            heard = max(self._heard.get(peer, waiter.sent_at), waiter.sent_at)
+            if now - heard > silence:
+                self._declare_down(peer)
+        for peer, heard in list(self._heard.items()):
+            if now - heard > 10 * silence:
+                del self._heard[peer]  # (a node gone long ago)
+
+    def _declare_down(self, peer: Peer) -> None:
+        for waiter in self._requests.values():
+            if waiter.peer == peer and waiter.reply is None:
+                waiter.down = True
+                waiter.event.set()
+
+    def _on_heartbeat(self, message: Msg) -> None:
+        _prefix, _, rest = message.subject.partition(".hb.")
+        node, _, incarnation = rest.partition(".")
+        peer = (node, incarnation)
+        if message.data == b"bye":
+            self._heard.pop(peer, None)
+            self._declare_down(peer)
+        else:
+            self._heard[peer] = trio.current_time()
+
+    async def _confirm_tells(self) -> None:
+        while True:
+            await self._confirm.wait()
+            self._confirm = trio.Event()
+            await trio.sleep(_CONFIRM_EVERY)
+            newest = next(self._tell_count) - 1
+            await self.transport.flush()
+            unconfirmed = self._unconfirmed
+            confirmed = [number for number in unconfirmed if number <= newest]
+            for number in confirmed:  # (numbers ascend: the oldest come first)
+                del unconfirmed[number]
+            if unconfirmed:
+                self._confirm.set()
+
+    async def flush(self) -> None:
+        """Wait until the cluster's servers have everything this node sent so far --
+        its tells, and the names it registered (a lookup from another node after
+        this finds them). A checkpoint."""
+        await self.transport.flush()
+
+    def close(self) -> None:
+        """Leave the cluster: no more messages come in, and the others hear ``bye``.
+        Never a checkpoint."""
+        self.transport.publish(self._heartbeat_subject, b"bye")
+        for unsubscribe in self._unsubscribes:
+            unsubscribe()
+        for unsubscribe in self._names.values():
+            unsubscribe()
+        self._names.clear()
+        for waiter in self._requests.values():
+            waiter.event.set()
+
+    # --- refs on the wire -----------------------------------------------------------
+
+    def ref_to_wire(self, ref: ActorRef) -> WireRef:
+        found: object = ref._cell  # (an ActorCell, or the RemoteCell of a remote ref)
+        if type(found) is RemoteCell:
+            return found.wire
+        cell = cast("ActorCell", found)
+        number = self._export_numbers.get(cell)
+        if number is None:
+            number = next(self._export_count)
+            self._export_numbers[cell] = number
+            self._exported[number] = cell
+        return (self.name, self.incarnation, cell.path, number)
+
+    def ref_from_wire(self, node: str, incarnation: str, path: str, number: int) -> ActorRef:
+        if node == self.name and incarnation == self.incarnation:
+            cell = self._exported.get(number)
+            if cell is not None:
+                return new_ref(cell)
+        wire = (node, incarnation, path, number)
+        remote = self._remote.get(wire)
+        if remote is None:
+            remote = self._remote[wire] = RemoteCell(self, wire)
+        return new_ref(remote)  # type: ignore[arg-type]
+
+    # --- sending --------------------------------------------------------------------
+
+    def _send(
+        self, cell: RemoteCell, kind: int, body: bytes | msgspec.Raw, reply: str | None
+    ) -> None:
+        raw = body if isinstance(body, msgspec.Raw) else msgspec.Raw(body)
+        data = _encode((kind, cell.eid, cell.local_path, raw))
+        self.transport.publish(cell.subject, data, reply)
+
+    def tell(self, cell: RemoteCell, message: Any) -> None:
+        """A remote tell: encoded (``TypeError`` now if it cannot cross), published,
+        kept until confirmed. Never a checkpoint."""
+        body = self.codec.encode(message)
+        number = next(self._tell_count)
+        self._unconfirmed[number] = (new_ref(cell), message)  # type: ignore[arg-type]
+        self._send(cell, TELL, body, f"{self._unreachable}.{number}")
+        self._confirm.set()
+
+    def _request(self, peer: Peer | None) -> tuple[int, str, _Waiter]:
+        number = next(self._request_count)
+        waiter = self._requests[number] = _Waiter(peer)
+        return number, f"{self._replies}.{number}", waiter
+
+    async def ask(self, cell: RemoteCell, message: Any) -> Any:
+        """A remote ask (see ``ActorRef.ask``). A checkpoint."""
+        self.check_thread("ask")
+        body = self.codec.encode(message)
+        number, reply_subject, waiter = self._request(cell.peer)
+        try:
+            self._send(cell, ASK, body, reply_subject)
+            try:
+                await waiter.event.wait()
+            except trio.Cancelled:
+                if waiter.reply is None and not waiter.down:
+                    self._send(cell, CANCEL, _NONE, reply_subject)  # withdraw it there
+                raise
+        finally:
+            del self._requests[number]
+        return self._answer_of(waiter, cell)
+
+    def _answer_of(self, waiter: _Waiter, cell: RemoteCell) -> Any:
+        reply = waiter.reply
+        if waiter.down:
+            raise NodeDown(
+                f"{cell.path}: node {cell.node_name!r} ({cell.incarnation}) is down (not "
+                f"heard from for {self.heartbeats_missed} heartbeats, or it left) before "
+                "answering; the message may or may not have been handled"
+            )
+        if reply is None:
+            raise ActorStopped(f"{cell.path}: this node left the cluster before it answered")
+        if reply.status == 503:
+            raise ActorStopped(
+                f"{cell.path} is unreachable: nothing serves node {cell.node_name!r} "
+                f"incarnation {cell.incarnation} (it stopped, or restarted as another)"
+            )
+        ok, body = _reply.decode(reply.data)
+        if ok:
+            return self.codec.decode(body)
+        raise self.codec.decode_error(body)
+
+    async def stop(self, cell: RemoteCell, *, drain: bool) -> None:
+        """A remote ``stop``: returns once the actor has stopped. A checkpoint."""
+        self.check_thread("stop")
+        number, reply_subject, waiter = self._request(cell.peer)
+        try:
+            self._send(cell, STOP, _encode(drain), reply_subject)
+            await waiter.event.wait()
+        finally:
+            del self._requests[number]
+        if waiter.down or (waiter.reply is not None and waiter.reply.status == 503):
+            return  # its node is gone: it has stopped
+        if waiter.reply is not None:
+            self._answer_of(waiter, cell)
+
+    def request_stop(self, cell: RemoteCell, *, drain: bool) -> None:
+        self._send(cell, STOP, _encode(drain), None)
+
+    # --- the registry across nodes --------------------------------------------------
+
+    def claimed(self, name: str, cell: ActorCell) -> None:
+        """A local actor took ``name``: answer lookups of it from other nodes."""
+        wire = self.ref_to_wire(new_ref(cell))
+
+        def answer(message: Msg) -> None:
+            if message.reply:
+                self.transport.publish(message.reply, _encode((True, wire)))
+
+        self._names[name] = self.transport.subscribe(self.subjects.name(name), answer)
+
+    def released(self, name: str) -> None:
+        unsubscribe = self._names.pop(name, None)
+        if unsubscribe is not None:
+            unsubscribe()
+
+    async def lookup(self, name: str) -> ActorRef:
+        """The ref registered as ``name`` on any node. A checkpoint.
+
+        Raises:
+            ActorNotFound: no node has it.
+        """
+        number, reply_subject, waiter = self._request(None)
+        try:
+            self.transport.publish(self.subjects.name(name), b"", reply_subject)
+            await waiter.event.wait()
+        finally:
+            del self._requests[number]
+        reply = waiter.reply
+        if reply is None or reply.status == 503:
+            raise ActorNotFound(f"no actor is registered as {name!r} on any node")
+        _ok, wire = msgspec.msgpack.decode(reply.data, type=tuple[bool, tuple[str, str, str, int]])
+        return self.ref_from_wire(*wire)
+
+    # --- receiving (called by the connection's reader, in order) --------------------
+
+    def _on_reply(self, message: Msg) -> None:
+        number = int(message.subject.rpartition(".")[2])
+        waiter = self._requests.get(number)
+        if waiter is not None and waiter.reply is None:
+            waiter.reply = message
+            waiter.event.set()
+
+    def _on_unreachable(self, message: Msg) -> None:
+        number = int(message.subject.rpartition(".")[2])
+        kept = self._unconfirmed.pop(number, None)
+        if kept is not None and message.status == 503:
+            recipient, told = kept
+            self.system.dead_letters.record(recipient, told, "unreachable")
+
+    def _on_message(self, message: Msg) -> None:
+        try:
+            kind, number, path, body = _envelope.decode(message.data)
+        except msgspec.DecodeError:
+            return  # (not one of ours: nothing to answer)
+        cell = self._exported.get(number)
+        if kind == TELL:
+            self._receive_tell(cell, number, path, body)
+        elif kind == ASK:
+            if message.reply:
+                self._receive_ask(cell, number, path, body, message.reply)
+        elif kind == CANCEL:
+            if message.reply and (scope := self._answering.get(message.reply)) is not None:
+                scope.cancel()
+        elif kind == STOP:
+            self._receive_stop(cell, body, message.reply)
+
+    def _dead_ref(self, number: int, path: str) -> ActorRef:
+        """A ref for a dead letter to an actor of this node that is gone."""
+        return self.ref_from_wire(self.name, self.incarnation, path, number)
+
+    def _receive_tell(self, cell: ActorCell | None, number: int, path: str, body: Any) -> None:
+        message = self.codec.decode(body)
+        if cell is None:
+            self.system.dead_letters.record(self._dead_ref(number, path), message, "stopped")
+        else:
+            new_ref(cell).tell(message)
+
+    def _receive_ask(
+        self, cell: ActorCell | None, number: int, path: str, body: Any, reply: str
+    ) -> None:
+        scope = trio.CancelScope()
+        self._answering[reply] = scope
+        self._nursery.start_soon(self._answer, cell, number, path, body, reply, scope)
+
+    async def _answer(
+        self,
+        cell: ActorCell | None,
+        number: int,
+        path: str,
+        body: Any,
+        reply: str,
+        scope: trio.CancelScope,
+    ) -> None:
+        try:
+            with scope:
+                try:
+                    if cell is None:
+                        await trio.lowlevel.checkpoint()
+                        raise ActorStopped(f"{self.name}:{path} has stopped; ask not accepted")
+                    value = await new_ref(cell).ask(self.codec.decode(body))
+                    answer = _encode((True, msgspec.Raw(self.codec.encode(value))))
+                except trio.Cancelled:
+                    raise
+                except Exception as error:
+                    answer = _encode((False, msgspec.Raw(self.codec.encode_error(error))))
+                self.transport.publish(reply, answer)
+        finally:
+            del self._answering[reply]
+
+    def _receive_stop(self, cell: ActorCell | None, body: Any, reply: str | None) -> None:
+        drain = bool(msgspec.msgpack.decode(body))
+        if cell is None:
+            if reply:
+                self.transport.publish(reply, _encode((True, _NONE)))
+            return
+        ref = new_ref(cell)
+        if reply is None:
+            ref.stop_nowait(drain=drain)
+            return
+
+        async def stop_and_answer() -> None:
+            await ref.stop(drain=drain)
+            self.transport.publish(reply, _encode((True, _NONE)))
+
+        self._nursery.start_soon(stop_and_answer)

@@ -1,0 +1,115 @@
+"""The record behind a ref to an actor on another node.
+
+An :class:`~trio_actors.ActorRef` is one slot pointing at a record (its *cell*); for
+a local actor that is the runtime's ``ActorCell``, for a remote one a
+:class:`RemoteCell`, which answers the same calls by sending messages through its
+node. So a remote ref *is* an ``ActorRef`` (same methods, ``isinstance`` holds), and
+the local ``tell``'s inlined fast path costs nothing more for it: a remote cell
+never looks fast (``fast_tell`` false, a dispatcher no thread owns), so ``tell``
+goes to :meth:`RemoteCell.tell`.
+
+A node keeps one remote cell per remote actor it has heard of (weakly), so refs to
+the same remote actor are the same cell, and equal and hash alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from threading import get_ident
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import trio
+
+from .._errors import ActorError
+from ._codec import WireRef
+
+if TYPE_CHECKING:
+    from .._statistics import ActorStatistics
+    from ..lifecycle import Terminated
+    from ._node import Node
+
+__all__ = ["RemoteCell"]
+
+
+class _NoThread:
+    """The dispatcher of a remote cell, as ``ActorRef.tell``'s inlined path sees it:
+    no thread is its, so that path is never taken."""
+
+    __slots__ = ()
+    thread_id = None
+
+
+_NO_DISPATCHER = _NoThread()
+
+
+class RemoteCell:
+    """An actor of another node, as this node reaches it."""
+
+    __slots__ = ("__weakref__", "eid", "incarnation", "local_path", "node", "node_name", "subject")
+
+    fast_tell = False
+    dispatcher = _NO_DISPATCHER
+    activates = False
+
+    def __init__(self, node: Node, wire: WireRef) -> None:
+        self.node = node
+        self.node_name, self.incarnation, self.local_path, self.eid = wire
+        self.subject = node.subjects.node(self.node_name, self.incarnation)
+
+    @property
+    def peer(self) -> tuple[str, str]:
+        """Its node: (name, incarnation)."""
+        return (self.node_name, self.incarnation)
+
+    @property
+    def wire(self) -> WireRef:
+        return (self.node_name, self.incarnation, self.local_path, self.eid)
+
+    @property
+    def name(self) -> str:
+        return self.local_path.rsplit("/", 1)[-1]
+
+    @property
+    def path(self) -> str:
+        """``node:path``: the actor's path on its node, after the node's name."""
+        return f"{self.node_name}:{self.local_path}"
+
+    def __repr__(self) -> str:
+        return f"<RemoteCell {self.path} ({self.incarnation})>"
+
+    def tell(self, message: Any) -> None:
+        if get_ident() != self.node.thread_id:
+            # From another thread: to the trio thread, in this thread's order.
+            self.node.trio_token.run_sync_soon(self.node.tell, self, message)
+            return
+        self.node.tell(self, message)
+
+    def ask_message(self, message: Any) -> Coroutine[Any, Any, Any]:
+        return self.node.ask(self, message)
+
+    async def send_message(self, message: Any) -> None:
+        """``send``: a remote mailbox gives no backpressure across the network (yet);
+        a tell and a checkpoint."""
+        self.node.check_thread("send")
+        self.node.tell(self, message)
+        await trio.lowlevel.checkpoint()
+
+    async def stop_and_wait(self, *, drain: bool) -> None:
+        await self.node.stop(self, drain=drain)
+
+    def request_stop(self, *, drain: bool) -> None:
+        self.node.check_thread("stop_nowait")
+        self.node.request_stop(self, drain=drain)
+
+    async def wait_terminated(self) -> Terminated:
+        await trio.lowlevel.checkpoint()
+        self._not_yet("wait_stopped()")
+
+    def snapshot(self) -> ActorStatistics:
+        self._not_yet("statistics()")
+
+    def _not_yet(self, what: str) -> NoReturn:
+        raise ActorError(
+            f"{what} of {self.path}, an actor on another node, is not available: it "
+            "comes with death watch across nodes"
+        )

@@ -1,0 +1,166 @@
+"""How a node reaches the others: NATS, or an in-memory bus for deterministic tests.
+
+A node needs three things of its connection, and this module's two transports give
+exactly those: :meth:`~Transport.publish` (synchronous, never a checkpoint, so a
+remote ``tell`` keeps T4), :meth:`~Transport.subscribe` with a callback that the
+connection calls with each message, in order (no task hop between the network and
+a mailbox), and :meth:`~Transport.flush` (the server has everything published so
+far, so any no-responders answer for it has come back). A message is a
+:class:`trio_actors.nats.Msg`; ``status == 503`` on a reply subject is NATS's
+"no responders": nobody subscribed to the subject of a message published with that
+reply subject.
+
+* :class:`NatsTransport` -- a :func:`trio_actors.nats.connect` client.
+* :class:`MemoryBus` -- what a NATS server does for a cluster of nodes in one trio
+  run, without sockets: subjects with ``*`` and ``>`` wildcards, per-publisher
+  order, no-responders, and :meth:`MemoryBus.disconnect` for a node that dies. It
+  runs under ``MockClock``, so the contracts across nodes are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Protocol
+
+import trio
+
+from ..nats import Client, Msg
+
+__all__ = ["MemoryBus", "MemoryTransport", "NatsTransport", "Transport", "subject_matches"]
+
+Callback = Callable[[Msg], object]
+
+
+class Transport(Protocol):
+    """What a node needs of its connection to the cluster."""
+
+    def publish(self, subject: str, payload: bytes, reply: str | None = None) -> None:
+        """Send; never blocks, never a checkpoint."""
+
+    def subscribe(self, subject: str, callback: Callback) -> Callable[[], None]:
+        """Call ``callback`` with each message to ``subject`` (wildcards allowed), in
+        order; return what unsubscribes."""
+
+    async def flush(self) -> None:
+        """Wait until the cluster has had everything published so far."""
+
+
+class NatsTransport:
+    """A node's connection through a NATS client."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def publish(self, subject: str, payload: bytes, reply: str | None = None) -> None:
+        self.client.publish(subject, payload, reply=reply)
+
+    def subscribe(self, subject: str, callback: Callback) -> Callable[[], None]:
+        return self.client.subscribe_nowait(subject, callback=callback).unsubscribe
+
+    async def flush(self) -> None:
+        await self.client.flush()
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """Whether NATS would deliver a message to ``subject`` to a subscription to
+    ``pattern`` (``*``: one token; ``>``: one or more, last)."""
+    wanted = pattern.split(".")
+    tokens = subject.split(".")
+    for index, token in enumerate(wanted):
+        if token == ">":
+            return len(tokens) > index
+        if index >= len(tokens) or (token != "*" and token != tokens[index]):
+            return False
+    return len(tokens) == len(wanted)
+
+
+class MemoryBus:
+    """An in-memory NATS for the nodes of one trio run (tests, contracts).
+
+    Each node gets a ``MemoryTransport`` from :meth:`connect`; what one
+    publishes is delivered to the matching subscriptions of every connected
+    transport by that transport's own delivery task, in the order published.
+    """
+
+    def __init__(self) -> None:
+        self._transports: list[MemoryTransport] = []
+        self.published = 0  # messages, for tests
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[MemoryTransport]:
+        """A connection, for as long as the block runs (its delivery task runs in
+        it). A checkpoint."""
+        transport = MemoryTransport(self)
+        self._transports.append(transport)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(transport._deliver, name="memory bus delivery")
+                yield transport
+                nursery.cancel_scope.cancel()
+        finally:
+            self.disconnect(transport)
+
+    def disconnect(self, transport: MemoryTransport) -> None:
+        """The connection is gone (a node died): its subscriptions go, what was
+        waiting for it is lost, and publishing on it does nothing. Idempotent."""
+        if transport in self._transports:
+            self._transports.remove(transport)
+        transport._subscriptions.clear()
+        transport._inbox.clear()
+        transport.connected = False
+
+    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+        self.published += 1
+        found = False
+        for transport in self._transports:
+            for pattern, callback in list(transport._subscriptions.values()):
+                if subject_matches(pattern, subject):
+                    found = True
+                    transport._put(callback, Msg(subject, 0, reply, payload))
+        if not found and reply is not None:
+            # NATS's no responders: a status 503 to the reply subject.
+            for transport in self._transports:
+                for pattern, callback in list(transport._subscriptions.values()):
+                    if subject_matches(pattern, reply):
+                        transport._put(callback, Msg(reply, 0, None, b"", status=503))
+
+
+class MemoryTransport:
+    """One node's connection to a :class:`MemoryBus`."""
+
+    def __init__(self, bus: MemoryBus) -> None:
+        self.bus = bus
+        self.connected = True
+        self._subscriptions: dict[int, tuple[str, Callback]] = {}
+        self._next_id = 0
+        self._inbox: deque[tuple[Callback, Msg]] = deque()
+        self._wake = trio.Event()
+
+    def publish(self, subject: str, payload: bytes, reply: str | None = None) -> None:
+        if self.connected:
+            self.bus._route(subject, payload, reply)
+
+    def subscribe(self, subject: str, callback: Callback) -> Callable[[], None]:
+        self._next_id += 1
+        key = self._next_id
+        self._subscriptions[key] = (subject, callback)
+        return lambda: self._subscriptions.pop(key, None) and None
+
+    async def flush(self) -> None:
+        # Routing is immediate: no-responders answers are queued already.
+        await trio.lowlevel.checkpoint()
+
+    def _put(self, callback: Callback, message: Msg) -> None:
+        self._inbox.append((callback, message))
+        self._wake.set()
+
+    async def _deliver(self) -> None:
+        inbox = self._inbox
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            while inbox:
+                callback, message = inbox.popleft()
+                callback(message)

@@ -1,0 +1,245 @@
+"""Nodes of one cluster in one trio run -- over the in-memory bus (deterministic,
+MockClock) and over a real nats-server (tests/remote/conftest.py): tell, ask,
+exceptions, refs in messages, cancellation, stop, the registry across nodes, and
+what happens to messages for actors and nodes that are gone."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import msgspec
+import pytest
+import trio
+import trio.testing
+
+import trio_actors as ta
+
+
+class Order(msgspec.Struct):
+    item: str
+    quantity: int
+    reply_to: ta.ActorRef | None = None
+
+
+class Overdraft(Exception):
+    pass
+
+
+class Custom(Exception):
+    def __init__(self, a: int, b: int) -> None:
+        super().__init__(f"{a}/{b}")
+
+
+class Echo(ta.Actor):
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def receive(self, message: Any) -> Any:
+        match message:
+            case "seen":
+                return list(self.seen)
+            case ("raise", "value"):
+                raise ValueError("bad value")
+            case ("raise", "custom"):
+                raise Custom(1, 2)
+            case ("raise", "overdraft"):
+                raise Overdraft("too much")
+            case ("forward", ta.ActorRef() as target, payload):
+                target.tell(payload)
+                return None
+            case "me":
+                return self.ref
+        self.seen.append(message)
+        return message
+
+
+class Slow(ta.Actor):
+    def __init__(self, gate: trio.Event) -> None:
+        self.handled: list[Any] = []
+        self.gate = gate
+
+    async def receive(self, message: Any) -> Any:
+        if message == "handled":
+            return list(self.handled)
+        await self.gate.wait()
+        self.handled.append(message)
+        return message
+
+
+@asynccontextmanager
+async def two_nodes(
+    cluster: ta.Cluster,
+) -> AsyncIterator[tuple[ta.ActorSystem, ta.ActorSystem]]:
+    cluster = attrs.evolve(cluster, types=[Order], errors=[Overdraft])
+    async with (
+        ta.open_actor_system(cluster=cluster, node="a") as a,
+        ta.open_actor_system(cluster=cluster, node="b") as b,
+    ):
+        yield a, b
+
+
+async def remote_ref(owner: ta.ActorSystem, user: ta.ActorSystem, name: str) -> ta.ActorRef:
+    """``name``'s actor of ``owner``, as ``user`` reaches it (through the registry,
+    once ``owner``'s node has flushed the name to the servers)."""
+    assert owner.node is not None
+    with trio.fail_after(10):
+        await owner.node.flush()
+        return await user.lookup(name)
+
+
+async def eventually(check: Callable[[], Awaitable[bool] | bool]) -> None:
+    """Wait until ``check()`` holds (what travels over a network arrives in time)."""
+    with trio.fail_after(10):
+        while True:
+            result = check()
+            if not isinstance(result, bool):
+                result = await result
+            if result:
+                return
+            await trio.sleep(0.01)
+
+
+async def test_tell_and_ask_across_nodes_with_structs_tuples_and_refs(
+    cluster_here: ta.Cluster,
+) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        echo = a.spawn(Echo, name="echo")
+        a.register("echo", echo)
+        there = await remote_ref(a, b, "echo")
+        assert isinstance(there, ta.ActorRef)
+        assert there != echo
+        assert there.path == "a:system/echo"
+        assert there.name == "echo"
+        with trio.testing.assert_no_checkpoints():
+            there.tell(("add", 1))
+            there.tell({"k": (1, 2), "s": {3}})
+            there.tell(Order("tea", 2))
+        assert await there.ask("ping") == "ping"
+        told = [("add", 1), {"k": (1, 2), "s": {3}}, Order("tea", 2), "ping"]
+        assert await there.ask("seen") == told
+        # A ref to an actor of b travels to a and back, and is b's actor again.
+        probe = b.spawn(Echo, name="probe")
+        assert await there.ask(Order("jam", 1, reply_to=probe)) == Order("jam", 1, probe)
+        await there.ask(("forward", probe, "hello"))
+
+        async def heard() -> bool:
+            return bool(await probe.ask("seen") == ["hello"])
+
+        await eventually(heard)
+        # a's own ref, returned to b, is the same remote ref; asked back on a, local.
+        assert await there.ask("me") == there
+        assert await echo.ask("me") == echo
+
+
+async def test_exceptions_cross_as_themselves_or_as_remote_errors(cluster_here: ta.Cluster) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        a.register("echo", a.spawn(Echo, name="echo"))
+        there = await remote_ref(a, b, "echo")
+        with pytest.raises(ValueError, match="bad value"):
+            await there.ask(("raise", "value"))
+        with pytest.raises(Overdraft, match="too much"):
+            await there.ask(("raise", "overdraft"))
+        with pytest.raises(ta.RemoteError, match=r"test_nodes\.Custom: 1/2") as caught:
+            await there.ask(("raise", "custom"))
+        assert caught.value.type_name.endswith("test_nodes.Custom")
+        with pytest.raises(TypeError, match=r"cannot send .*object.*cannot cross"):
+            there.tell(object())
+
+
+async def test_a_cancelled_remote_ask_is_withdrawn_while_queued(cluster_here: ta.Cluster) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        gate = trio.Event()
+        slow = a.spawn(Slow, gate, name="slow")
+        a.register("slow", slow)
+        there = await remote_ref(a, b, "slow")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(there.ask, "first")  # handled: it waits for the gate
+            await trio.sleep(1)
+            await eventually(
+                lambda: slow.statistics().mailbox_depth == 0 and slow.statistics().handled == 0
+            )
+            with trio.move_on_after(0.2) as scope:
+                await there.ask("second")  # queued behind the first, then cancelled
+            assert scope.cancelled_caught
+            await eventually(lambda: slow.statistics().withdrawn == 1)  # (reached node a)
+            gate.set()
+        assert await slow.ask("handled") == ["first"]
+        assert slow.statistics().withdrawn == 1
+
+
+async def test_messages_for_actors_and_nodes_that_are_gone(cluster_here: ta.Cluster) -> None:
+    async with ta.open_actor_system(cluster=cluster_here, node="b") as b:
+        async with ta.open_actor_system(cluster=cluster_here, node="a") as a:
+            echo = a.spawn(Echo, name="echo")
+            a.register("echo", echo)
+            there = await remote_ref(a, b, "echo")
+            await there.stop()
+            assert echo.statistics().state == "stopped"
+            there.tell("late")
+            with pytest.raises(ta.ActorStopped, match="echo is stopped"):
+                await there.ask("late")
+            await eventually(lambda: a.dead_letters.count == 1)
+            assert [(d.message, d.reason) for d in a.dead_letters.recent] == [("late", "stopped")]
+            with pytest.raises(ta.ActorNotFound, match="on any node"):
+                await b.lookup("echo")  # (freed when it stopped)
+            survivor = a.spawn(Echo, name="survivor")
+            a.register("survivor", survivor)
+            gone = await remote_ref(a, b, "survivor")
+        # Node a has left: its refs reach nobody.
+        gone.tell("into the void")
+        with pytest.raises(ta.ActorStopped, match="unreachable"):
+            await gone.ask("anyone?")
+        await eventually(lambda: b.dead_letters.count == 1)
+        letters = [(d.recipient, d.message, d.reason) for d in b.dead_letters.recent]
+        assert letters == [(gone, "into the void", "unreachable")]
+        assert b.statistics().dead_letters.unreachable == 1
+        await gone.stop()  # (a stopped node's actors have stopped: it returns)
+
+
+async def test_asks_pending_to_a_node_that_dies_fail_with_node_down(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from trio_actors.remote import MemoryBus, MemoryTransport
+
+    bus = MemoryBus()
+    cluster = ta.Cluster(bus=bus, heartbeat=0.5, heartbeats_missed=3)
+    gate = trio.Event()  # never set: the asks wait on node a until it dies
+    outcomes: list[str] = []
+
+    async def ask(there: ta.ActorRef, number: int) -> None:
+        with pytest.raises(ta.NodeDown, match="may or may not have been handled"):
+            await there.ask(number)
+        outcomes.append(f"down at {trio.current_time():.1f}")
+
+    async with (
+        ta.open_actor_system(cluster=cluster, node="b") as b,
+        ta.open_actor_system(cluster=cluster, node="a") as a,
+    ):
+        a.register("slow", a.spawn(Slow, gate, name="slow"))
+        there = await remote_ref(a, b, "slow")
+        async with trio.open_nursery() as nursery:
+            for number in range(10):
+                nursery.start_soon(ask, there, number)
+            await trio.sleep(10)  # heartbeats keep node a alive meanwhile
+            assert outcomes == []
+            assert a.node is not None
+            assert isinstance(a.node.transport, MemoryTransport)
+            died_at = trio.current_time()
+            bus.disconnect(a.node.transport)  # as a kill -9: not a word more from a
+        # Declared down after 3 missed beats of 0.5 s (and at most one beat later).
+        assert len(outcomes) == 10
+        assert all(died_at + 1.5 <= float(o.split()[-1]) <= died_at + 2.5 for o in outcomes)
+        # A node that leaves says so: what waits on it fails at once.
+        c_gate = trio.Event()
+        async with ta.open_actor_system(cluster=cluster, node="c") as c:
+            c.register("slow", c.spawn(Slow, c_gate, name="slow"))
+            on_c = await remote_ref(c, b, "slow")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask, on_c, 0)
+                await trio.sleep(1)
+                left_at = trio.current_time()
+                c.node.close()  # type: ignore[union-attr]  # (its "bye", then nothing)
+        assert outcomes[-1] == f"down at {left_at:.1f}"
