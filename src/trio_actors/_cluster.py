@@ -18,7 +18,7 @@ import attrs
 if TYPE_CHECKING:
     from .remote import MemoryBus
 
-__all__ = ["Cluster", "check_token"]
+__all__ = ["Cluster", "as_cluster", "check_token"]
 
 _TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -120,3 +120,12 @@ class Cluster:
             "nkey_seed": self.nkey_seed,
             "credentials": self.credentials,
         }
+
+
+def as_cluster(value: object) -> Cluster:
+    """``open_actor_system``'s ``cluster=``: a ``nats://`` URL or a :class:`Cluster`."""
+    if isinstance(value, str):
+        return Cluster(value)
+    if not isinstance(value, Cluster):
+        raise TypeError(f"cluster is a nats:// URL or a Cluster(...), got {value!r}")
+    return value

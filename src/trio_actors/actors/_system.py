@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._cluster import Cluster
+from .._cluster import Cluster, as_cluster, check_token
 from .._errors import ActorError, ActorNotFound
 from .._policy import ServingPolicy
 from .._statistics import DeadLetterCounts, SystemStatistics
@@ -699,6 +699,11 @@ async def _open(
             "a node needs both cluster= (a nats:// URL or a Cluster) and node= (its name); "
             f"got cluster={cluster!r}, node={node!r}"
         )
+    open_node = None
+    if cluster is not None:  # (checked here, so that a mistake is not in a group)
+        cluster = as_cluster(cluster)
+        check_token(node, "node")
+        open_node = _import_open_node()
     async with trio.open_nursery() as nursery:
         system = ActorSystem(nursery, serving, dead_letters, seed)
         await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
@@ -706,7 +711,7 @@ async def _open(
             assert turn_sampling is not None
             SAMPLER.add(system.thread_id, turn_sampling)
         try:
-            async with _node_of(system, cluster, node):
+            async with _node_of(system, open_node, cluster, node):
                 try:
                     yield system
                 finally:
@@ -723,16 +728,11 @@ async def _open(
             nursery.cancel_scope.cancel()
 
 
-@asynccontextmanager
-async def _node_of(system: ActorSystem, cluster: Any, node: str | None) -> AsyncIterator[None]:
-    """The system as a node of ``cluster`` for the block (nothing without one). The
-    one import of the remote layer, made only here: without ``cluster=``, nothing
-    of it (nor msgspec) is imported."""
-    if cluster is None:
-        yield
-        return
+def _import_open_node() -> Callable[..., AbstractAsyncContextManager[Node]]:
+    """``remote.open_node``: the one import of the remote layer, made only for a
+    system with ``cluster=`` (without one, nothing of it, nor msgspec, is imported)."""
     try:
-        from ..remote import open_node  # (see the docstring)
+        from ..remote import open_node
     except ModuleNotFoundError as missing:
         if missing.name != "msgspec":
             raise
@@ -740,8 +740,20 @@ async def _node_of(system: ActorSystem, cluster: Any, node: str | None) -> Async
             'a node needs msgspec (messages cross as msgpack): pip install "trio-actors[cluster]"',
             name="msgspec",
         ) from None
+    return open_node
 
-    assert node is not None
+
+@asynccontextmanager
+async def _node_of(
+    system: ActorSystem,
+    open_node: Callable[..., AbstractAsyncContextManager[Node]] | None,
+    cluster: Cluster | None,
+    node: str | None,
+) -> AsyncIterator[None]:
+    """The system as a node of ``cluster`` for the block (nothing without one)."""
+    if open_node is None:
+        yield
+        return
     async with open_node(system, cluster, node) as opened:
         system._node = opened
         system._registry.listener = opened

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .. import nats
-from .._cluster import Cluster, check_token
+from .._cluster import Cluster, as_cluster, check_token
 from ._node import Node
 from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
 
@@ -31,10 +31,7 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
     """Make ``system`` a node of ``cluster`` named ``name`` for the length of the
     block: connect, subscribe, and serve the node's own task. A checkpoint.
     Leaving it leaves the cluster (what was published is sent first)."""
-    if isinstance(cluster, str):
-        cluster = Cluster(cluster)
-    elif not isinstance(cluster, Cluster):
-        raise TypeError(f"cluster is a nats:// URL or a Cluster(...), got {cluster!r}")
+    cluster = as_cluster(cluster)
     check_token(name, "node")
     async with _connect(cluster) as transport, trio.open_nursery() as nursery:
         node = Node(system, transport, cluster, name, nursery)

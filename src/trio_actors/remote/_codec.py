@@ -47,6 +47,7 @@ _TUPLE: Final = 3
 _SET: Final = 4
 _FROZENSET: Final = 5
 _PICKLE: Final = 6
+_PAIRS: Final = 7  # a dict with keys msgpack maps cannot hold as themselves (tuples)
 
 _SCALARS: Final = frozenset({str, int, float, bool, bytes, type(None)})
 
@@ -153,7 +154,10 @@ class Codec:
         if kind is list:
             return [self._prepare(item) for item in value]
         if kind is dict:
-            return {self._prepare(key): self._prepare(item) for key, item in value.items()}
+            if all(type(key) in _SCALARS for key in value):
+                return {key: self._prepare(item) for key, item in value.items()}
+            pairs = [[self._prepare(key), self._prepare(item)] for key, item in value.items()]
+            return self._ext(_PAIRS, pairs)
         if kind is tuple:
             return self._ext(_TUPLE, [self._prepare(item) for item in value])
         if kind is set or kind is frozenset:
@@ -162,6 +166,8 @@ class Codec:
         name = self._struct_names.get(kind)
         if name is not None:
             return msgspec.msgpack.Ext(_STRUCT, self._encoder.encode((name, value)))
+        if isinstance(value, msgspec.Struct):  # (msgspec would send it as a plain map)
+            raise TypeError(self._unregistered(value))
         return value  # a ref, a datetime, ...: msgspec itself, or the hook
 
     def _ext(self, code: int, items: list[Any]) -> msgspec.msgpack.Ext:
@@ -171,15 +177,19 @@ class Codec:
         if type(value) is ActorRef:
             return msgspec.msgpack.Ext(_REF, self._encoder.encode(self._ref_to_wire(value)))
         if isinstance(value, msgspec.Struct):
-            raise TypeError(
-                f"{type_name(type(value))} is a msgspec.Struct the cluster does not know: "
-                "add it to Cluster(types=[...]) on every node"
-            )
+            raise TypeError(self._unregistered(value))
         if self._pickle:
             return msgspec.msgpack.Ext(_PICKLE, pickle.dumps(value))
         raise TypeError(
             f"{type_name(type(value))} cannot cross: send builtins, refs or a msgspec.Struct "
             "registered in Cluster(types=[...]) (or Cluster(pickle=True) on a trusted network)"
+        )
+
+    @staticmethod
+    def _unregistered(value: object) -> str:
+        return (
+            f"{type_name(type(value))} is a msgspec.Struct the cluster does not know: add "
+            "it to Cluster(types=[...]) on every node"
         )
 
     def _ext_hook(self, code: int, data: memoryview) -> Any:
@@ -201,6 +211,8 @@ class Codec:
             return set(self._decoder.decode(data))
         if code == _FROZENSET:
             return frozenset(self._decoder.decode(data))
+        if code == _PAIRS:
+            return {key: item for key, item in self._decoder.decode(data)}
         if code == _PICKLE:
             if not self._pickle:
                 raise msgspec.DecodeError(
@@ -214,7 +226,10 @@ class Codec:
 
     def encode_error(self, error: BaseException) -> bytes:
         """``error`` as bytes: its type's name, its text, and its arguments if they
-        can cross (``None`` otherwise)."""
+        can cross (``None`` otherwise). A :class:`RemoteError` passes on the original
+        it stands for."""
+        if type(error) is RemoteError:
+            return self._encoder.encode((error.type_name, error.text, None))
         args: Any
         try:
             args = self._prepare(list(error.args))
@@ -234,8 +249,6 @@ class Codec:
         cls = self._errors.get(name)
         if cls is not None:
             try:
-                if cls is RemoteError and isinstance(args, list) and len(args) == 2:
-                    return RemoteError(*args)
                 return cls(*args) if isinstance(args, list) else cls(text)
             except Exception:  # a constructor that does not take its own args back
                 pass
