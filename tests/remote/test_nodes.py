@@ -243,3 +243,101 @@ async def test_asks_pending_to_a_node_that_dies_fail_with_node_down(
                 left_at = trio.current_time()
                 c.node.close()  # type: ignore[union-attr]  # (its "bye", then nothing)
         assert outcomes[-1] == f"down at {left_at:.1f}"
+
+
+class Watcher(ta.Actor):
+    def __init__(self) -> None:
+        self.notices: list[ta.Terminated] = []
+
+    def receive(self, message: Any) -> Any:
+        match message:
+            case ("watch", ta.ActorRef() as ref):
+                self.watch(ref)
+            case ("unwatch", ta.ActorRef() as ref):
+                self.unwatch(ref)
+            case ta.Terminated() as notice:
+                self.notices.append(notice)
+            case "notices":
+                return [(n.ref, type(n.error).__name__ if n.error else None) for n in self.notices]
+        return None
+
+
+class Failing(ta.Actor):
+    def receive(self, message: Any) -> Any:
+        raise LookupError(message)
+
+
+async def test_death_watch_across_nodes_tells_each_watcher_once(cluster_here: ta.Cluster) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        a.register("echo", a.spawn(Echo, name="echo"))
+        a.register("failing", a.spawn(Failing, name="failing", supervision=ta.Stop()))
+        echo = await remote_ref(a, b, "echo")
+        failing = await remote_ref(a, b, "failing")
+        watcher = b.spawn(Watcher, name="watcher")
+        other = b.spawn(Watcher, name="other")
+        for ref in (echo, failing):
+            await watcher.ask(("watch", ref))
+            await watcher.ask(("watch", ref))  # (twice is once)
+        await other.ask(("watch", echo))
+        await other.ask(("unwatch", echo))
+        await a.node.flush()  # type: ignore[union-attr]
+        failing.tell("boom")  # stops it (Stop()): the error crosses with the notice
+        await echo.stop()
+        terminated = await failing.wait_stopped()
+        assert terminated.ref == failing
+        assert isinstance(terminated.error, LookupError)
+
+        async def told() -> bool:
+            return len(await watcher.ask("notices")) == 2
+
+        await eventually(told)
+        assert sorted(await watcher.ask("notices"), key=str) == sorted(
+            [(echo, None), (failing, "LookupError")], key=str
+        )
+        assert await other.ask("notices") == []
+        # Watching an actor that has stopped: told at once; wait_stopped returns.
+        await other.ask(("watch", echo))
+
+        async def told_other() -> bool:
+            return bool(await other.ask("notices") == [(echo, None)])
+
+        await eventually(told_other)
+        assert (await echo.wait_stopped()).ref == echo
+
+
+async def test_watches_of_actors_on_a_node_that_dies_end_with_node_down(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from trio_actors.remote import MemoryBus, MemoryTransport
+
+    bus = MemoryBus()
+    cluster = ta.Cluster(bus=bus, heartbeat=0.5)
+    async with (
+        ta.open_actor_system(cluster=cluster, node="b") as b,
+        ta.open_actor_system(cluster=cluster, node="a") as a,
+    ):
+        a.register("echo", a.spawn(Echo, name="echo"))
+        echo = await remote_ref(a, b, "echo")
+        watcher = b.spawn(Watcher, name="watcher")
+        await watcher.ask(("watch", echo))
+        async with trio.open_nursery() as nursery:
+            waited: list[ta.Terminated] = []
+
+            async def wait() -> None:
+                waited.append(await echo.wait_stopped())
+
+            nursery.start_soon(wait)
+            await trio.sleep(5)
+            assert a.node is not None
+            assert isinstance(a.node.transport, MemoryTransport)
+            bus.disconnect(a.node.transport)
+        assert [type(t.error) for t in waited] == [ta.NodeDown]
+        assert await watcher.ask("notices") == [(echo, "NodeDown")]
+        # A watch of an actor on a node that is gone ends at once: nothing serves it.
+        late = b.spawn(Watcher, name="late")
+        await late.ask(("watch", echo))
+
+        async def told() -> bool:
+            return bool(await late.ask("notices") == [(echo, "NodeDown")])
+
+        await eventually(told)

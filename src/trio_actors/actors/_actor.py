@@ -316,10 +316,18 @@ class Actor:
         once; each ``watch`` of an actor that has already stopped delivers one
         ``Terminated``.
 
+        An actor of another node is watched through its node: the ``Terminated``
+        comes when it stops there, or with ``error`` a
+        :class:`~trio_actors.NodeDown` when its node dies or cannot be reached.
+
         Raises:
             TypeError: ``ref`` is not an :class:`~trio_actors.ActorRef`.
         """
-        watch(self._cell_here("watch"), cell_of_ref(ref))
+        watcher, target = self._cell_here("watch"), cell_of_ref(ref)
+        if getattr(target, "is_remote", False):
+            target.watch_from(watcher)  # type: ignore[attr-defined]  # (a RemoteCell)
+            return
+        watch(watcher, target)
 
     @enable_ki_protection
     def unwatch(self, ref: ActorRef) -> None:
@@ -327,7 +335,11 @@ class Actor:
 
         Never a checkpoint.
         """
-        unwatch(self._cell_here("unwatch"), cell_of_ref(ref))
+        watcher, target = self._cell_here("unwatch"), cell_of_ref(ref)
+        if getattr(target, "is_remote", False):
+            target.unwatch_from(watcher)  # type: ignore[attr-defined]  # (a RemoteCell)
+            return
+        unwatch(watcher, target)
 
     def _cell(self) -> ActorCell:
         cell = self._trio_actors_cell

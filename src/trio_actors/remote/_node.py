@@ -8,6 +8,11 @@ message goes from the connection's reader straight to a mailbox:
   restarts gets a new one, so a ref to its previous life reaches nobody (NATS's
   no-responders) and never a successor.
 * ``P.r.<node>.<incarnation>.<n>`` -- replies to the node's asks, stops and lookups.
+* ``P.t.<node>.<incarnation>.<n>`` -- stops of remote actors this node watches
+  (death watch across nodes): a ``WATCH`` carries it as its reply subject; the
+  watched actor's node answers there once, when the actor stops (at once if it
+  has), and NATS answers no-responders there if that node is gone. Watches of
+  actors on a node declared down end with ``Terminated(ref, error=NodeDown(...))``.
 * ``P.u.<node>.<incarnation>.<n>`` -- the no-responders answers to its tells: each
   tell carries one as its reply subject, so a tell to a node (or an incarnation)
   that is gone comes back and becomes ``DeadLetter(reason="unreachable")`` here.
@@ -38,6 +43,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import weakref
+from collections.abc import Callable
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -48,6 +54,7 @@ from .._cluster import Cluster
 from .._errors import ActorError, ActorNotFound, ActorStopped, NodeDown
 from ..actors import ActorRef
 from ..actors._ref import new_ref
+from ..lifecycle import Terminated
 from ._codec import Codec, WireRef
 from ._remote_cell import RemoteCell
 from ._transport import Transport
@@ -63,6 +70,7 @@ TELL: Final = 0
 ASK: Final = 1
 CANCEL: Final = 2
 STOP: Final = 3
+WATCH: Final = 4
 
 _CONFIRM_EVERY: Final = 0.005  # seconds between flushes that confirm tells
 
@@ -88,6 +96,9 @@ class Subjects:
 
     def unreachable(self, node: str, incarnation: str) -> str:
         return f"{self.prefix}.u.{node}.{incarnation}"
+
+    def terminations(self, node: str, incarnation: str) -> str:
+        return f"{self.prefix}.t.{node}.{incarnation}"
 
     def name(self, name: str) -> str:
         return f"{self.prefix}.name.{name.encode().hex() or '-'}"
@@ -115,6 +126,19 @@ class _Waiter:
         self.peer = peer
         self.sent_at = trio.current_time()
         self.down = False  # the peer was declared down before it answered
+
+
+class _RemoteWatch:
+    """This node's watch of one remote actor: who here wants its ``Terminated``
+    (watcher cells, and ``wait_stopped`` callers by a token of their own)."""
+
+    __slots__ = ("cell", "number", "since", "subscribers")
+
+    def __init__(self, cell: RemoteCell, number: int) -> None:
+        self.cell = cell
+        self.number = number
+        self.since = trio.current_time()
+        self.subscribers: dict[object, Callable[[Terminated], None]] = {}
 
 
 class Node:
@@ -153,6 +177,14 @@ class Node:
         self.subject = self.subjects.node(name, self.incarnation)
         self._replies = self.subjects.replies(name, self.incarnation)
         self._unreachable = self.subjects.unreachable(name, self.incarnation)
+        self._terminations = self.subjects.terminations(name, self.incarnation)
+        # Death watch: remote actors watched from here (by wire), and the numbers of
+        # their termination subjects; local actors watched from other nodes (by
+        # export number): the termination subjects to answer when they stop.
+        self._watches: dict[WireRef, _RemoteWatch] = {}
+        self._watches_by_number: dict[int, _RemoteWatch] = {}
+        self._watch_count = itertools.count(1)
+        self._watched: dict[int, list[str]] = {}
         # Local actors whose refs have left, by export number, and back.
         self._exported: weakref.WeakValueDictionary[int, ActorCell] = weakref.WeakValueDictionary()
         self._export_numbers: weakref.WeakKeyDictionary[ActorCell, int] = (
@@ -178,6 +210,7 @@ class Node:
             transport.subscribe(f"{self._replies}.*", self._on_reply),
             transport.subscribe(f"{self._unreachable}.*", self._on_unreachable),
             transport.subscribe(self.subjects.heartbeats(), self._on_heartbeat),
+            transport.subscribe(f"{self._terminations}.*", self._on_terminated),
         ]
 
     def __repr__(self) -> str:
@@ -214,6 +247,11 @@ class Node:
             heard = max(self._heard.get(peer, waiter.sent_at), waiter.sent_at)
             if now - heard > silence:
                 self._declare_down(peer)
+        for remote in list(self._watches.values()):
+            peer = remote.cell.peer
+            heard = max(self._heard.get(peer, remote.since), remote.since)
+            if now - heard > silence:
+                self._declare_down(peer)
         for peer, heard in list(self._heard.items()):
             if now - heard > 10 * silence:
                 del self._heard[peer]  # (a node gone long ago)
@@ -223,6 +261,15 @@ class Node:
             if waiter.peer == peer and waiter.reply is None:
                 waiter.down = True
                 waiter.event.set()
+        for remote in [w for w in self._watches.values() if w.cell.peer == peer]:
+            node, incarnation = peer
+            self._terminated(
+                remote,
+                NodeDown(
+                    f"node {node!r} ({incarnation}) is down (not heard from for "
+                    f"{self.heartbeats_missed} heartbeats, or it left)"
+                ),
+            )
 
     def _on_heartbeat(self, message: Msg) -> None:
         _prefix, _, rest = message.subject.partition(".hb.")
@@ -368,6 +415,82 @@ class Node:
     def request_stop(self, cell: RemoteCell, *, drain: bool) -> None:
         self._send(cell, STOP, _encode(drain), None)
 
+    # --- death watch across nodes: the watcher's side -------------------------------
+
+    def _subscribe_termination(
+        self, cell: RemoteCell, key: object, callback: Callable[[Terminated], None]
+    ) -> None:
+        remote = self._watches.get(cell.wire)
+        if remote is None:
+            remote = _RemoteWatch(cell, next(self._watch_count))
+            self._watches[cell.wire] = remote
+            self._watches_by_number[remote.number] = remote
+            self._send(cell, WATCH, _NONE, f"{self._terminations}.{remote.number}")
+        remote.subscribers[key] = callback
+
+    def watch(self, cell: RemoteCell, watcher: ActorCell) -> None:
+        """``watcher`` gets one ``Terminated`` when the remote actor stops (or its
+        node dies). Never a checkpoint; idempotent."""
+
+        def deliver(notice: Terminated) -> None:
+            if watcher.accepting:  # (a watcher that stopped first gets nothing)
+                watcher.tell_notice(notice)
+
+        self._subscribe_termination(cell, watcher, deliver)
+
+    def unwatch(self, cell: RemoteCell, watcher: ActorCell) -> None:
+        """Withdraw ``watcher``'s watch, and a ``Terminated`` of it already queued.
+        (The other node keeps its side until the actor stops: then this node finds
+        nobody to tell.)"""
+        remote = self._watches.get(cell.wire)
+        if remote is not None:
+            remote.subscribers.pop(watcher, None)
+        ref = new_ref(cell)  # type: ignore[arg-type]
+        watcher.withdraw_notices(lambda item: isinstance(item, Terminated) and item.ref == ref)
+
+    async def wait_terminated(self, cell: RemoteCell) -> Terminated:
+        """``wait_stopped`` of a remote actor. A checkpoint."""
+        done = trio.Event()
+        outcome: list[Terminated] = []
+        key = object()
+
+        def deliver(notice: Terminated) -> None:
+            outcome.append(notice)
+            done.set()
+
+        self._subscribe_termination(cell, key, deliver)
+        try:
+            await done.wait()
+        finally:
+            remote = self._watches.get(cell.wire)
+            if remote is not None:
+                remote.subscribers.pop(key, None)
+        return outcome[0]
+
+    def _terminated(self, remote: _RemoteWatch, error: BaseException | None) -> None:
+        """The remote actor has stopped: tell every subscriber once, then forget."""
+        if self._watches.pop(remote.cell.wire, None) is None:
+            return
+        del self._watches_by_number[remote.number]
+        notice = Terminated(new_ref(remote.cell), error)  # type: ignore[arg-type]
+        for deliver in list(remote.subscribers.values()):
+            deliver(notice)
+
+    def _on_terminated(self, message: Msg) -> None:
+        number = int(message.subject.rpartition(".")[2])
+        remote = self._watches_by_number.get(number)
+        if remote is None:
+            return
+        if message.status == 503:
+            node, incarnation = remote.cell.peer
+            error: BaseException | None = NodeDown(
+                f"node {node!r} ({incarnation}) cannot be reached: nothing serves it"
+            )
+        else:
+            encoded = msgspec.msgpack.decode(message.data, type=bytes | None)
+            error = None if encoded is None else self.codec.decode_error(encoded)
+        self._terminated(remote, error)
+
     # --- the registry across nodes --------------------------------------------------
 
     def claimed(self, name: str, cell: ActorCell) -> None:
@@ -435,6 +558,8 @@ class Node:
                 scope.cancel()
         elif kind == STOP:
             self._receive_stop(cell, body, message.reply)
+        elif kind == WATCH and message.reply:
+            self._receive_watch(cell, number, message.reply)
 
     def _dead_ref(self, number: int, path: str) -> ActorRef:
         """A ref for a dead letter to an actor of this node that is gone."""
@@ -478,6 +603,29 @@ class Node:
                 self.transport.publish(reply, answer)
         finally:
             del self._answering[reply]
+
+    def _receive_watch(self, cell: ActorCell | None, number: int, reply: str) -> None:
+        """Another node watches a local actor: answer ``reply`` when it stops (at
+        once if it has). One task per watched actor, whatever the watchers."""
+        if cell is None:
+            self.transport.publish(reply, _encode(None))
+            return
+        subjects = self._watched.get(number)
+        if subjects is not None:
+            subjects.append(reply)
+            return
+        self._watched[number] = [reply]
+        self._nursery.start_soon(self._report_stop, cell, number)
+
+    async def _report_stop(self, cell: ActorCell, number: int) -> None:
+        try:
+            terminated = await new_ref(cell).wait_stopped()
+            error = terminated.error
+            answer = _encode(None if error is None else self.codec.encode_error(error))
+            for subject in self._watched.get(number, ()):
+                self.transport.publish(subject, answer)
+        finally:
+            self._watched.pop(number, None)
 
     def _receive_stop(self, cell: ActorCell | None, body: Any, reply: str | None) -> None:
         drain = bool(msgspec.msgpack.decode(body))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Coroutine
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -25,6 +25,7 @@ from ._codec import WireRef
 
 if TYPE_CHECKING:
     from .._statistics import ActorStatistics
+    from ..actors._cell import ActorCell
     from ..lifecycle import Terminated
     from ._node import Node
 
@@ -50,6 +51,7 @@ class RemoteCell:
     fast_tell = False
     dispatcher = _NO_DISPATCHER
     activates = False
+    is_remote = True  # (Actor.watch asks: a remote actor is watched through its node)
 
     def __init__(self, node: Node, wire: WireRef) -> None:
         self.node = node
@@ -102,14 +104,17 @@ class RemoteCell:
         self.node.request_stop(self, drain=drain)
 
     async def wait_terminated(self) -> Terminated:
-        await trio.lowlevel.checkpoint()
-        self._not_yet("wait_stopped()")
+        self.node.check_thread("wait_stopped")
+        return await self.node.wait_terminated(self)
+
+    def watch_from(self, watcher: ActorCell) -> None:
+        self.node.watch(self, watcher)
+
+    def unwatch_from(self, watcher: ActorCell) -> None:
+        self.node.unwatch(self, watcher)
 
     def snapshot(self) -> ActorStatistics:
-        self._not_yet("statistics()")
-
-    def _not_yet(self, what: str) -> NoReturn:
         raise ActorError(
-            f"{what} of {self.path}, an actor on another node, is not available: it "
-            "comes with death watch across nodes"
+            f"statistics() of {self.path}: an actor on another node; ask it, or read "
+            "them on its node"
         )
