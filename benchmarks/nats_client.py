@@ -420,7 +420,7 @@ def _stop(process: subprocess.Popen[Any]) -> None:
 
 
 @contextlib.contextmanager
-def _nats_server(directory: Path) -> Iterator[str]:
+def nats_server(directory: Path) -> Iterator[str]:
     log = directory / "nats-server.log"
     arguments = [nats_server_binary(), "-a", "127.0.0.1", "-p", "-1"]
     arguments += ["--ports_file_dir", str(directory)]
@@ -439,10 +439,10 @@ def _nats_server(directory: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _helper(*arguments: str) -> Iterator[str]:
-    """Run ``python -m benchmarks.nats_client --helper ARGUMENTS``; yield what it
-    printed after ``ready``."""
-    command = [sys.executable, "-m", "benchmarks.nats_client", "--helper", *arguments]
+def helper(module: str, *arguments: str) -> Iterator[str]:
+    """Run ``python -m MODULE --helper ARGUMENTS``; yield what it printed after
+    ``ready``; stop it at the end."""
+    command = [sys.executable, "-m", module, "--helper", *arguments]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
@@ -467,10 +467,10 @@ def running_endpoints() -> Iterator[Endpoints]:
     """The server, the echo and both responders, for as long as the block runs."""
     with contextlib.ExitStack() as stack:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        url = stack.enter_context(_nats_server(directory))
-        port = int(stack.enter_context(_helper("echo")))
-        stack.enter_context(_helper("responder-ours", url))
-        stack.enter_context(_helper("responder-natspy", url))
+        url = stack.enter_context(nats_server(directory))
+        port = int(stack.enter_context(helper("benchmarks.nats_client", "echo")))
+        stack.enter_context(helper("benchmarks.nats_client", "responder-ours", url))
+        stack.enter_context(helper("benchmarks.nats_client", "responder-natspy", url))
         yield Endpoints(url, port)
 
 

@@ -251,22 +251,29 @@ def check_subject(subject: object, *, what: str = "subject", wildcards: bool = F
 
 
 _CHECKED_SUBJECTS: dict[str, None] = {}
-"""Subjects :meth:`ClientProtocol.publish` has checked (they do not depend on the
-connection). Bounded: emptied when it reaches :data:`_CHECKED_SUBJECTS_MAX` (reply
-subjects of requests are each new)."""
+"""Subjects :meth:`ClientProtocol.publish` has checked, and the prefixes (all
+tokens but the last) of those whose last token is a number: they do not depend on
+the connection. Bounded: emptied when it reaches :data:`_CHECKED_SUBJECTS_MAX`."""
 _CHECKED_SUBJECTS_MAX: Final = 4096
 
 
 def _check_published_subject(subject: object, what: str) -> None:
-    try:
+    if type(subject) is str:  # (anything else: check_subject says what is wrong)
         if subject in _CHECKED_SUBJECTS:  # (the hot path: a subject published before)
             return
-    except TypeError:
-        pass  # unhashable: check_subject says what is wrong with it
+        # Reply subjects of requests are each new, a number after a fixed prefix
+        # (``_INBOX.<id>.<n>``): a checked prefix and digits make a valid subject.
+        prefix, dot, last = subject.rpartition(".")
+        if dot and last.isdigit() and last.isascii() and prefix in _CHECKED_SUBJECTS:
+            return
     checked = check_subject(subject, what=what)
     if len(_CHECKED_SUBJECTS) >= _CHECKED_SUBJECTS_MAX:
         _CHECKED_SUBJECTS.clear()
-    _CHECKED_SUBJECTS[checked] = None
+    prefix, dot, last = checked.rpartition(".")
+    if dot and last.isdigit():
+        _CHECKED_SUBJECTS[prefix] = None  # (a valid subject's prefix is one too)
+    else:
+        _CHECKED_SUBJECTS[checked] = None
 
 
 def _check_queue(queue: object) -> str:

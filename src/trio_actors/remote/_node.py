@@ -197,7 +197,7 @@ class Node:
         self._requests: dict[int, _Waiter] = {}
         self._request_count = itertools.count(1)
         self._answering: dict[str, trio.CancelScope] = {}  # by the asker's reply subject
-        self._unconfirmed: dict[int, tuple[ActorRef, Any]] = {}  # tells, by number
+        self._unconfirmed: dict[int, tuple[RemoteCell, Any]] = {}  # tells, by number
         self._tell_count = itertools.count(1)
         self._confirm = trio.Event()
         self._names: dict[str, Any] = {}  # registered here: name -> unsubscribe
@@ -352,7 +352,7 @@ class Node:
         kept until confirmed. Never a checkpoint."""
         body = self.codec.encode(message)
         number = next(self._tell_count)
-        self._unconfirmed[number] = (new_ref(cell), message)  # type: ignore[arg-type]
+        self._unconfirmed[number] = (cell, message)
         self._send(cell, TELL, body, f"{self._unreachable}.{number}")
         self._confirm.set()
 
@@ -540,7 +540,7 @@ class Node:
         kept = self._unconfirmed.pop(number, None)
         if kept is not None and message.status == 503:
             recipient, told = kept
-            self.system.dead_letters.record(recipient, told, "unreachable")
+            self.system.dead_letters.record(new_ref(recipient), told, "unreachable")  # type: ignore[arg-type]
 
     def _on_message(self, message: Msg) -> None:
         try:
