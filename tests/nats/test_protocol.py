@@ -340,3 +340,21 @@ def test_headers_to_a_server_without_them_are_refused() -> None:
 def test_the_package_exports_the_protocol() -> None:
     assert nats.ClientProtocol is ClientProtocol
     assert set(nats.__all__) >= {"ClientProtocol", "Msg", "ProtocolError", "NEED_DATA"}
+
+
+def test_checked_subjects_are_remembered_and_numbered_replies_share_their_prefix() -> None:
+    from trio_actors.nats import _protocol
+
+    _protocol._CHECKED_SUBJECTS.clear()
+    protocol = ClientProtocol()
+    protocol.publish("orders.new", b"")
+    protocol.publish("x", b"", reply="_INBOX.abc.1")
+    assert {"orders.new", "_INBOX.abc"} <= set(_protocol._CHECKED_SUBJECTS)
+    protocol.publish("x", b"", reply="_INBOX.abc.2")  # (the prefix, not each reply)
+    assert "_INBOX.abc.2" not in _protocol._CHECKED_SUBJECTS
+    for bad in ("_INBOX.abc..2", "_INBOX.abc.2 ", "_INBOX.abc.*", "_INBOX.abc.2.>"):
+        with pytest.raises(ValueError, match="reply subject"):
+            protocol.publish("x", b"", reply=bad)
+    for number in range(_protocol._CHECKED_SUBJECTS_MAX + 10):
+        protocol.publish(f"s{number}", b"")
+    assert len(_protocol._CHECKED_SUBJECTS) <= _protocol._CHECKED_SUBJECTS_MAX
