@@ -170,6 +170,18 @@ async def test_drain_ends_each_subscription_after_what_it_already_has(
             assert nc.closed
 
 
+async def test_drain_keeps_what_is_still_on_the_wire(nats_server: NatsServer) -> None:
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as nc:
+            sub = nc.subscribe_nowait("w")
+            await nc.flush()
+            for number in range(1000):
+                nc.publish("w", b"%d" % number)
+            await nc.drain()  # at once: most of them have not come back yet
+            assert [m.data async for m in sub] == [b"%d" % n for n in range(1000)]
+            assert nc.closed
+
+
 async def test_publishing_from_another_thread_is_refused_saying_how(
     nats_server: NatsServer,
 ) -> None:

@@ -465,12 +465,13 @@ class Client:
         self._subscriptions[sid] = subscription
         return subscription
 
-    def _unsubscribe(self, subscription: Subscription) -> None:
+    def _unsubscribe(self, subscription: Subscription, *, send: bool = True) -> None:
+        """End ``subscription`` (``send``: and send its ``UNSUB``; drain has)."""
         if self._subscriptions.pop(subscription.sid, None) is None:
             return
         self._dropped_by_ended += subscription.dropped
         subscription._end()
-        if not self._closed:
+        if send and not self._closed:
             self._queue(self._protocol.unsubscribe(subscription.sid), message=False)
 
     async def request(
@@ -533,10 +534,18 @@ class Client:
             raise ConnectionClosed("the connection closed before the server answered")
 
     async def drain(self) -> None:
-        """Unsubscribe every subscription (each one's iteration then ends after the
-        messages it already has), send what is buffered, and close. A checkpoint."""
-        for subscription in list(self._subscriptions.values()):
-            subscription.unsubscribe()
+        """Unsubscribe every subscription, wait until the server has confirmed it
+        (a flush: what the server sent before the ``UNSUB`` still reaches the
+        subscriptions -- nothing in flight is dropped), end them (each iteration
+        ends after the messages it has), then send what is buffered and close (as
+        :meth:`close`, within its time). A checkpoint."""
+        draining = list(self._subscriptions.values())
+        for subscription in draining:
+            self._queue(self._protocol.unsubscribe(subscription.sid), message=False)
+        with trio.move_on_after(_CLOSE_WITHIN), suppress(ConnectionClosed):
+            await self.flush()
+        for subscription in draining:
+            self._unsubscribe(subscription, send=False)
         await self.close()
 
     async def close(self, *, send_within: float = _CLOSE_WITHIN) -> None:
