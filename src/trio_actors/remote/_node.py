@@ -345,7 +345,7 @@ class Node:
     ) -> None:
         raw = body if isinstance(body, msgspec.Raw) else msgspec.Raw(body)
         data = _encode((kind, cell.eid, cell.local_path, raw))
-        self.transport.publish(cell.subject, data, reply)
+        self.transport.publish(cell.subject, data, reply=reply)
 
     def tell(self, cell: RemoteCell, message: Any) -> None:
         """A remote tell: encoded (``TypeError`` now if it cannot cross), published,
@@ -516,7 +516,7 @@ class Node:
         """
         number, reply_subject, waiter = self._request(None)
         try:
-            self.transport.publish(self.subjects.name(name), b"", reply_subject)
+            self.transport.publish(self.subjects.name(name), b"", reply=reply_subject)
             await waiter.event.wait()
         finally:
             del self._requests[number]

@@ -36,7 +36,7 @@ Callback = Callable[[Msg], object]
 class Transport(Protocol):
     """What a node needs of its connection to the cluster."""
 
-    def publish(self, subject: str, payload: bytes, reply: str | None = None) -> None:
+    def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
         """Send; never blocks, never a checkpoint."""
 
     def subscribe(self, subject: str, callback: Callback) -> Callable[[], None]:
@@ -52,9 +52,9 @@ class NatsTransport:
 
     def __init__(self, client: Client) -> None:
         self.client = client
-
-    def publish(self, subject: str, payload: bytes, reply: str | None = None) -> None:
-        self.client.publish(subject, payload, reply=reply)
+        # The client's own method, not a call through one of ours: a remote tell
+        # is one publish, and each Python call level costs ~0.2 us of its ~7 us.
+        self.publish = client.publish
 
     def subscribe(self, subject: str, callback: Callback) -> Callable[[], None]:
         return self.client.subscribe_nowait(subject, callback=callback).unsubscribe
@@ -138,7 +138,7 @@ class MemoryTransport:
         self._inbox: deque[tuple[Callback, Msg]] = deque()
         self._wake = trio.Event()
 
-    def publish(self, subject: str, payload: bytes, reply: str | None = None) -> None:
+    def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
         if self.connected:
             self.bus._route(subject, payload, reply)
 
