@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .nats._handshake import parse_url
+
 if TYPE_CHECKING:
     from .remote import MemoryBus
 
@@ -96,6 +98,8 @@ class Cluster:
     heartbeats_missed: int = attrs.field(default=3, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
+        for server in self.servers:
+            parse_url(server)  # (a ValueError that says what a URL looks like)
         check_token(self.name, "Cluster name")
         if not isinstance(self.pickle, bool):
             raise TypeError(f"Cluster pickle is True or False, got {self.pickle!r}")

@@ -39,7 +39,8 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
         try:
             yield node
         finally:
-            node.close()
+            with trio.CancelScope(shield=True):  # (bounded: leave() waits at most 5 s)
+                await node.leave()
             nursery.cancel_scope.cancel()
 
 

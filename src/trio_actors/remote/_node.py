@@ -73,6 +73,7 @@ STOP: Final = 3
 WATCH: Final = 4
 
 _CONFIRM_EVERY: Final = 0.005  # seconds between flushes that confirm tells
+_LEAVE_WITHIN: Final = 5.0  # seconds a leaving node gives the answers still being made
 
 _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
@@ -197,6 +198,8 @@ class Node:
         self._requests: dict[int, _Waiter] = {}
         self._request_count = itertools.count(1)
         self._answering: dict[str, trio.CancelScope] = {}  # by the asker's reply subject
+        self._all_answered: trio.Event | None = None  # (leave() waits for it)
+        self._closed = False
         self._unconfirmed: dict[int, tuple[RemoteCell, Any]] = {}  # tells, by number
         self._tell_count = itertools.count(1)
         self._confirm = trio.Event()
@@ -301,12 +304,32 @@ class Node:
         this finds them). A checkpoint."""
         await self.transport.flush()
 
+    async def leave(self, *, within: float = _LEAVE_WITHIN) -> None:
+        """Leave the cluster in order (its actors have stopped): take no more
+        messages, send the answers still being made (an ask that came in while
+        the actors stopped is answered, if only with ``ActorStopped``) -- waiting
+        at most ``within`` seconds -- then :meth:`close`. A checkpoint."""
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._unsubscribes.pop(0)()  # (the actors' subject: nothing new comes in)
+        if self._answering:
+            self._all_answered = trio.Event()
+            with trio.move_on_after(within):
+                await self._all_answered.wait()
+        await trio.lowlevel.checkpoint()
+        self.close()
+
     def close(self) -> None:
-        """Leave the cluster: no more messages come in, and the others hear ``bye``.
-        Never a checkpoint."""
+        """Leave the cluster at once: no more messages come in, and the others hear
+        ``bye`` (after what this node sent before). Never a checkpoint; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         self.transport.publish(self._heartbeat_subject, b"bye")
         for unsubscribe in self._unsubscribes:
             unsubscribe()
+        self._unsubscribes.clear()
         for unsubscribe in self._names.values():
             unsubscribe()
         self._names.clear()
@@ -603,6 +626,8 @@ class Node:
                 self.transport.publish(reply, answer)
         finally:
             del self._answering[reply]
+            if not self._answering and self._all_answered is not None:
+                self._all_answered.set()
 
     def _receive_watch(self, cell: ActorCell | None, number: int, reply: str) -> None:
         """Another node watches a local actor: answer ``reply`` when it stops (at

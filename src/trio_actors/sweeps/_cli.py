@@ -10,6 +10,9 @@ checks and measures candidate policies and recommends one
 (:mod:`trio_actors.sweeps._sweep`); exit code 1 when no candidate passes every
 contract.
 
+``trio-actors node`` and ``trio-actors cluster`` run nodes of a cluster
+(:mod:`trio_actors.sweeps._nodes`).
+
 Bad options are one-line errors with exit code 2, never tracebacks. So is a sweep
 without its extra: the runtime needs only trio and attrs, the sweep also pyperf and
 rich (``pip install "trio-actors[sweep]"``), which are imported only once the sweep
@@ -26,6 +29,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE, ServingPolicy
+from ._nodes import add_commands as add_node_commands
+from ._nodes import run_cluster, run_node
 
 
 def _positive_int(text: str) -> int:
@@ -67,7 +72,8 @@ def _listed(item: Callable[[str], Any]) -> Callable[[str], list[Any]]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trio-actors",
-        description="trio-actors tools: the contract suite and the batch-size sweep.",
+        description="trio-actors tools: the contract suite, the batch-size sweep, and "
+        "nodes of a cluster.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     contracts = commands.add_parser(
@@ -149,6 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--json", metavar="PATH", help="write the results as JSON")
     sweep.add_argument("--plot", metavar="PATH", help="write a PNG plot (needs matplotlib)")
+    add_node_commands(commands)
     return parser
 
 
@@ -293,6 +300,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_contracts(args, parser)
     if args.command == "sweep":
         return _run_sweep(args, parser)
+    if args.command == "node":
+        return run_node(args, parser)
+    if args.command == "cluster":
+        return run_cluster(args, parser)
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse
     return 2  # pragma: no cover
 

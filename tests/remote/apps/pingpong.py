@@ -1,0 +1,56 @@
+"""A tiny cluster application for the ``trio-actors cluster`` tests: every node
+registers an echo actor under its own name, finds the others' by name, asks each,
+and returns (so the node exits 0). ``failing`` raises instead (exit 1);
+``forever`` serves until Ctrl-C."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+import trio_actors as ta
+
+
+class Echo(ta.Actor):
+    """Answers with the message; ``asked`` is set once ``expected`` asks came."""
+
+    def __init__(self, expected: int, asked: trio.Event) -> None:
+        self.expected = expected
+        self.asked = asked
+
+    def receive(self, message: Any) -> Any:
+        self.expected -= 1
+        if self.expected <= 0:
+            self.asked.set()
+        return message
+
+
+async def main(system: ta.ActorSystem) -> None:
+    assert system.node is not None
+    me = system.node.name
+    others = [f"node-{n}" for n in range(2) if f"node-{n}" != me]
+    asked = trio.Event()
+    system.register(me, system.spawn(Echo, len(others), asked, name="echo"))
+    await system.node.flush()
+    with trio.fail_after(20):
+        for other in others:
+            while True:
+                try:
+                    ref = await system.lookup(other)
+                    break
+                except ta.ActorNotFound:
+                    await trio.sleep(0.05)
+            answer = await ref.ask(("hello from", me))
+            print(f"{me} asked {other}: {answer!r}", flush=True)
+        await asked.wait()  # (stay until the others have asked this node too)
+
+
+async def failing(system: ta.ActorSystem) -> None:
+    raise RuntimeError("this node fails on purpose")
+
+
+async def forever(system: ta.ActorSystem) -> None:
+    assert system.node is not None
+    print(f"{system.node.name} serving", flush=True)
+    await trio.sleep_forever()
