@@ -179,3 +179,85 @@ def test_the_bank_conserves_money_under_concurrent_transfers_and_timeouts() -> N
         assert report.timed_out > 0  # and some clients gave up
         assert report.auditor_restarts >= 1  # the flaky auditor was restarted
         assert report.last_audit == 20_000  # found by name; it saw it all
+
+
+def test_the_cluster_example_survives_a_kill_9_of_a_worker(nats_server: Any) -> None:
+    """examples/cluster/app.py as its docstring says: two workers and a client, each
+    a ``trio-actors node`` process, and a real ``kill -9`` of worker-0."""
+    import os
+    import queue
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    within = 60.0  # seconds: a safety net, not a speed check
+    folder = EXAMPLES / "cluster"
+
+    def node(function: str, name: str) -> subprocess.Popen[str]:
+        command = [sys.executable, "-m", "trio_actors", "node", f"app:{function}"]
+        command += ["--cluster", nats_server.url, "--name", name, "--heartbeat", "0.2"]
+        return subprocess.Popen(
+            command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+
+    def lines_of(process: subprocess.Popen[str]) -> queue.Queue[str | None]:
+        lines: queue.Queue[str | None] = queue.Queue()
+        stdout = process.stdout
+        assert stdout is not None
+
+        def read() -> None:
+            for line in stdout:
+                lines.put(line.rstrip("\n"))
+            lines.put(None)
+            stdout.close()
+
+        threading.Thread(target=read, daemon=True).start()
+        return lines
+
+    def wait_for(lines: queue.Queue[str | None], text: str, seen: list[str]) -> None:
+        while True:
+            line = lines.get(timeout=within)
+            assert line is not None, f"ended before {text!r}: {seen}"
+            seen.append(line)
+            if text in line:
+                return
+
+    workers = [node("worker", "worker-0"), node("worker", "worker-1")]
+    try:
+        worker_lines = [lines_of(worker) for worker in workers]
+        for number, lines in enumerate(worker_lines):
+            wait_for(lines, f"worker-{number} ready", [])
+        client = node("client", "client")
+        client_lines = lines_of(client)
+        seen: list[str] = []
+        wait_for(client_lines, "kill worker-0 now", seen)
+        os.kill(workers[0].pid, signal.SIGKILL)
+        while (line := client_lines.get(timeout=within)) is not None:
+            seen.append(line)
+        assert client.wait(timeout=within) == 0, seen
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGINT)
+        for worker in workers:
+            worker.wait(timeout=within)
+    said = [line for line in seen if line.startswith("client: ")]
+    assert said[:5] == [
+        "client: found worker-0:system/spawner/counter",
+        "client: count is 6",
+        "client: a queued ask cancelled",
+        "client: count is still 6",
+        "client: kill worker-0 now",
+    ], seen
+    assert set(said[5:7]) == {  # (the same declaration of worker-0's death: any order)
+        "client: the pending ask failed with NodeDown",
+        "client: worker-0:system/spawner/counter terminated: NodeDown",
+    }, seen
+    assert said[7:] == [
+        "client: the new counter is worker-1:system/spawner/counter",
+        "client: its count is 10",
+        "client: told the dead counter 99: unreachable",
+    ], seen
+    assert workers[0].returncode == -signal.SIGKILL
+    assert workers[1].returncode == 130

@@ -58,6 +58,13 @@ def add_commands(commands: Any) -> None:
     node.add_argument("--cluster", default=DEFAULT_URL, metavar="URL", help="a nats:// URL")
     node.add_argument("--name", help="the node's name (default: <host>-<pid>)")
     node.add_argument("--cluster-name", default="trio-actors", help="the cluster's name")
+    node.add_argument(
+        "--heartbeat",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="between heartbeats (a node silent for 3 is down; default 1.0)",
+    )
     cluster = commands.add_parser(
         "cluster",
         help="run N nodes on this machine (and a nats-server if none answers)",
@@ -69,6 +76,7 @@ def add_commands(commands: Any) -> None:
     cluster.add_argument("--nodes", type=int, default=2, metavar="N", help="how many (2)")
     cluster.add_argument("--cluster", default=DEFAULT_URL, metavar="URL", help="a nats:// URL")
     cluster.add_argument("--cluster-name", default="trio-actors", help="the cluster's name")
+    cluster.add_argument("--heartbeat", type=float, default=1.0, metavar="SECONDS")
 
 
 def load_target(target: str) -> NodeMain:
@@ -100,7 +108,7 @@ def _default_name() -> str:
 def run_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         function = load_target(args.target)
-        cluster = Cluster(args.cluster, name=args.cluster_name)
+        cluster = Cluster(args.cluster, name=args.cluster_name, heartbeat=args.heartbeat)
     except (ValueError, TypeError) as error:
         parser.error(str(error))
     name = args.name or _default_name()
@@ -205,7 +213,7 @@ def run_cluster(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         parser.error(f"--nodes must be >= 1, got {args.nodes}")
     try:
         load_target(args.target)  # (a mistake here, not in N processes)
-        Cluster(args.cluster, name=args.cluster_name)
+        Cluster(args.cluster, name=args.cluster_name, heartbeat=args.heartbeat)
     except (ValueError, TypeError) as error:
         parser.error(str(error))
     with _local_server(args.cluster) as started:
@@ -221,6 +229,7 @@ def run_cluster(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             command = [sys.executable, "-m", "trio_actors", "node", args.target]
             command += ["--cluster", args.cluster, "--name", name]
             command += ["--cluster-name", args.cluster_name]
+            command += ["--heartbeat", str(args.heartbeat)]
             # A session of its own: a terminal's Ctrl-C reaches this process only,
             # which forwards one SIGINT to each node (not two).
             process = subprocess.Popen(
