@@ -341,3 +341,16 @@ async def test_watches_of_actors_on_a_node_that_dies_end_with_node_down(
             return bool(await late.ask("notices") == [(echo, "NodeDown")])
 
         await eventually(told)
+
+
+async def test_refs_kept_after_their_node_left_fail_cleanly(cluster_here: ta.Cluster) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        a.register("echo", a.spawn(Echo, name="echo"))
+        kept = await remote_ref(a, b, "echo")
+    # Both systems have exited: b's node has left the cluster.
+    kept.tell("after")  # never raises: a dead letter on b
+    assert [(d.message, d.reason) for d in b.dead_letters.recent][-1:] == [("after", "unreachable")]
+    with pytest.raises(ta.ActorStopped, match="this node has left the cluster"):
+        await kept.ask("after")
+    kept.stop_nowait()
+    await kept.stop()

@@ -372,8 +372,12 @@ class Node:
 
     def tell(self, cell: RemoteCell, message: Any) -> None:
         """A remote tell: encoded (``TypeError`` now if it cannot cross), published,
-        kept until confirmed. Never a checkpoint."""
+        kept until confirmed. Never a checkpoint. After this node has left the
+        cluster, a dead letter here (reason ``"unreachable"``)."""
         body = self.codec.encode(message)
+        if self._closed:
+            self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
+            return
         number = next(self._tell_count)
         self._unconfirmed[number] = (cell, message)
         self._send(cell, TELL, body, f"{self._unreachable}.{number}")
@@ -388,6 +392,9 @@ class Node:
         """A remote ask (see ``ActorRef.ask``). A checkpoint."""
         self.check_thread("ask")
         body = self.codec.encode(message)
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            raise ActorStopped(f"{cell.path}: this node has left the cluster; ask not sent")
         number, reply_subject, waiter = self._request(cell.peer)
         try:
             self._send(cell, ASK, body, reply_subject)
@@ -424,6 +431,9 @@ class Node:
     async def stop(self, cell: RemoteCell, *, drain: bool) -> None:
         """A remote ``stop``: returns once the actor has stopped. A checkpoint."""
         self.check_thread("stop")
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return  # (this node can no longer reach it: as far as it can tell, stopped)
         number, reply_subject, waiter = self._request(cell.peer)
         try:
             self._send(cell, STOP, _encode(drain), reply_subject)
@@ -436,7 +446,8 @@ class Node:
             self._answer_of(waiter, cell)
 
     def request_stop(self, cell: RemoteCell, *, drain: bool) -> None:
-        self._send(cell, STOP, _encode(drain), None)
+        if not self._closed:
+            self._send(cell, STOP, _encode(drain), None)
 
     # --- death watch across nodes: the watcher's side -------------------------------
 
