@@ -17,8 +17,9 @@ import pytest
 import trio
 import trio.lowlevel
 
-from trio_actors import ActorStopped, ServingPolicy
-from trio_actors.actors import _bounded_cell, _cell, _kinds, _system
+import trio_actors as ta
+from trio_actors import ActorStopped, RemoteError, ServingPolicy
+from trio_actors.actors import _bounded_cell, _cell, _kinds, _ref, _system
 from trio_actors.actors._debug import collecting_violations
 from trio_actors.contracts import REGISTRY
 from trio_actors.lifecycle import _restarting, _stopping, _stranded, _supervision
@@ -30,6 +31,7 @@ from trio_actors.mailbox import (
     _round_clock,
     _task_serving,
 )
+from trio_actors.remote import _codec, _node
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
 
@@ -527,6 +529,89 @@ def group_intensity_counted_per_child(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_supervision, "restart_delay", per_child)
 
 
+# --- across nodes (RT contracts) ------------------------------------------------------
+
+
+def tuples_cross_as_lists(mp: pytest.MonkeyPatch) -> None:
+    original = _codec.Codec._ext_hook
+
+    def as_lists(self: Any, code: int, data: Any) -> Any:
+        value = original(self, code, data)
+        return list(value) if code == _codec._TUPLE else value
+
+    mp.setattr(_codec.Codec, "_ext_hook", as_lists)
+
+
+def remote_errors_lose_their_type(mp: pytest.MonkeyPatch) -> None:
+    original = _codec.Codec.decode_error
+
+    def always_remote(self: Any, data: Any) -> BaseException:
+        error = original(self, data)
+        return error if isinstance(error, ActorStopped) else RemoteError("?", str(error))
+
+    mp.setattr(_codec.Codec, "decode_error", always_remote)
+
+
+def remote_tells_handled_in_tasks(mp: pytest.MonkeyPatch) -> None:
+    original = _node.Node._receive_tell
+
+    def in_a_task(self: Any, cell: Any, number: int, path: str, body: Any) -> None:
+        async def later() -> None:
+            original(self, cell, number, path, body)
+
+        self._nursery.start_soon(later)
+
+    mp.setattr(_node.Node, "_receive_tell", in_a_task)
+
+
+def ask_from_a_closed_node_skips_the_checkpoint(mp: pytest.MonkeyPatch) -> None:
+    original = _node.Node.ask
+
+    async def ask(self: Any, cell: Any, message: Any) -> Any:
+        if self._closed:
+            raise ActorStopped("this node has left the cluster")
+        return await original(self, cell, message)
+
+    mp.setattr(_node.Node, "ask", ask)
+
+
+def unreachable_tells_vanish(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_node.Node, "_on_unreachable", lambda self, message: None)
+
+
+def remote_cancellation_is_ignored(mp: pytest.MonkeyPatch) -> None:
+    original = _node.Node._receive_ask
+
+    def elsewhere(self: Any, cell: Any, number: int, path: str, body: Any, reply: str) -> None:
+        original(self, cell, number, path, body, reply)
+        self._answering[reply] = trio.CancelScope()  # (a cancel reaches a scope nobody is in)
+
+    mp.setattr(_node.Node, "_receive_ask", elsewhere)
+
+
+def node_death_ends_no_watch(mp: pytest.MonkeyPatch) -> None:
+    def fail_asks_only(self: Any, peer: Any) -> None:
+        for waiter in self._requests.values():
+            if waiter.peer == peer and waiter.reply is None:
+                waiter.down = True
+                waiter.event.set()
+
+    mp.setattr(_node.Node, "_declare_down", fail_asks_only)
+
+
+def remote_watchers_told_twice(mp: pytest.MonkeyPatch) -> None:
+    original = _node.Node._terminated
+
+    def twice(self: Any, remote: Any, error: Any) -> None:
+        subscribers = list(remote.subscribers.values())
+        original(self, remote, error)
+        notice = ta.Terminated(_ref.new_ref(remote.cell), error)
+        for deliver in subscribers:
+            deliver(notice)
+
+    mp.setattr(_node.Node, "_terminated", twice)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -582,6 +667,12 @@ MUTANTS: dict[str, list[Mutant]] = {
     "T29": [exit_refuses_everything_first, children_stop_all_at_once],
     "T30": [backoff_jitter_unseeded],
     "T31": [refused_tells_counted_twice, failed_back_asks_counted_twice],
+    "RT1": [tuples_cross_as_lists, remote_errors_lose_their_type],
+    "RT2": [remote_tells_handled_in_tasks],
+    "RT4": [ask_from_a_closed_node_skips_the_checkpoint],
+    "RT5": [unreachable_tells_vanish],
+    "RT6": [remote_cancellation_is_ignored],
+    "RT19": [node_death_ends_no_watch, remote_watchers_told_twice],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

@@ -1,7 +1,9 @@
 """The contract suite: lifecycle and ask-cancellation contracts as library code.
 
 Each contract takes a :class:`~trio_actors.ServingPolicy`, runs its own
-``trio.run`` under a ``MockClock`` and reports pass or fail with a reason. They are
+``trio.run`` under a ``MockClock`` and reports pass or fail with a reason. T1--T31
+hold in one system; RT1--RT19 across nodes (over an in-memory bus), registered where
+the ``cluster`` extra is installed. They are
 run by pytest (default policy), by ``trio-actors contracts`` (any policy) and by the
 sweep tool (every candidate policy).
 
@@ -24,6 +26,14 @@ from . import (
     _supervision,
     _timers,
 )
+
+try:  # the contracts across nodes, where the cluster extra (msgspec) is installed
+    from . import _remote
+except ModuleNotFoundError as missing:  # pragma: no cover - the bare wheel
+    if missing.name != "msgspec":
+        raise
+else:
+    del _remote
 from ._registry import REGISTRY as REGISTRY
 from ._registry import Contract as Contract
 from ._registry import ContractResult as ContractResult

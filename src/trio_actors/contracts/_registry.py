@@ -82,8 +82,9 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     return found
 
 
-def _id_key(contract_id: str) -> int:
-    return int(contract_id[1:])
+def _id_key(contract_id: str) -> tuple[bool, int]:
+    """T1 ... T31, then RT1 ... (the contracts across nodes)."""
+    return (contract_id.startswith("RT"), int(contract_id.lstrip("RT")))
 
 
 REGISTRY: dict[str, Contract] = {}
@@ -94,8 +95,8 @@ def contract(
     contract_id: str, title: str, description: str, *, absolute: bool = False
 ) -> Callable[[CheckFunction], CheckFunction]:
     """Register ``check`` as contract ``contract_id``."""
-    if not re.fullmatch(r"T[1-9][0-9]*", contract_id):
-        raise ValueError(f"contract id must look like 'T12', got {contract_id!r}")
+    if not re.fullmatch(r"R?T[1-9][0-9]*", contract_id):
+        raise ValueError(f"contract id must look like 'T12' (or 'RT5'), got {contract_id!r}")
 
     def register(check: CheckFunction) -> CheckFunction:
         if contract_id in REGISTRY:

@@ -1,0 +1,350 @@
+"""Contracts RT1--RT19: what holds across nodes (remote.md's table).
+
+Each runs two or three nodes of one cluster in one ``trio.run`` over the in-memory
+bus (:class:`trio_actors.remote.MemoryBus`: subjects, per-publisher order,
+no-responders, a node's connection cut as by ``kill -9``) under an autojumping
+``MockClock``: deterministic, no server. The same behaviour over a real
+``nats-server`` is what ``tests/remote`` checks. Registered only where the
+``cluster`` extra (msgspec) is installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import trio
+import trio.testing
+
+from .. import (
+    Actor,
+    ActorRef,
+    ActorStopped,
+    ActorSystem,
+    Cluster,
+    NodeDown,
+    RemoteError,
+    ServingPolicy,
+    Terminated,
+    open_actor_system,
+)
+from ..remote import MemoryBus
+from ._harness import require, run_virtual
+from ._registry import contract
+
+_HEARTBEAT = 0.5  # virtual seconds; a node silent for 3 beats is down
+
+
+def _echo(message: Any) -> Any:
+    """The reply to ``message``, or what ``("raise", kind)`` asks to raise."""
+    if message == ("raise", "value"):
+        raise ValueError("bad value", 3)
+    if message == ("raise", "private"):
+        raise _Private("secret")
+    return ("echo", message)
+
+
+class _Echo(Actor):
+    def receive(self, message: Any) -> Any:
+        return _echo(message)
+
+
+class _AsyncEcho(Actor):
+    async def receive(self, message: Any) -> Any:
+        await trio.lowlevel.checkpoint()
+        return _echo(message)
+
+
+class _Recorder(Actor):
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def receive(self, message: Any) -> Any:
+        if message == "seen":
+            return list(self.seen)
+        self.seen.append(message)
+        return None
+
+
+class _Gate(Actor):
+    """Handles ``"wait"`` until the gate opens; records everything else."""
+
+    def __init__(self, gate: trio.Event) -> None:
+        self.gate = gate
+        self.seen: list[Any] = []
+
+    async def receive(self, message: Any) -> Any:
+        if message == "wait":
+            await self.gate.wait()
+        elif message == "seen":
+            return list(self.seen)
+        else:
+            self.seen.append(message)
+        return None
+
+
+class _Watcher(Actor):
+    def __init__(self) -> None:
+        self.notices: list[Terminated] = []
+
+    def receive(self, message: Any) -> Any:
+        if isinstance(message, Terminated):
+            self.notices.append(message)
+        elif isinstance(message, tuple) and message[0] == "watch":
+            self.watch(message[1])
+        elif message == "notices":
+            return list(self.notices)
+        return None
+
+
+class _Private(Exception):
+    """Not allowed to cross: arrives as a RemoteError."""
+
+
+@asynccontextmanager
+async def _nodes(
+    policy: ServingPolicy, *names: str, bus: MemoryBus | None = None
+) -> AsyncIterator[list[ActorSystem]]:
+    cluster = Cluster(bus=bus or MemoryBus(), heartbeat=_HEARTBEAT)
+    async with _open(policy, cluster, list(names)) as systems:
+        yield systems
+
+
+@asynccontextmanager
+async def _open(
+    policy: ServingPolicy, cluster: Cluster, names: list[str]
+) -> AsyncIterator[list[ActorSystem]]:
+    if not names:
+        yield []
+        return
+    async with (
+        open_actor_system(serving=policy, cluster=cluster, node=names[0]) as system,
+        _open(policy, cluster, names[1:]) as others,
+    ):
+        yield [system, *others]
+
+
+async def _reach(owner: ActorSystem, user: ActorSystem, ref: ActorRef, name: str) -> ActorRef:
+    """``ref`` (of ``owner``) as ``user`` reaches it: registered, then looked up."""
+    owner.register(name, ref)
+    assert owner.node is not None
+    await owner.node.flush()
+    return await user.lookup(name)
+
+
+@contract(
+    "RT1",
+    "ask round trip across nodes",
+    "a remote ask returns the handler's value as it was (tuples stay tuples), for "
+    "plain and async handlers; an allowed exception (builtin, the package's) reaches "
+    "the asker with its type and arguments, any other as a RemoteError naming it",
+)
+def remote_ask_round_trip(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        async with _nodes(policy, "a", "b") as (a, b):
+            for factory in (_Echo, _AsyncEcho):
+                kind = factory.__name__
+                there = await _reach(a, b, a.spawn(factory), kind)
+                for message in (1, "two", None, (3, 4), [5, (6,)], {"k": (7,)}):
+                    reply = await there.ask(message)
+                    require(
+                        reply == ("echo", message) and type(reply) is tuple,
+                        f"{kind}: remote ask({message!r}) returned {reply!r}",
+                    )
+                try:
+                    await there.ask(("raise", "value"))
+                except ValueError as error:
+                    require(error.args == ("bad value", 3), f"{kind}: wrong error {error!r}")
+                else:
+                    raise AssertionError(f"{kind}: the handler's ValueError did not arrive")
+                try:
+                    await there.ask(("raise", "private"))
+                except RemoteError as error:
+                    require(
+                        error.type_name.endswith("_Private") and error.text == "secret",
+                        f"{kind}: a RemoteError said {error.type_name!r}: {error.text!r}",
+                    )
+                else:
+                    raise AssertionError(f"{kind}: the handler's _Private did not arrive")
+
+    run_virtual(main)
+
+
+@contract(
+    "RT2",
+    "order per sender node",
+    "tells and asks from one node to one actor of another are handled in the order they were sent",
+)
+def remote_order(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        async with _nodes(policy, "a", "b") as (a, b):
+            there = await _reach(a, b, a.spawn(_Recorder), "recorder")
+            sent: list[Any] = []
+            for number in range(300):
+                if number % 50 == 49:
+                    await there.ask(("asked", number))
+                    sent.append(("asked", number))
+                else:
+                    there.tell(number)
+                    sent.append(number)
+            seen = await there.ask("seen")
+            require(
+                seen == sent, f"handled out of order: first difference near {_diff(seen, sent)}"
+            )
+
+    run_virtual(main)
+
+
+def _diff(seen: list[Any], sent: list[Any]) -> str:
+    for index, (got, expected) in enumerate(zip(seen, sent, strict=False)):
+        if got != expected:
+            return f"#{index}: {got!r} where {expected!r} was sent"
+    return f"lengths {len(seen)} and {len(sent)}"
+
+
+@contract(
+    "RT4",
+    "remote tell is no checkpoint, remote ask always is",
+    "tell to a remote actor never is a checkpoint; ask always is, also when it fails "
+    "at once (a stopped actor, a node that has left)",
+)
+def remote_checkpoints(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        async with _nodes(policy, "a", "b") as (a, b):
+            echo = a.spawn(_Echo)
+            there = await _reach(a, b, echo, "echo")
+            with trio.testing.assert_no_checkpoints():
+                for number in range(10):
+                    there.tell(number)
+            with trio.testing.assert_checkpoints():
+                await there.ask(1)
+            await echo.stop()
+            with trio.testing.assert_checkpoints(), suppress(ActorStopped):
+                await there.ask(2)
+        with trio.testing.assert_no_checkpoints():
+            there.tell("after its node left")
+        with trio.testing.assert_checkpoints(), suppress(ActorStopped):
+            await there.ask("after its node left")
+
+    run_virtual(main)
+
+
+@contract(
+    "RT5",
+    "stopped or unreachable remote actor",
+    "an ask to a remote actor that has stopped, or whose node is gone, raises "
+    "ActorStopped; a tell becomes a dead letter -- 'stopped' on the actor's node, "
+    "'unreachable' on the sender's when nothing serves the node",
+)
+def remote_stopped(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        bus = MemoryBus()
+        async with _nodes(policy, "b", bus=bus) as (b,):
+            async with _nodes(policy, "a", bus=bus) as (a,):
+                echo = a.spawn(_Echo)
+                there = await _reach(a, b, echo, "echo")
+                await there.stop()
+                there.tell("late")
+                try:
+                    await there.ask("late")
+                except ActorStopped:
+                    pass
+                else:
+                    raise AssertionError("an ask to a stopped remote actor was answered")
+                await trio.sleep(1)
+                letters = [(d.message, d.reason) for d in a.dead_letters.recent]
+                require(letters == [("late", "stopped")], f"node a's dead letters: {letters}")
+                other = await _reach(a, b, a.spawn(_Echo), "other")
+            # Node a has left: nothing serves it.
+            other.tell("into the void")
+            try:
+                await other.ask("anyone?")
+            except ActorStopped:
+                pass
+            else:
+                raise AssertionError("an ask to a node that left was answered")
+            await trio.sleep(1)
+            letters = [(d.message, d.reason) for d in b.dead_letters.recent]
+            require(
+                letters == [("into the void", "unreachable")],
+                f"node b's dead letters after a left: {letters}",
+            )
+
+    run_virtual(main)
+
+
+@contract(
+    "RT6",
+    "a cancelled remote ask is withdrawn",
+    "an ask cancelled while still queued on the other node is withdrawn there: the "
+    "actor never handles it",
+)
+def remote_cancel_withdraws(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        async with _nodes(policy, "a", "b") as (a, b):
+            gate = trio.Event()
+            actor = a.spawn(_Gate, gate)
+            there = await _reach(a, b, actor, "gate")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(there.ask, "wait")
+                await trio.sleep(1)
+                with trio.move_on_after(1) as scope:
+                    await there.ask("cancelled")
+                require(scope.cancelled_caught, "the ask was answered past its gate")
+                await trio.sleep(1)
+                gate.set()
+            await there.ask("after")
+            seen = await actor.ask("seen")
+            require(seen == ["after"], f"the actor handled {seen} (the cancelled ask too?)")
+            withdrawn = actor.statistics().withdrawn
+            require(withdrawn == 1, f"{withdrawn} asks withdrawn, not 1")
+
+    run_virtual(main)
+
+
+@contract(
+    "RT19",
+    "death watch across nodes",
+    "a remote actor's watcher gets exactly one Terminated when it stops; when its node "
+    "dies, every ask pending there fails with NodeDown and every watch of its actors "
+    "ends with one Terminated whose error is NodeDown",
+)
+def remote_death_watch(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        bus = MemoryBus()
+        async with _nodes(policy, "b", bus=bus) as (b,), _nodes(policy, "a", bus=bus) as (a,):
+            watcher = b.spawn(_Watcher)
+            stopping = await _reach(a, b, a.spawn(_Echo), "stopping")
+            await watcher.ask(("watch", stopping))
+            await stopping.stop()
+            await trio.sleep(1)
+            notices = await watcher.ask("notices")
+            require(
+                [(n.ref, n.error) for n in notices] == [(stopping, None)],
+                f"after a remote stop the watcher got {notices}",
+            )
+            gate = trio.Event()
+            dying = await _reach(a, b, a.spawn(_Gate, gate), "dying")
+            await watcher.ask(("watch", dying))
+            outcomes: list[str] = []
+
+            async def ask_pending() -> None:
+                try:
+                    await dying.ask("wait")
+                except NodeDown:
+                    outcomes.append("NodeDown")
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):
+                    nursery.start_soon(ask_pending)
+                await trio.sleep(1)
+                assert a.node is not None
+                bus.disconnect(a.node.transport)  # type: ignore[arg-type]
+            require(outcomes == ["NodeDown"] * 3, f"asks pending on the dead node: {outcomes}")
+            await trio.sleep(5)
+            notices = await watcher.ask("notices")
+            errors = [type(n.error).__name__ for n in notices if n.ref == dying]
+            require(errors == ["NodeDown"], f"watching an actor of the dead node gave {errors}")
+
+    run_virtual(main)
