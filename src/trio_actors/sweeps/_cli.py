@@ -29,8 +29,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE, ServingPolicy
-from ._nodes import add_commands as add_node_commands
-from ._nodes import run_cluster, run_node
 
 
 def _positive_int(text: str) -> int:
@@ -155,8 +153,45 @@ def _parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--json", metavar="PATH", help="write the results as JSON")
     sweep.add_argument("--plot", metavar="PATH", help="write a PNG plot (needs matplotlib)")
-    add_node_commands(commands)
+    _add_node_commands(commands)
     return parser
+
+
+def _add_node_commands(commands: Any) -> None:
+    """``node`` and ``cluster`` (run by :mod:`trio_actors.sweeps._nodes`, imported only
+    when one of them is chosen)."""
+    node = commands.add_parser(
+        "node",
+        help="run one node of a cluster: await MODULE:FUNCTION(system)",
+        description="Open an actor system as a node of the cluster at --cluster and "
+        "await FUNCTION(system) from MODULE; exit 0 when it returns, 1 when it raises, "
+        "130 on Ctrl-C.",
+    )
+    node.add_argument("--name", help="the node's name (default: <host>-<pid>)")
+    cluster = commands.add_parser(
+        "cluster",
+        help="run N nodes on this machine (and a nats-server if none answers)",
+        description="Start a nats-server at --cluster unless one answers there, then N "
+        "node processes running MODULE:FUNCTION; Ctrl-C stops them all; exit non-zero "
+        "if any node failed.",
+    )
+    cluster.add_argument("--nodes", type=int, default=2, metavar="N", help="how many (2)")
+    for command in (node, cluster):
+        command.add_argument("target", metavar="MODULE:FUNCTION")
+        command.add_argument(
+            "--cluster",
+            default="nats://127.0.0.1:4222",
+            metavar="URL",
+            help="a nats:// URL (default nats://127.0.0.1:4222)",
+        )
+        command.add_argument("--cluster-name", default="trio-actors", help="the cluster's name")
+        command.add_argument(
+            "--heartbeat",
+            type=float,
+            default=1.0,
+            metavar="SECONDS",
+            help="between heartbeats (a node silent for 3 is down; default 1.0)",
+        )
 
 
 SWEEP_EXTRA = 'pip install "trio-actors[sweep]"'
@@ -300,10 +335,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_contracts(args, parser)
     if args.command == "sweep":
         return _run_sweep(args, parser)
-    if args.command == "node":
-        return run_node(args, parser)
-    if args.command == "cluster":
-        return run_cluster(args, parser)
+    if args.command in ("node", "cluster"):
+        from ._nodes import run_cluster, run_node
+
+        return (run_node if args.command == "node" else run_cluster)(args, parser)
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse
     return 2  # pragma: no cover
 

@@ -45,40 +45,6 @@ _SERVER_WITHIN = 10.0  # seconds a nats-server it starts has to say where it lis
 NodeMain = Callable[[ActorSystem], Awaitable[object]]
 
 
-def add_commands(commands: Any) -> None:
-    """The ``node`` and ``cluster`` subcommands, on the ``trio-actors`` parser."""
-    node = commands.add_parser(
-        "node",
-        help="run one node of a cluster: await MODULE:FUNCTION(system)",
-        description="Open an actor system as a node of the cluster at --cluster and "
-        "await FUNCTION(system) from MODULE; exit 0 when it returns, 1 when it raises, "
-        "130 on Ctrl-C.",
-    )
-    node.add_argument("target", metavar="MODULE:FUNCTION")
-    node.add_argument("--cluster", default=DEFAULT_URL, metavar="URL", help="a nats:// URL")
-    node.add_argument("--name", help="the node's name (default: <host>-<pid>)")
-    node.add_argument("--cluster-name", default="trio-actors", help="the cluster's name")
-    node.add_argument(
-        "--heartbeat",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="between heartbeats (a node silent for 3 is down; default 1.0)",
-    )
-    cluster = commands.add_parser(
-        "cluster",
-        help="run N nodes on this machine (and a nats-server if none answers)",
-        description="Start a nats-server at --cluster unless one answers there, then N "
-        "node processes running MODULE:FUNCTION; Ctrl-C stops them all; exit non-zero "
-        "if any node failed.",
-    )
-    cluster.add_argument("target", metavar="MODULE:FUNCTION")
-    cluster.add_argument("--nodes", type=int, default=2, metavar="N", help="how many (2)")
-    cluster.add_argument("--cluster", default=DEFAULT_URL, metavar="URL", help="a nats:// URL")
-    cluster.add_argument("--cluster-name", default="trio-actors", help="the cluster's name")
-    cluster.add_argument("--heartbeat", type=float, default=1.0, metavar="SECONDS")
-
-
 def load_target(target: str) -> NodeMain:
     """``MODULE:FUNCTION``, imported (the current directory first on the path).
 
