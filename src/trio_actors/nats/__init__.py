@@ -13,11 +13,12 @@ This package imports nothing else of trio-actors (the runtime's remote layer wil
 import it, never the other way round).
 """
 
-from . import _client, _events, _handshake, _protocol, _servers, _subscription
+from . import _client, _events, _handshake, _protocol, _server_process, _servers, _subscription
 from ._client import *  # noqa: F403 - the client's names: its __all__
 from ._events import *  # noqa: F403 - what a client tells about its connection
 from ._handshake import *  # noqa: F403 - the errors of opening a connection
 from ._protocol import *  # noqa: F403 - the protocol core's names: its __all__
+from ._server_process import *  # noqa: F403 - a local nats-server process
 from ._servers import *  # noqa: F403 - the reconnect policy
 from ._subscription import *  # noqa: F403 - Subscription, SlowConsumer
 
@@ -26,6 +27,7 @@ __all__ = [
     *_events.__all__,
     *_handshake.__all__,
     *_protocol.__all__,
+    *_server_process.__all__,
     *_servers.__all__,
     *_subscription.__all__,
 ]

