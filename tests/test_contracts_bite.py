@@ -590,10 +590,10 @@ def remote_cancellation_is_ignored(mp: pytest.MonkeyPatch) -> None:
 
 
 def node_death_ends_no_watch(mp: pytest.MonkeyPatch) -> None:
-    def fail_asks_only(self: Any, peer: Any) -> None:
+    def fail_asks_only(self: Any, peer: Any, why: str) -> None:
         for waiter in self._requests.values():
             if waiter.peer == peer and waiter.reply is None:
-                waiter.down = True
+                waiter.down = why
                 waiter.event.set()
 
     mp.setattr(_node.Node, "_declare_down", fail_asks_only)

@@ -71,6 +71,10 @@ class Cluster:
             bytes name: only on a network where every node is trusted.
         bus: an in-memory :class:`~trio_actors.remote.MemoryBus` instead of NATS:
             the nodes of one trio run, for tests (deterministic under ``MockClock``).
+        system_user, system_password, system_credentials: a user of the servers'
+            system account: each node then listens to its disconnect advisories on
+            a second connection, and a node whose connection ends (a ``kill -9``, a
+            crash) is down within milliseconds, not after missed heartbeats.
         heartbeat: seconds between a node's heartbeats.
         heartbeats_missed: how many beats a node may miss before another node
             that waits on it declares it down (:exc:`~trio_actors.NodeDown`).
@@ -94,6 +98,9 @@ class Cluster:
     nkey_seed: str | Path | None = attrs.field(default=None, kw_only=True, repr=False)
     credentials: str | Path | None = attrs.field(default=None, kw_only=True)
     bus: MemoryBus | None = attrs.field(default=None, kw_only=True)
+    system_user: str | None = attrs.field(default=None, kw_only=True)
+    system_password: str | None = attrs.field(default=None, kw_only=True, repr=False)
+    system_credentials: str | Path | None = attrs.field(default=None, kw_only=True)
     heartbeat: float = attrs.field(default=1.0, kw_only=True)
     heartbeats_missed: int = attrs.field(default=3, kw_only=True)
 

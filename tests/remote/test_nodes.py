@@ -204,7 +204,7 @@ async def test_asks_pending_to_a_node_that_dies_fail_with_node_down(
 ) -> None:
     from trio_actors.remote import MemoryBus, MemoryTransport
 
-    bus = MemoryBus()
+    bus = MemoryBus(advisories=False)  # (heartbeats only: no word of the cut)
     cluster = ta.Cluster(bus=bus, heartbeat=0.5, heartbeats_missed=3)
     gate = trio.Event()  # never set: the asks wait on node a until it dies
     outcomes: list[str] = []
@@ -354,3 +354,111 @@ async def test_refs_kept_after_their_node_left_fail_cleanly(cluster_here: ta.Clu
         await kept.ask("after")
     kept.stop_nowait()
     await kept.stop()
+
+
+async def test_a_disconnect_advisory_declares_the_node_down_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from trio_actors.remote import MemoryBus, MemoryTransport
+
+    bus = MemoryBus()  # (tells of a cut connection, as a system account does)
+    cluster = ta.Cluster(bus=bus, heartbeat=60)  # (heartbeats would take 3 minutes)
+    async with (
+        ta.open_actor_system(cluster=cluster, node="b") as b,
+        ta.open_actor_system(cluster=cluster, node="a") as a,
+    ):
+        a.register("slow", a.spawn(Slow, trio.Event(), name="slow"))
+        there = await remote_ref(a, b, "slow")
+        async with trio.open_nursery() as nursery:
+
+            async def pending() -> None:
+                with pytest.raises(ta.NodeDown, match="disconnect advisory"):
+                    await there.ask("never answered")
+
+            nursery.start_soon(pending)
+            await trio.sleep(1)
+            assert a.node is not None
+            assert isinstance(a.node.transport, MemoryTransport)
+            cut_at = trio.current_time()
+            bus.disconnect(a.node.transport)
+        assert trio.current_time() == cut_at  # (no heartbeat waited for)
+
+
+FAR_NODE = """
+import sys
+
+import trio
+
+import trio_actors as ta
+
+
+class Gate(ta.Actor):
+    async def receive(self, message):
+        await trio.sleep_forever()
+
+
+async def main() -> None:
+    cluster = ta.Cluster(sys.argv[1], user="app", password="app", heartbeat=30)
+    async with ta.open_actor_system(cluster=cluster, node="far") as system:
+        system.register("gate", system.spawn(Gate, name="gate"))
+        await system.node.flush()
+        print("ready", flush=True)
+        await trio.sleep_forever()
+
+
+trio.run(main)
+"""
+
+SYSTEM_ACCOUNT = """
+accounts {
+  SYS { users = [ { user: sys, password: sys } ] }
+  APP { users = [ { user: app, password: app } ] }
+}
+system_account: SYS
+"""
+
+
+async def test_a_kill_9_is_seen_through_the_system_account_not_heartbeats(
+    tmp_path: Any,
+) -> None:
+    import subprocess
+    import sys
+
+    from nats_server import running_nats_server
+
+    with running_nats_server(tmp_path, config=SYSTEM_ACCOUNT) as server, trio.fail_after(60):
+        cluster = ta.Cluster(
+            server.url,
+            user="app",
+            password="app",
+            system_user="sys",
+            system_password="sys",
+            heartbeat=30,  # (heartbeats would take 90 s: the safety net above is 60)
+        )
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-c", FAR_NODE, server.url], stdout=subprocess.PIPE
+        )
+        try:
+            assert process.stdout is not None
+            said = b""
+            while not said.endswith(b"\n"):  # (a line may come in pieces)
+                chunk = await process.stdout.receive_some()
+                assert chunk, f"the far node ended: {said!r}"
+                said += chunk
+            assert said == b"ready\n"
+            async with ta.open_actor_system(cluster=cluster, node="near") as near:
+                gate = await near.lookup("gate")
+                async with trio.open_nursery() as nursery:
+
+                    async def pending() -> None:
+                        with pytest.raises(ta.NodeDown, match="disconnect advisory"):
+                            await gate.ask("wait")
+
+                    nursery.start_soon(pending)
+                    await trio.sleep(0.2)
+                    process.kill()  # SIGKILL: no bye; the kernel closes the socket
+        finally:
+            process.kill()
+            await process.wait()
+            if process.stdout is not None:
+                await process.stdout.aclose()

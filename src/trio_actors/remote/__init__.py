@@ -9,6 +9,7 @@ in-memory bus (``_transport.py``).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -17,7 +18,7 @@ import trio
 
 from .. import nats
 from .._cluster import Cluster, as_cluster, check_token
-from ._node import Node
+from ._node import DISCONNECT_ADVISORIES, Node, connection_name
 from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
 
 if TYPE_CHECKING:
@@ -33,8 +34,16 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
     Leaving it leaves the cluster (what was published is sent first)."""
     cluster = as_cluster(cluster)
     check_token(name, "node")
-    async with _connect(cluster) as transport, trio.open_nursery() as nursery:
-        node = Node(system, transport, cluster, name, nursery)
+    incarnation = secrets.token_hex(6)
+    client_name = connection_name(cluster.name, name, incarnation)
+    async with (
+        _connect(cluster, client_name) as transport,
+        _advisories(cluster, transport) as advisories,
+        trio.open_nursery() as nursery,
+    ):
+        node = Node(system, transport, cluster, name, incarnation, nursery)
+        if advisories is not None:
+            advisories.subscribe(DISCONNECT_ADVISORIES, node.on_disconnect_advisory)
         nursery.start_soon(node.run, name=f"trio-actors node {name}")
         try:
             yield node
@@ -45,12 +54,36 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
 
 
 @asynccontextmanager
-async def _connect(cluster: Cluster) -> AsyncIterator[Transport]:
+async def _connect(cluster: Cluster, client_name: str) -> AsyncIterator[Transport]:
     if cluster.bus is not None:
-        async with cluster.bus.connect() as memory:
+        async with cluster.bus.connect(client_name) as memory:
             yield memory
         return
-    async with nats.connect(list(cluster.servers), **cluster.connect_options()) as client:
+    options = cluster.connect_options()
+    async with nats.connect(list(cluster.servers), name=client_name, **options) as client:
+        yield NatsTransport(client)
+
+
+@asynccontextmanager
+async def _advisories(cluster: Cluster, transport: Transport) -> AsyncIterator[Transport | None]:
+    """Where the node hears of connections that end: the system account, on a
+    connection of its own (``Cluster(system_user=...)``); the in-memory bus itself;
+    nowhere otherwise (heartbeats then)."""
+    if cluster.bus is not None:
+        yield transport if cluster.bus.advisories else None
+        return
+    if cluster.system_user is None and cluster.system_credentials is None:
+        yield None
+        return
+    async with nats.connect(
+        list(cluster.servers),
+        name=f"ta.{cluster.name}.advisories",
+        user=cluster.system_user,
+        password=cluster.system_password,
+        credentials=cluster.system_credentials,
+        tls=cluster.tls,
+        tls_hostname=cluster.tls_hostname,
+    ) as client:
         yield NatsTransport(client)
 
 

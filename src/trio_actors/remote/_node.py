@@ -41,7 +41,7 @@ cancelled (T6, T7), as locally.
 from __future__ import annotations
 
 import itertools
-import secrets
+import json
 import weakref
 from collections.abc import Callable
 from threading import get_ident
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from ..actors._cell import ActorCell
     from ..nats import Msg
 
-__all__ = ["Node", "Subjects"]
+__all__ = ["DISCONNECT_ADVISORIES", "Node", "Subjects", "connection_name", "peer_of_connection"]
 
 TELL: Final = 0
 ASK: Final = 1
@@ -79,6 +79,26 @@ _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 _encode = msgspec.msgpack.Encoder().encode
 _NONE: Final = msgspec.Raw(_encode(None))
+
+
+DISCONNECT_ADVISORIES: Final = "$SYS.ACCOUNT.*.DISCONNECT"
+
+
+def connection_name(cluster: str, node: str, incarnation: str) -> str:
+    """The name a node's NATS connection gives the server (so that the system
+    account's disconnect advisory says which node incarnation it was)."""
+    return f"ta.{cluster}.{node}.{incarnation}"
+
+
+def peer_of_connection(cluster: str, name: object) -> tuple[str, str] | None:
+    """The (node, incarnation) a connection name is of, in ``cluster``; or ``None``."""
+    if not isinstance(name, str):
+        return None
+    prefix, _, rest = name.partition(f"ta.{cluster}.")
+    node, dot, incarnation = rest.partition(".")
+    if prefix or not dot or not node or not incarnation or "." in incarnation:
+        return None
+    return (node, incarnation)
 
 
 class Subjects:
@@ -126,7 +146,7 @@ class _Waiter:
         self.reply: Msg | None = None
         self.peer = peer
         self.sent_at = trio.current_time()
-        self.down = False  # the peer was declared down before it answered
+        self.down: str | None = None  # why the peer was declared down before answering
 
 
 class _RemoteWatch:
@@ -157,13 +177,14 @@ class Node:
         transport: Transport,
         cluster: Cluster,
         name: str,
+        incarnation: str,
         nursery: trio.Nursery,
     ) -> None:
         self.system = system
         self.transport = transport
         self.cluster = cluster
         self.name = name
-        self.incarnation = secrets.token_hex(6)
+        self.incarnation = incarnation
         self.subjects = Subjects(cluster.name)
         self.trio_token = system.trio_token
         self.thread_id = system.thread_id
@@ -243,36 +264,46 @@ class Node:
         """Declare down every node a request waits on that has been silent too long."""
         now = trio.current_time()
         silence = self.heartbeats_missed * self.heartbeat
+        why = f"not heard from for {self.heartbeats_missed} heartbeats"
         for waiter in list(self._requests.values()):
             peer = waiter.peer
             if peer is None or waiter.reply is not None or waiter.down:
                 continue
             heard = max(self._heard.get(peer, waiter.sent_at), waiter.sent_at)
             if now - heard > silence:
-                self._declare_down(peer)
+                self._declare_down(peer, why)
         for remote in list(self._watches.values()):
             peer = remote.cell.peer
             heard = max(self._heard.get(peer, remote.since), remote.since)
             if now - heard > silence:
-                self._declare_down(peer)
+                self._declare_down(peer, why)
         for peer, heard in list(self._heard.items()):
             if now - heard > 10 * silence:
                 del self._heard[peer]  # (a node gone long ago)
 
-    def _declare_down(self, peer: Peer) -> None:
+    def _declare_down(self, peer: Peer, why: str) -> None:
+        """``peer`` is down (``why``: how this node knows): the asks pending to it
+        fail with NodeDown, the watches of its actors end with it."""
         for waiter in self._requests.values():
             if waiter.peer == peer and waiter.reply is None:
-                waiter.down = True
+                waiter.down = why
                 waiter.event.set()
         for remote in [w for w in self._watches.values() if w.cell.peer == peer]:
             node, incarnation = peer
-            self._terminated(
-                remote,
-                NodeDown(
-                    f"node {node!r} ({incarnation}) is down (not heard from for "
-                    f"{self.heartbeats_missed} heartbeats, or it left)"
-                ),
-            )
+            self._terminated(remote, NodeDown(f"node {node!r} ({incarnation}) is down: {why}"))
+
+    def on_disconnect_advisory(self, message: Msg) -> None:
+        """The server says a connection ended (the system account's
+        ``client_disconnect`` advisory): if it was a node's, that node is down --
+        within milliseconds of a ``kill -9``, not after missed heartbeats."""
+        try:
+            client = json.loads(message.data)["client"]
+            peer = peer_of_connection(self.cluster.name, client.get("name", ""))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return  # (not an advisory this node understands)
+        if peer is not None and peer != (self.name, self.incarnation):
+            self._heard.pop(peer, None)
+            self._declare_down(peer, "its connection ended (the server's disconnect advisory)")
 
     def _on_heartbeat(self, message: Msg) -> None:
         _prefix, _, rest = message.subject.partition(".hb.")
@@ -280,7 +311,7 @@ class Node:
         peer = (node, incarnation)
         if message.data == b"bye":
             self._heard.pop(peer, None)
-            self._declare_down(peer)
+            self._declare_down(peer, "it left the cluster")
         else:
             self._heard[peer] = trio.current_time()
 
@@ -412,9 +443,9 @@ class Node:
         reply = waiter.reply
         if waiter.down:
             raise NodeDown(
-                f"{cell.path}: node {cell.node_name!r} ({cell.incarnation}) is down (not "
-                f"heard from for {self.heartbeats_missed} heartbeats, or it left) before "
-                "answering; the message may or may not have been handled"
+                f"{cell.path}: node {cell.node_name!r} ({cell.incarnation}) is down "
+                f"({waiter.down}) before answering; the message may or may not have "
+                "been handled"
             )
         if reply is None:
             raise ActorStopped(f"{cell.path}: this node left the cluster before it answered")

@@ -19,6 +19,7 @@ reply subject.
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -79,20 +80,24 @@ def subject_matches(pattern: str, subject: str) -> bool:
 class MemoryBus:
     """An in-memory NATS for the nodes of one trio run (tests, contracts).
 
+    ``advisories``: tell the nodes when a connection is cut, as the system account's
+    disconnect advisories do (``False``: they find out by missed heartbeats).
+
     Each node gets a ``MemoryTransport`` from :meth:`connect`; what one
     publishes is delivered to the matching subscriptions of every connected
     transport by that transport's own delivery task, in the order published.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, advisories: bool = True) -> None:
         self._transports: list[MemoryTransport] = []
+        self.advisories = advisories
         self.published = 0  # messages, for tests
 
     @asynccontextmanager
-    async def connect(self) -> AsyncIterator[MemoryTransport]:
-        """A connection, for as long as the block runs (its delivery task runs in
-        it). A checkpoint."""
-        transport = MemoryTransport(self)
+    async def connect(self, name: str = "") -> AsyncIterator[MemoryTransport]:
+        """A connection named ``name``, for as long as the block runs (its delivery
+        task runs in it). A checkpoint."""
+        transport = MemoryTransport(self, name)
         self._transports.append(transport)
         try:
             async with trio.open_nursery() as nursery:
@@ -104,9 +109,19 @@ class MemoryBus:
 
     def disconnect(self, transport: MemoryTransport) -> None:
         """The connection is gone (a node died): its subscriptions go, what was
-        waiting for it is lost, and publishing on it does nothing. Idempotent."""
+        waiting for it is lost, and publishing on it does nothing; with
+        ``advisories``, the others are told as a NATS system account tells
+        (``$SYS.ACCOUNT.MEMORY.DISCONNECT``, the connection's name in
+        ``client.name``). Idempotent."""
         if transport in self._transports:
             self._transports.remove(transport)
+            if self.advisories:
+                advisory = {
+                    "type": "io.nats.server.advisory.v1.client_disconnect",
+                    "client": {"name": transport.name},
+                    "reason": "Client Closed",
+                }
+                self._route("$SYS.ACCOUNT.MEMORY.DISCONNECT", json.dumps(advisory).encode(), None)
         transport._subscriptions.clear()
         transport._inbox.clear()
         transport.connected = False
@@ -130,8 +145,9 @@ class MemoryBus:
 class MemoryTransport:
     """One node's connection to a :class:`MemoryBus`."""
 
-    def __init__(self, bus: MemoryBus) -> None:
+    def __init__(self, bus: MemoryBus, name: str = "") -> None:
         self.bus = bus
+        self.name = name
         self.connected = True
         self._subscriptions: dict[int, tuple[str, Callback]] = {}
         self._next_id = 0
