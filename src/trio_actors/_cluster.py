@@ -71,10 +71,11 @@ class Cluster:
             bytes name: only on a network where every node is trusted.
         bus: an in-memory :class:`~trio_actors.remote.MemoryBus` instead of NATS:
             the nodes of one trio run, for tests (deterministic under ``MockClock``).
-        system_user, system_password, system_credentials: a user of the servers'
-            system account: each node then listens to its disconnect advisories on
-            a second connection, and a node whose connection ends (a ``kill -9``, a
-            crash) is down within milliseconds, not after missed heartbeats.
+        system_user: a user of the servers' system account (with
+            ``system_password``, or ``system_credentials`` a credentials file):
+            each node then listens to its disconnect advisories on a second
+            connection, and a node whose connection ends (a ``kill -9``, a crash)
+            is down within milliseconds, not after missed heartbeats.
         heartbeat: seconds between a node's heartbeats.
         heartbeats_missed: how many beats a node may miss before another node
             that waits on it declares it down (:exc:`~trio_actors.NodeDown`).
