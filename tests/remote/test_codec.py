@@ -149,3 +149,13 @@ async def test_the_mistakes_of_opening_a_node_are_said_before_anything_starts(
     with pytest.raises(ValueError, match="heartbeats_missed is a whole number"):
         ta.Cluster(heartbeats_missed=0)
     await trio.lowlevel.checkpoint()
+
+
+def test_a_node_s_connection_name_says_its_node_and_incarnation() -> None:
+    from trio_actors.remote._node import connection_name, peer_of_connection
+
+    name = connection_name("prod", "worker-1", "ab12cd")
+    assert name == "ta.prod.worker-1.ab12cd"
+    assert peer_of_connection("prod", name) == ("worker-1", "ab12cd")
+    for other in ("ta.test.worker-1.ab12cd", "ta.prod.worker-1", "ta.prod..x", "x", None, 3):
+        assert peer_of_connection("prod", other) is None
