@@ -462,3 +462,39 @@ async def test_a_kill_9_is_seen_through_the_system_account_not_heartbeats(
             await process.wait()
             if process.stdout is not None:
                 await process.stdout.aclose()
+
+
+async def test_nodes_go_on_after_their_server_restarts(tmp_path: Any) -> None:
+    import contextlib
+
+    from nats_server import running_nats_server
+    from trio_actors.remote import NatsTransport
+
+    with (
+        running_nats_server(tmp_path, name="first") as first,
+        contextlib.ExitStack() as later,
+        trio.fail_after(60),
+    ):
+        cluster = ta.Cluster(first.url, types=[Order])
+        async with two_nodes(cluster) as (a, b):
+            echo = a.spawn(Echo, name="echo")
+            a.register("echo", echo)
+            there = await remote_ref(a, b, "echo")
+            assert await there.ask("before") == "before"
+            first.kill()  # the server goes away; both nodes' clients reconnect...
+            later.enter_context(running_nats_server(tmp_path, port=first.port, name="second"))
+            clients = []
+            for system in (a, b):
+                assert system.node is not None
+                assert isinstance(system.node.transport, NatsTransport)
+                clients.append(system.node.transport.client)
+            # (... and resubscribe everything: the node, its replies, its names)
+            await eventually(lambda: all(c.status == "connected" for c in clients))
+            for system in (a, b):
+                assert system.node is not None
+                await system.node.flush()
+            assert await there.ask("after") == "after"
+            there.tell(("told", "after"))
+            assert await there.ask("seen") == ["before", "after", ("told", "after")]
+            assert await b.lookup("echo") == there
+            assert await echo.ask("seen") == ["before", "after", ("told", "after")]
