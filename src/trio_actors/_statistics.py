@@ -32,17 +32,19 @@ class DeadLetterCounts:
         stranded: left queued when the actor stopped.
         overflow: dropped by a full bounded mailbox.
         unreachable: told to an actor on another node that nothing serves.
+        undecodable: a tell from another node this node could not decode.
     """
 
     stopped: int = 0
     stranded: int = 0
     overflow: int = 0
     unreachable: int = 0
+    undecodable: int = 0
 
     @property
     def total(self) -> int:
         """All dead letters, whatever the reason."""
-        return self.stopped + self.stranded + self.overflow + self.unreachable
+        return self.stopped + self.stranded + self.overflow + self.unreachable + self.undecodable
 
 
 @attrs.frozen

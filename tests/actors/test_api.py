@@ -227,7 +227,13 @@ async def test_dead_letters_keep_count_and_the_recent_ones_newest_last() -> None
         assert letters.count == 8
         assert [d.message for d in letters.recent] == [3, 4, 5, 6, 7]
         assert letters.recent[-1] == ta.DeadLetter(ref, 7, "stopped")
-        assert letters.by_reason == {"stopped": 8, "stranded": 0, "overflow": 0, "unreachable": 0}
+        assert letters.by_reason == {
+            "stopped": 8,
+            "stranded": 0,
+            "overflow": 0,
+            "unreachable": 0,
+            "undecodable": 0,
+        }
 
 
 async def test_dead_letters_keep_at_least_ten_thousand_by_default() -> None:

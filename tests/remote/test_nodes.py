@@ -498,3 +498,39 @@ async def test_nodes_go_on_after_their_server_restarts(tmp_path: Any) -> None:
             assert await there.ask("seen") == ["before", "after", ("told", "after")]
             assert await b.lookup("echo") == there
             assert await echo.ask("seen") == ["before", "after", ("told", "after")]
+
+
+class Big(ta.Actor):
+    def receive(self, message: Any) -> Any:
+        if message == "too big":
+            return b"x" * 2_000_000  # (over the server's max_payload of 1 MB)
+        if message == "unpicklable":
+            raise ValueError(lambda: None)
+        return message
+
+
+async def test_what_a_node_cannot_decode_or_send_ends_as_an_error_not_the_node(
+    cluster_here: ta.Cluster,
+) -> None:
+    import attrs
+
+    knows = attrs.evolve(cluster_here, types=[Order], pickle=True)
+    ignorant = attrs.evolve(cluster_here, types=[], pickle=False)
+    async with (
+        ta.open_actor_system(cluster=ignorant, node="a") as a,
+        ta.open_actor_system(cluster=knows, node="b") as b,
+    ):
+        a.register("big", a.spawn(Big, name="big"))
+        there = await remote_ref(a, b, "big")
+        there.tell(Order("tea", 1))  # a type node a does not register
+        await eventually(lambda: a.dead_letters.count == 1)
+        letter = a.dead_letters.recent[-1]
+        assert letter.reason == "undecodable"
+        assert isinstance(letter.message, bytes)
+        assert a.statistics().dead_letters.undecodable == 1
+        if cluster_here.bus is None:  # (the in-memory bus has no max_payload)
+            with pytest.raises(ta.RemoteError, match="MaxPayloadExceeded"):
+                await there.ask("too big")
+        with pytest.raises(ValueError, match="function"):  # (its argument could not go)
+            await there.ask("unpicklable")
+        assert await there.ask("still here") == "still here"  # node a goes on

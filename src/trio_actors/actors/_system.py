@@ -458,6 +458,7 @@ class ActorSystem:
                 by_reason["stranded"],
                 by_reason["overflow"],
                 by_reason["unreachable"],
+                by_reason["undecodable"],
             ),
             rounds=dispatcher.rounds,
             longest_round_messages=dispatcher.clock.longest_round_messages,

@@ -31,7 +31,7 @@ import trio
 if TYPE_CHECKING:
     from ..actors._ref import ActorRef
 
-DeadLetterReason = Literal["stopped", "stranded", "overflow", "unreachable"]
+DeadLetterReason = Literal["stopped", "stranded", "overflow", "unreachable", "undecodable"]
 
 DEFAULT_RECENT_DEAD_LETTERS = 10_000
 DEFAULT_SUBSCRIPTION_CAPACITY = 1_000
@@ -46,13 +46,15 @@ class DeadLetter:
         message: the message itself, unchanged.
         reason: ``"stopped"`` (told to a stopping or stopped actor), ``"stranded"``
             (left queued when the actor stopped), ``"overflow"`` (dropped by a
-            bounded mailbox) or ``"unreachable"`` (told to an actor on another node
-            that nothing serves: the node, or that incarnation of it, is gone).
+            bounded mailbox), ``"unreachable"`` (told to an actor on another node
+            that nothing serves: the node, or that incarnation of it, is gone) or
+            ``"undecodable"`` (a tell from another node that this node cannot decode,
+            e.g. a type its cluster does not register: the message is its bytes).
     """
 
     recipient: ActorRef
     message: Any
-    reason: Literal["stopped", "stranded", "overflow", "unreachable"]
+    reason: Literal["stopped", "stranded", "overflow", "unreachable", "undecodable"]
 
 
 class _RecentView(Sequence[DeadLetter]):
@@ -185,6 +187,7 @@ class DeadLetters:
             "stranded": 0,
             "overflow": 0,
             "unreachable": 0,
+            "undecodable": 0,
         }
         self._recent: deque[tuple[Any, Any, DeadLetterReason]] = deque(maxlen=keep)
         self._subscriptions: list[DeadLetterSubscription] = []

@@ -234,7 +234,7 @@ class Codec:
         try:
             args = self._prepare(list(error.args))
             self._encoder.encode(args)
-        except (TypeError, ValueError, OverflowError):
+        except Exception:  # (unencodable, unpicklable, recursive: the text alone)
             args = None
         try:
             text = str(error)

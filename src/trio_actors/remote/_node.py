@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import weakref
 from collections.abc import Callable
 from threading import get_ident
@@ -51,7 +52,7 @@ import msgspec
 import trio
 
 from .._cluster import Cluster
-from .._errors import ActorError, ActorNotFound, ActorStopped, NodeDown
+from .._errors import ActorError, ActorNotFound, ActorStopped, NodeDown, RemoteError
 from ..actors import ActorRef
 from ..actors._ref import new_ref
 from ..lifecycle import Terminated
@@ -75,6 +76,7 @@ WATCH: Final = 4
 _CONFIRM_EVERY: Final = 0.005  # seconds between flushes that confirm tells
 _LEAVE_WITHIN: Final = 5.0  # seconds a leaving node gives the answers still being made
 
+_log = logging.getLogger("trio_actors")
 _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 _encode = msgspec.msgpack.Encoder().encode
@@ -256,7 +258,7 @@ class Node:
 
     async def _beat(self) -> None:
         while True:
-            self.transport.publish(self._heartbeat_subject, b"")
+            self._publish(self._heartbeat_subject, b"")
             await trio.sleep(self.heartbeat)
             self._check_peers()
 
@@ -357,7 +359,7 @@ class Node:
         if self._closed:
             return
         self._closed = True
-        self.transport.publish(self._heartbeat_subject, b"bye")
+        self._publish(self._heartbeat_subject, b"bye")
         for unsubscribe in self._unsubscribes:
             unsubscribe()
         self._unsubscribes.clear()
@@ -393,6 +395,15 @@ class Node:
         return new_ref(remote)  # type: ignore[arg-type]
 
     # --- sending --------------------------------------------------------------------
+
+    def _publish(self, subject: str, data: bytes) -> None:
+        """Send a message of the node's own (a heartbeat, a reply, a notice): what the
+        connection refuses now (full while reconnecting, closed, too large) is said
+        in the log, never an error that would end the node."""
+        try:
+            self.transport.publish(subject, data)
+        except Exception as error:
+            _log.warning("node %s: could not send to %s: %s", self.name, subject, error)
 
     def _send(
         self, cell: RemoteCell, kind: int, body: bytes | msgspec.Raw, reply: str | None
@@ -552,8 +563,11 @@ class Node:
                 f"node {node!r} ({incarnation}) cannot be reached: nothing serves it"
             )
         else:
-            encoded = msgspec.msgpack.decode(message.data, type=bytes | None)
-            error = None if encoded is None else self.codec.decode_error(encoded)
+            try:
+                encoded = msgspec.msgpack.decode(message.data, type=bytes | None)
+                error = None if encoded is None else self.codec.decode_error(encoded)
+            except Exception as undecodable:  # (its error holds what this node cannot read)
+                error = RemoteError("undecodable", str(undecodable))
         self._terminated(remote, error)
 
     # --- the registry across nodes --------------------------------------------------
@@ -564,7 +578,7 @@ class Node:
 
         def answer(message: Msg) -> None:
             if message.reply:
-                self.transport.publish(message.reply, _encode((True, wire)))
+                self._publish(message.reply, _encode((True, wire)))
 
         self._names[name] = self.transport.subscribe(self.subjects.name(name), answer)
 
@@ -631,7 +645,14 @@ class Node:
         return self.ref_from_wire(self.name, self.incarnation, path, number)
 
     def _receive_tell(self, cell: ActorCell | None, number: int, path: str, body: Any) -> None:
-        message = self.codec.decode(body)
+        try:
+            message = self.codec.decode(body)
+        except Exception as error:  # (a type this node does not register, pickle, ...)
+            _log.error("node %s: a tell to %s could not be decoded: %s", self.name, path, error)
+            self.system.dead_letters.record(
+                self._dead_ref(number, path), bytes(body), "undecodable"
+            )
+            return
         if cell is None:
             self.system.dead_letters.record(self._dead_ref(number, path), message, "stopped")
         else:
@@ -661,11 +682,13 @@ class Node:
                         raise ActorStopped(f"{self.name}:{path} has stopped; ask not accepted")
                     value = await new_ref(cell).ask(self.codec.decode(body))
                     answer = _encode((True, msgspec.Raw(self.codec.encode(value))))
+                    self.transport.publish(reply, answer)
                 except trio.Cancelled:
                     raise
-                except Exception as error:
-                    answer = _encode((False, msgspec.Raw(self.codec.encode_error(error))))
-                self.transport.publish(reply, answer)
+                except Exception as error:  # the handler's, or a reply that cannot go
+                    self._publish(
+                        reply, _encode((False, msgspec.Raw(self.codec.encode_error(error))))
+                    )
         finally:
             del self._answering[reply]
             if not self._answering and self._all_answered is not None:
@@ -675,7 +698,7 @@ class Node:
         """Another node watches a local actor: answer ``reply`` when it stops (at
         once if it has). One task per watched actor, whatever the watchers."""
         if cell is None:
-            self.transport.publish(reply, _encode(None))
+            self._publish(reply, _encode(None))
             return
         subjects = self._watched.get(number)
         if subjects is not None:
@@ -690,15 +713,18 @@ class Node:
             error = terminated.error
             answer = _encode(None if error is None else self.codec.encode_error(error))
             for subject in self._watched.get(number, ()):
-                self.transport.publish(subject, answer)
+                self._publish(subject, answer)
         finally:
             self._watched.pop(number, None)
 
     def _receive_stop(self, cell: ActorCell | None, body: Any, reply: str | None) -> None:
-        drain = bool(msgspec.msgpack.decode(body))
+        try:
+            drain = msgspec.msgpack.decode(body) is True
+        except msgspec.DecodeError:
+            drain = False
         if cell is None:
             if reply:
-                self.transport.publish(reply, _encode((True, _NONE)))
+                self._publish(reply, _encode((True, _NONE)))
             return
         ref = new_ref(cell)
         if reply is None:
@@ -707,6 +733,6 @@ class Node:
 
         async def stop_and_answer() -> None:
             await ref.stop(drain=drain)
-            self.transport.publish(reply, _encode((True, _NONE)))
+            self._publish(reply, _encode((True, _NONE)))
 
         self._nursery.start_soon(stop_and_answer)
