@@ -481,7 +481,21 @@ async def test_nodes_go_on_after_their_server_restarts(tmp_path: Any) -> None:
             a.register("echo", echo)
             there = await remote_ref(a, b, "echo")
             assert await there.ask("before") == "before"
-            first.kill()  # the server goes away; both nodes' clients reconnect...
+            slow = a.spawn(Slow, trio.Event(), name="slow")
+            a.register("slow", slow)
+            waiting = await remote_ref(a, b, "slow")
+            outcomes: list[str] = []
+
+            async def pending() -> None:
+                with pytest.raises(ta.NodeDown, match=r"this node.s connection .* was lost"):
+                    await waiting.ask("never answered")
+                outcomes.append("NodeDown")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pending)
+                await eventually(lambda: slow.statistics().mailbox_depth == 0)
+                first.kill()  # the server goes away; both nodes' clients reconnect...
+            assert outcomes == ["NodeDown"]  # (not left waiting for a lost answer)
             later.enter_context(running_nats_server(tmp_path, port=first.port, name="second"))
             clients = []
             for system in (a, b):

@@ -45,6 +45,8 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
         if advisories is not None:
             advisories.subscribe(DISCONNECT_ADVISORIES, node.on_disconnect_advisory)
         nursery.start_soon(node.run, name=f"trio-actors node {name}")
+        if isinstance(transport, NatsTransport):
+            nursery.start_soon(node.follow_connection, transport.client)
         try:
             yield node
         finally:

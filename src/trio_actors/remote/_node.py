@@ -56,6 +56,7 @@ from .._errors import ActorError, ActorNotFound, ActorStopped, NodeDown, RemoteE
 from ..actors import ActorRef
 from ..actors._ref import new_ref
 from ..lifecycle import Terminated
+from ..nats import Disconnected, Reconnected
 from ._codec import Codec, WireRef
 from ._remote_cell import RemoteCell
 from ._transport import Transport
@@ -63,7 +64,7 @@ from ._transport import Transport
 if TYPE_CHECKING:
     from ..actors import ActorSystem
     from ..actors._cell import ActorCell
-    from ..nats import Msg
+    from ..nats import Client, Msg
 
 __all__ = ["DISCONNECT_ADVISORIES", "Node", "Subjects", "connection_name", "peer_of_connection"]
 
@@ -148,7 +149,7 @@ class _Waiter:
         self.reply: Msg | None = None
         self.peer = peer
         self.sent_at = trio.current_time()
-        self.down: str | None = None  # why the peer was declared down before answering
+        self.down: str | None = None  # why no answer will come (the peer, or the connection)
 
 
 class _RemoteWatch:
@@ -171,6 +172,9 @@ class Node:
     Attributes:
         name: the node's name in the cluster.
         incarnation: random, new each time the node starts.
+        unconfirmed: tells sent on a connection that was lost before the server
+            confirmed routing them: handled or not, nobody can say (T21's
+            "unconfirmed"), counted rather than guessed.
     """
 
     def __init__(
@@ -224,6 +228,7 @@ class Node:
         self._all_answered: trio.Event | None = None  # (leave() waits for it)
         self._closed = False
         self._unconfirmed: dict[int, tuple[RemoteCell, Any]] = {}  # tells, by number
+        self.unconfirmed = 0  # tells whose fate a lost connection left unknown
         self._tell_count = itertools.count(1)
         self._confirm = trio.Event()
         self._names: dict[str, Any] = {}  # registered here: name -> unsubscribe
@@ -286,13 +291,14 @@ class Node:
     def _declare_down(self, peer: Peer, why: str) -> None:
         """``peer`` is down (``why``: how this node knows): the asks pending to it
         fail with NodeDown, the watches of its actors end with it."""
+        node, incarnation = peer
+        said = f"node {node!r} ({incarnation}) is down: {why}"
         for waiter in self._requests.values():
             if waiter.peer == peer and waiter.reply is None:
-                waiter.down = why
+                waiter.down = said
                 waiter.event.set()
         for remote in [w for w in self._watches.values() if w.cell.peer == peer]:
-            node, incarnation = peer
-            self._terminated(remote, NodeDown(f"node {node!r} ({incarnation}) is down: {why}"))
+            self._terminated(remote, NodeDown(said))
 
     def on_disconnect_advisory(self, message: Msg) -> None:
         """The server says a connection ended (the system account's
@@ -330,6 +336,35 @@ class Node:
                 del unconfirmed[number]
             if unconfirmed:
                 self._confirm.set()
+
+    async def follow_connection(self, client: Client) -> None:
+        """The node's task that hears its own connection's losses: what was in
+        flight may be lost with it (see :meth:`_connection_lost`); once back, the
+        watches are sent again (the server forgot nothing else: the client
+        subscribes everything again)."""
+        async with client.events() as events:
+            async for event in events:
+                if isinstance(event, Disconnected):
+                    self._connection_lost(event.reason)
+                elif isinstance(event, Reconnected):
+                    for remote in self._watches.values():
+                        self._send(
+                            remote.cell, WATCH, _NONE, f"{self._terminations}.{remote.number}"
+                        )
+
+    def _connection_lost(self, reason: str) -> None:
+        """This node's connection was lost: every request waiting for an answer
+        fails with NodeDown (its message, or its answer, may have been lost with the
+        socket: it may or may not have been handled), and the tells not yet
+        confirmed are counted in :attr:`unconfirmed` (delivered or not, nobody can
+        say) instead of waiting for a confirmation across the reconnect."""
+        why = f"this node's connection to the cluster was lost: {reason}"
+        for waiter in self._requests.values():
+            if waiter.reply is None and not waiter.down:
+                waiter.down = why
+                waiter.event.set()
+        self.unconfirmed += len(self._unconfirmed)
+        self._unconfirmed.clear()
 
     async def flush(self) -> None:
         """Wait until the cluster's servers have everything this node sent so far --
@@ -454,9 +489,8 @@ class Node:
         reply = waiter.reply
         if waiter.down:
             raise NodeDown(
-                f"{cell.path}: node {cell.node_name!r} ({cell.incarnation}) is down "
-                f"({waiter.down}) before answering; the message may or may not have "
-                "been handled"
+                f"{cell.path}: {waiter.down}, before it answered; the message may or may "
+                "not have been handled"
             )
         if reply is None:
             raise ActorStopped(f"{cell.path}: this node left the cluster before it answered")
