@@ -40,6 +40,7 @@ def _failing_contracts() -> list[str]:
     return failing
 
 
+@pytest.mark.timeout(180)  # (every contract, one after another: ~2 s alone, more under load)
 def test_a_withdrawn_ask_failed_back_as_well_is_caught_by_t31(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

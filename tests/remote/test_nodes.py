@@ -170,6 +170,50 @@ async def test_a_cancelled_remote_ask_is_withdrawn_while_queued(cluster_here: ta
         assert slow.statistics().withdrawn == 1
 
 
+async def test_a_tell_sent_while_an_ask_waits_is_handled_after_the_ask(
+    cluster_here: ta.Cluster,
+) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        a.register("echo", a.spawn(Echo, name="echo"))
+        there = await remote_ref(a, b, "echo")
+        sent: list[Any] = []
+        async with trio.open_nursery() as nursery:
+            for number in range(20):
+                nursery.start_soon(there.ask, ("asked", number))
+                await trio.testing.wait_all_tasks_blocked()  # (it has sent its ask)
+                there.tell(("told", number))
+                sent += [("asked", number), ("told", number)]
+        assert await there.ask("seen") == sent
+
+
+async def test_remote_asks_to_a_bounded_mailbox_and_to_a_pool(cluster_here: ta.Cluster) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        gate, entered = trio.Event(), trio.Event()
+
+        class Entering(Slow):
+            async def receive(self, message: Any) -> Any:
+                entered.set()
+                return await super().receive(message)
+
+        local = a.spawn(Entering, gate, name="bounded", mailbox=ta.Bounded(1))
+        a.register("bounded", local)
+        a.register("pool", a.spawn(ta.Pool(Echo, size=2, routing="balancing"), name="pool"))
+        bounded = await remote_ref(a, b, "bounded")
+        pool = await remote_ref(a, b, "pool")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(bounded.ask, "first")  # handled: it waits for the gate
+            await entered.wait()
+            nursery.start_soon(bounded.ask, "second")  # the one room
+            await eventually(lambda: local.statistics().mailbox_depth == 1)
+            with pytest.raises(ta.MailboxFull, match="the ask was refused"):
+                await bounded.ask("third")
+            gate.set()
+        assert await bounded.ask("handled") == ["first", "second"]
+        assert [await pool.ask(n) for n in range(5)] == [0, 1, 2, 3, 4]
+        with pytest.raises(ValueError, match="bad value"):
+            await pool.ask(("raise", "value"))
+
+
 async def test_messages_for_actors_and_nodes_that_are_gone(cluster_here: ta.Cluster) -> None:
     async with ta.open_actor_system(cluster=cluster_here, node="b") as b:
         async with ta.open_actor_system(cluster=cluster_here, node="a") as a:

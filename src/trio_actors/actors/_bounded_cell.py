@@ -88,6 +88,16 @@ class BoundedCell(ActorCell):
         self.queue_envelope(ask)
         return await ask.wait()
 
+    def accept_ask(self, envelope: Ask) -> bool:
+        """An ask from another node meets the bound as :meth:`queue_ask`'s does."""
+        if self.accepting and self.is_full():
+            if self.bounded.overflow != "drop_old":
+                self.failed_back += 1
+                envelope.fail(MailboxFull(self.full_text("the ask was refused")))
+                return True
+            self.drop_oldest()
+        return super().accept_ask(envelope)
+
     def queue_envelope(self, envelope: Ask) -> None:
         self.asks_queued += 1
         if self.ask_at is None:

@@ -398,7 +398,10 @@ class ActorCell:
             self.note_withdrawn()  # cancelled before it could even be refused
             raise
         self.failed_back += 1
-        raise ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
+        raise self._ask_refused()
+
+    def _ask_refused(self) -> ActorStopped:
+        return ActorStopped(f"{self.path} is {self.state.value}; ask not accepted")
 
     async def queue_ask(
         self, message: Any, task: trio.lowlevel.Task, ask: Ask | None = None
@@ -430,6 +433,19 @@ class ActorCell:
     def queue_tick(self, tick: Notice) -> None:
         """A timer fired for this actor (which accepts messages): queue its tick."""
         self.queue_envelope(tick)
+
+    def accept_ask(self, envelope: Ask) -> bool:
+        """Queue an ask whose asker is not a task of this system (another node's):
+        as :meth:`queue_ask` would, but nothing waits here -- the envelope itself
+        delivers the answer, or the refusal (``ActorStopped`` at once if the actor
+        does not accept). Never a checkpoint. Returns False if this kind of actor
+        takes asks only from a task (a pool: the caller asks from a task instead)."""
+        if self.accepting:
+            self.queue_envelope(envelope)
+        else:
+            self.failed_back += 1
+            envelope.fail(self._ask_refused())
+        return True
 
     async def send_message(self, message: Any) -> None:
         """:meth:`ActorRef.send` to an unbounded mailbox: a tell that is a checkpoint."""

@@ -302,6 +302,10 @@ class PoolCell(ActorCell):
         """The workers that accept messages (one stopping is not yet forgotten)."""
         return [worker for worker in self.workers if worker.accepting]
 
+    def accept_ask(self, envelope: Ask) -> bool:
+        """A pool's asks wait for a worker (balancing) or are routed: only from a task."""
+        return False
+
     def ask_message(self, message: Any) -> Any:
         """:meth:`ActorRef.ask` to the pool: checked here, routed in :meth:`_ask`."""
         task = current_task_of(self.system, "ask")

@@ -102,6 +102,19 @@ class _Private(Exception):
     """Not allowed to cross: arrives as a RemoteError."""
 
 
+class _SpyBus(MemoryBus):
+    """Counts the messages sent to actors (not heartbeats, replies, notices)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.to_actors = 0
+
+    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+        if ".n." in subject:
+            self.to_actors += 1
+        super()._route(subject, payload, reply)
+
+
 @asynccontextmanager
 async def _nodes(
     policy: ServingPolicy, *names: str, bus: MemoryBus | None = None
@@ -174,11 +187,13 @@ def remote_ask_round_trip(policy: ServingPolicy) -> None:
 @contract(
     "RT2",
     "order per sender node",
-    "tells and asks from one node to one actor of another are handled in the order they were sent",
+    "tells and asks from one node to one actor of another are handled in the order they "
+    "were sent, also a tell sent while an ask before it waits for its answer",
 )
 def remote_order(policy: ServingPolicy) -> None:
     async def main(clock: trio.testing.MockClock) -> None:
-        async with _nodes(policy, "a", "b") as (a, b):
+        bus = _SpyBus()
+        async with _nodes(policy, "a", "b", bus=bus) as (a, b), trio.open_nursery() as asks:
             there = await _reach(a, b, a.spawn(_Recorder), "recorder")
             sent: list[Any] = []
             for number in range(300):
@@ -188,6 +203,14 @@ def remote_order(policy: ServingPolicy) -> None:
                 else:
                     there.tell(number)
                     sent.append(number)
+            # An ask still unanswered, then a tell: the tell is handled after it.
+            for number in range(20):
+                sent_before = bus.to_actors
+                asks.start_soon(there.ask, ("asked first", number))
+                while bus.to_actors == sent_before:  # (until that task has sent it)
+                    await trio.lowlevel.checkpoint()
+                there.tell(("told next", number))
+                sent += [("asked first", number), ("told next", number)]
             seen = await there.ask("seen")
             require(
                 seen == sent, f"handled out of order: first difference near {_diff(seen, sent)}"

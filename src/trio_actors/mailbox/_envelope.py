@@ -83,17 +83,25 @@ class Ask:
         return await trio.lowlevel.wait_task_rescheduled(self._abort)
 
     def _abort(self, raise_cancel: Any) -> trio.lowlevel.Abort:
+        if self.asker_cancelled():
+            return trio.lowlevel.Abort.SUCCEEDED
+        return trio.lowlevel.Abort.FAILED
+
+    def asker_cancelled(self) -> bool:
+        """The asker was cancelled: withdraw the ask if still queued, abandon it if
+        running (cancelling an async handler). Return False if it is done already
+        (the answer is on its way). Never a checkpoint."""
         state = self.state
         if state is _QUEUED:
             self.state = _WITHDRAWN
             self.cell.withdraw(self)
-            return trio.lowlevel.Abort.SUCCEEDED
+            return True
         if state is _RUNNING:
             self.state = _ABANDONED
             if self.scope is not None:
                 self.scope.cancel()
-            return trio.lowlevel.Abort.SUCCEEDED
-        return trio.lowlevel.Abort.FAILED
+            return True
+        return False
 
     def start(self) -> bool:
         """The actor reached this ask; return False if it was withdrawn."""

@@ -32,10 +32,10 @@ message goes from the connection's reader straight to a mailbox:
 A message to an actor is a msgpack array ``[kind, export number, path, body]``:
 the export number says which actor (a node numbers each local actor the first time
 a ref to it leaves, so a ref to a stopped actor never reaches a successor with the
-same path); the body is the codec's bytes. Asks are answered by a task of the node
-that awaits the local ``ask``: a cancellation from the asker cancels that task, so
-an ask still queued is withdrawn and an ``async`` handler working on it is
-cancelled (T6, T7), as locally.
+same path); the body is the codec's bytes. An ask is queued at once, in arrival
+order, as an envelope that publishes its answer (``_inbound.py``); the asker's
+cancellation (a ``CANCEL``) withdraws it while queued and cancels an ``async``
+handler working on it (T6, T7), as locally.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from ..actors._ref import new_ref
 from ..lifecycle import Terminated
 from ..nats import Disconnected, Reconnected
 from ._codec import Codec, WireRef
+from ._inbound import RemoteAsk
 from ._remote_cell import RemoteCell
 from ._transport import Transport
 
@@ -224,7 +225,7 @@ class Node:
         )
         self._requests: dict[int, _Waiter] = {}
         self._request_count = itertools.count(1)
-        self._answering: dict[str, trio.CancelScope] = {}  # by the asker's reply subject
+        self._answering: dict[str, RemoteAsk] = {}  # asks from others, by reply subject
         self._all_answered: trio.Event | None = None  # (leave() waits for it)
         self._closed = False
         self._unconfirmed: dict[int, tuple[RemoteCell, Any]] = {}  # tells, by number
@@ -667,8 +668,8 @@ class Node:
             if message.reply:
                 self._receive_ask(cell, number, path, body, message.reply)
         elif kind == CANCEL:
-            if message.reply and (scope := self._answering.get(message.reply)) is not None:
-                scope.cancel()
+            if message.reply and (envelope := self._answering.get(message.reply)) is not None:
+                envelope.cancel()
         elif kind == STOP:
             self._receive_stop(cell, body, message.reply)
         elif kind == WATCH and message.reply:
@@ -695,38 +696,55 @@ class Node:
     def _receive_ask(
         self, cell: ActorCell | None, number: int, path: str, body: Any, reply: str
     ) -> None:
-        scope = trio.CancelScope()
-        self._answering[reply] = scope
-        self._nursery.start_soon(self._answer, cell, number, path, body, reply, scope)
-
-    async def _answer(
-        self,
-        cell: ActorCell | None,
-        number: int,
-        path: str,
-        body: Any,
-        reply: str,
-        scope: trio.CancelScope,
-    ) -> None:
+        """Queue an ask from another node, now, in arrival order (see ``_inbound``)."""
         try:
-            with scope:
+            message = self.codec.decode(body)
+            if cell is None:
+                raise ActorStopped(f"{self.name}:{path} has stopped; ask not accepted")
+        except Exception as error:
+            self._publish(reply, _encode((False, msgspec.Raw(self.codec.encode_error(error)))))
+            return
+        envelope = self._answering[reply] = RemoteAsk(cell, message, self, reply)
+        if not cell.accept_ask(envelope):
+            envelope.start()  # (running from now on: a task asks for it)
+            envelope.scope = trio.CancelScope()
+            self._nursery.start_soon(self._ask_by_task, envelope)
+
+    async def _ask_by_task(self, envelope: RemoteAsk) -> None:
+        """Ask ``envelope``'s actor from a task of the node (an actor that takes
+        asks only so: a pool). Its asker's ``CANCEL`` cancels the task's ask."""
+        assert envelope.scope is not None
+        try:
+            with envelope.scope:
                 try:
-                    if cell is None:
-                        await trio.lowlevel.checkpoint()
-                        raise ActorStopped(f"{self.name}:{path} has stopped; ask not accepted")
-                    value = await new_ref(cell).ask(self.codec.decode(body))
-                    answer = _encode((True, msgspec.Raw(self.codec.encode(value))))
-                    self.transport.publish(reply, answer)
-                except trio.Cancelled:
-                    raise
-                except Exception as error:  # the handler's, or a reply that cannot go
-                    self._publish(
-                        reply, _encode((False, msgspec.Raw(self.codec.encode_error(error))))
-                    )
-        finally:
-            del self._answering[reply]
-            if not self._answering and self._all_answered is not None:
-                self._all_answered.set()
+                    value = await new_ref(envelope.cell).ask(envelope.message)
+                except Exception as error:
+                    envelope.fail(error)
+                else:
+                    envelope.reply(value)
+        finally:  # (cancelled with the node: nobody will answer any more)
+            envelope.handler_ended(ActorStopped(f"{envelope.cell.path} stopped while answering"))
+
+    def answer_ask(self, envelope: RemoteAsk, value: Any, error: BaseException | None) -> None:
+        """Publish the end of an ask from another node: ``value``, or ``error``
+        (also when the value, or the answer, cannot go). Never raises."""
+        self.forget_ask(envelope)
+        reply = envelope.answer_to
+        if error is None:
+            try:
+                self.transport.publish(
+                    reply, _encode((True, msgspec.Raw(self.codec.encode(value))))
+                )
+                return
+            except Exception as cannot_go:  # (unencodable, over max_payload, closed)
+                error = cannot_go
+        self._publish(reply, _encode((False, msgspec.Raw(self.codec.encode_error(error)))))
+
+    def forget_ask(self, envelope: RemoteAsk) -> None:
+        """An ask from another node ended: answered, withdrawn or abandoned."""
+        self._answering.pop(envelope.answer_to, None)
+        if not self._answering and self._all_answered is not None:
+            self._all_answered.set()
 
     def _receive_watch(self, cell: ActorCell | None, number: int, reply: str) -> None:
         """Another node watches a local actor: answer ``reply`` when it stops (at
