@@ -589,6 +589,45 @@ def remote_cancellation_is_ignored(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_inbound.RemoteAsk, "cancel", lambda self: None)
 
 
+def remote_running_asks_not_cancelled(mp: pytest.MonkeyPatch) -> None:
+    original = _inbound.RemoteAsk.cancel
+
+    def queued_only(self: Any) -> None:
+        if self.state is _envelope.AskState.QUEUED:
+            original(self)
+
+    mp.setattr(_inbound.RemoteAsk, "cancel", queued_only)
+
+
+def remote_stranded_asks_not_failed_back(mp: pytest.MonkeyPatch) -> None:
+    original = _inbound.RemoteAsk.fail
+
+    def running_only(self: Any, error: BaseException) -> bool:
+        return False if self.state is _envelope.AskState.QUEUED else original(self, error)
+
+    mp.setattr(_inbound.RemoteAsk, "fail", running_only)
+
+
+def remote_stop_ignores_drain(mp: pytest.MonkeyPatch) -> None:
+    original = _node.Node._receive_stop
+
+    def never_drained(self: Any, cell: Any, body: Any, reply: Any) -> None:
+        original(self, cell, _node._encode(False), reply)
+
+    mp.setattr(_node.Node, "_receive_stop", never_drained)
+
+
+def lost_tells_not_counted(mp: pytest.MonkeyPatch) -> None:
+    async def nothing(self: Any, peer: Any, link: Any, told: int) -> None:
+        await trio.lowlevel.checkpoint()
+
+    mp.setattr(_node.Node, "_count_lost_tells", nothing)
+
+
+def acknowledgements_ignored(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_node.Node, "_on_ack", lambda self, message: None)
+
+
 def node_death_ends_no_watch(mp: pytest.MonkeyPatch) -> None:
     def fail_asks_only(self: Any, peer: Any, why: str) -> None:
         for waiter in self._requests.values():
@@ -672,7 +711,10 @@ MUTANTS: dict[str, list[Mutant]] = {
     "RT4": [ask_from_a_closed_node_skips_the_checkpoint],
     "RT5": [unreachable_tells_vanish],
     "RT6": [remote_cancellation_is_ignored],
+    "RT7": [remote_running_asks_not_cancelled],
+    "RT9": [remote_stranded_asks_not_failed_back, remote_stop_ignores_drain],
     "RT19": [node_death_ends_no_watch, remote_watchers_told_twice],
+    "RT21": [lost_tells_not_counted, acknowledgements_ignored],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

@@ -1,4 +1,4 @@
-"""Contracts RT1--RT19: what holds across nodes (remote.md's table).
+"""Contracts RT1--RT21: what holds across nodes (remote.md's table).
 
 Each runs two or three nodes of one cluster in one ``trio.run`` over the in-memory
 bus (:class:`trio_actors.remote.MemoryBus`: subjects, per-publisher order,
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Any
 
 import trio
@@ -326,6 +327,102 @@ def remote_cancel_withdraws(policy: ServingPolicy) -> None:
     run_virtual(main)
 
 
+class _Cancellable(Actor):
+    """``"wait"`` waits forever in an async handler; counts the cancellations."""
+
+    def __init__(self) -> None:
+        self.cancelled = 0
+
+    async def receive(self, message: Any) -> Any:
+        if message == "wait":
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                self.cancelled += 1
+                raise
+        return self.cancelled if message == "cancelled" else message
+
+
+@contract(
+    "RT7",
+    "a remote ask cancelled while handled",
+    "an ask cancelled while its async handler runs on the other node cancels that "
+    "handler there, and the actor goes on with its next message",
+)
+def remote_cancel_running(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        async with _nodes(policy, "a", "b") as (a, b):
+            there = await _reach(a, b, a.spawn(_Cancellable), "cancellable")
+            with trio.move_on_after(1) as scope:
+                await there.ask("wait")
+            require(scope.cancelled_caught, "the ask of a handler that never ends returned")
+            with trio.move_on_after(30):
+                cancelled = await there.ask("cancelled")
+                require(cancelled == 1, f"the handler there was cancelled {cancelled} times, not 1")
+                return
+            raise AssertionError("the actor never answered the next ask: its handler runs on")
+
+    run_virtual(main)
+
+
+async def _asks_outcomes(asks: list[Any]) -> list[str]:
+    """Await each of ``asks`` (in tasks), within 60 virtual seconds: how each ended."""
+    outcomes: list[str] = ["hung"] * len(asks)
+
+    async def one(index: int) -> None:
+        try:
+            outcomes[index] = repr(await asks[index])
+        except Exception as error:
+            outcomes[index] = type(error).__name__
+
+    with trio.move_on_after(60):
+        async with trio.open_nursery() as nursery:
+            for index in range(len(asks)):
+                nursery.start_soon(one, index)
+                await trio.sleep(0.1)  # (in this order)
+    return outcomes
+
+
+@contract(
+    "RT9",
+    "stranded remote asks failed back; drain across nodes",
+    "stop() from another node fails back the asks still queued there (ActorStopped at "
+    "each asker, none hangs); stop(drain=True) handles the queued tells and asks first",
+)
+def remote_stranded_and_drained(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        async with _nodes(policy, "a", "b") as (a, b):
+            for drain in (False, True):
+                gate = trio.Event()
+                actor = a.spawn(_Gate, gate)
+                there = await _reach(a, b, actor, f"gate-{drain}")
+                there.tell("told")
+                asks = [there.ask("wait"), there.ask(1), there.ask(2)]
+
+                async def stop_then_open(
+                    there: ActorRef = there, gate: trio.Event = gate, drain: bool = drain
+                ) -> None:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(partial(there.stop, drain=drain))
+                        await trio.sleep(1)
+                        gate.set()
+
+                outcomes = await _asks_outcomes([*asks, stop_then_open()])
+                if drain:
+                    expected = ["None", "None", "None", "None"]
+                    seen = await actor.wait_stopped()
+                    require(seen.error is None, f"the drained actor stopped with {seen.error!r}")
+                else:
+                    expected = ["ActorStopped", "ActorStopped", "ActorStopped", "None"]
+                require(
+                    outcomes == expected,
+                    f"stop(drain={drain}) from another node: the asks ended {outcomes[:3]}, "
+                    f"the stop {outcomes[3]} (expected {expected})",
+                )
+
+    run_virtual(main)
+
+
 @contract(
     "RT19",
     "death watch across nodes",
@@ -369,5 +466,90 @@ def remote_death_watch(policy: ServingPolicy) -> None:
             notices = await watcher.ask("notices")
             errors = [type(n.error).__name__ for n in notices if n.ref == dying]
             require(errors == ["NodeDown"], f"watching an actor of the dead node gave {errors}")
+
+    run_virtual(main)
+
+
+@contract(
+    "RT21",
+    "nothing lost across nodes",
+    "with a node dying mid-stream: every remote ask ends (a value, an exception or "
+    "NodeDown; none hangs); every tell is handled, a dead letter, or counted in the "
+    "sender's node.unconfirmed -- and only one its dead receiver may have lost is",
+)
+def remote_nothing_lost(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        bus = MemoryBus()
+        async with _nodes(policy, "a", "b", "c", bus=bus) as (a, b, c):
+            recorders = {"b": b.spawn(_Recorder), "c": c.spawn(_Recorder)}
+            refs = {
+                "b": await _reach(b, a, recorders["b"], "keeper-b"),
+                "c": await _reach(c, a, recorders["c"], "keeper-c"),
+            }
+            told: dict[str, list[int]] = {"b": [], "c": []}
+            sent_at: dict[int, float] = {}
+            outcomes: list[str] = []
+            death = 0.0
+
+            async def ask(ref: ActorRef, message: Any) -> None:
+                try:
+                    await ref.ask(message)
+                    outcomes.append("value")
+                except Exception as error:
+                    outcomes.append(type(error).__name__)
+
+            stuck = await _reach(c, a, c.spawn(_Gate, trio.Event()), "stuck")
+            with trio.move_on_after(60) as hang:
+                async with trio.open_nursery() as nursery:
+                    for _ in range(3):  # (pending when the node dies)
+                        nursery.start_soon(ask, stuck, "wait")
+                    for number in range(300):
+                        target = "bc"[number % 2]
+                        refs[target].tell(("told", number))
+                        if not (target == "c" and death):  # (after it: unreachable)
+                            told[target].append(number)
+                            sent_at[number] = trio.current_time()
+                        if number % 5 == 0:
+                            nursery.start_soon(ask, refs[target], ("asked", number))
+                        if number == 200:
+                            assert c.node is not None
+                            bus.disconnect(c.node.transport)  # type: ignore[arg-type]
+                            death = trio.current_time()
+                        if number % 25 == 0:
+                            await trio.sleep(0.01)
+            require(not hang.cancelled_caught, f"asks hung; those that ended: {outcomes}")
+            require(
+                len(outcomes) == 63 and outcomes.count("NodeDown") >= 3,
+                f"the asks ended as {outcomes}",
+            )
+            await trio.sleep(5)  # (the accounting waits for a flush)
+            assert a.node is not None
+            unconfirmed = a.node.unconfirmed
+            handled = {
+                name: {m[1] for m in await recorders[name].ask("seen") if m[0] == "told"}
+                for name in ("b", "c")
+            }
+            dead = {
+                letter.message[1]
+                for system in (a, b, c)
+                for letter in system.dead_letters.recent
+                if isinstance(letter.message, tuple) and letter.message[0] == "told"
+            }
+            missing_b = sorted(set(told["b"]) - handled["b"] - dead)
+            require(not missing_b, f"tells to a live node silently gone: {missing_b}")
+            missing_c = sorted(set(told["c"]) - handled["c"] - dead)
+            require(
+                len(missing_c) <= unconfirmed,
+                f"{len(missing_c)} tells to the dead node are gone, {unconfirmed} counted "
+                f"unconfirmed: {missing_c}",
+            )
+            # Acknowledged every few milliseconds: only the last ones before the death
+            # may be counted (a tell handled there may be among them).
+            recent = [n for n in told["c"] if sent_at[n] > death - 0.02]
+            require(
+                unconfirmed <= len(recent),
+                f"{unconfirmed} tells counted unconfirmed, but only {len(recent)} were sent "
+                "in the last 20 ms before the node died (acknowledgements lost?)",
+            )
 
     run_virtual(main)

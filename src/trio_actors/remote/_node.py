@@ -45,6 +45,7 @@ import json
 import logging
 import weakref
 from collections.abc import Callable
+from contextlib import suppress
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -57,6 +58,7 @@ from ..actors import ActorRef
 from ..actors._ref import new_ref
 from ..lifecycle import Terminated
 from ..nats import Disconnected, Reconnected
+from ._acks import ACK_EVERY, Link, TakenIn
 from ._codec import Codec, WireRef
 from ._inbound import RemoteAsk
 from ._remote_cell import RemoteCell
@@ -81,6 +83,7 @@ _LEAVE_WITHIN: Final = 5.0  # seconds a leaving node gives the answers still bei
 _log = logging.getLogger("trio_actors")
 _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
+_ack = msgspec.msgpack.Decoder(tuple[str, str, int])
 _encode = msgspec.msgpack.Encoder().encode
 _NONE: Final = msgspec.Raw(_encode(None))
 
@@ -127,6 +130,13 @@ class Subjects:
 
     def name(self, name: str) -> str:
         return f"{self.prefix}.name.{name.encode().hex() or '-'}"
+
+    def acks(self, node: str, incarnation: str) -> str:
+        return f"{self.prefix}.a.{node}.{incarnation}"
+
+    def acks_of(self, unreachable: str) -> str:
+        """:meth:`acks` of the node whose :meth:`unreachable` subject this is."""
+        return f"{self.prefix}.a.{unreachable[len(self.prefix) + 3 :]}"
 
     def heartbeat(self, node: str, incarnation: str) -> str:
         return f"{self.prefix}.hb.{node}.{incarnation}"
@@ -229,9 +239,12 @@ class Node:
         self._all_answered: trio.Event | None = None  # (leave() waits for it)
         self._closed = False
         self._unconfirmed: dict[int, tuple[RemoteCell, Any]] = {}  # tells, by number
-        self.unconfirmed = 0  # tells whose fate a lost connection left unknown
-        self._tell_count = itertools.count(1)
+        self.unconfirmed = 0  # tells whose fate a lost connection or node left unknown
+        self._tells_sent = 0  # (the number of the newest tell)
         self._confirm = trio.Event()
+        self._links: dict[Peer, Link] = {}  # this node's tells to each other node
+        self._taken = TakenIn()  # tells from each other node, to acknowledge
+        self._ack = trio.Event()
         self._names: dict[str, Any] = {}  # registered here: name -> unsubscribe
         self.heartbeat = cluster.heartbeat
         self.heartbeats_missed = cluster.heartbeats_missed
@@ -243,6 +256,7 @@ class Node:
             transport.subscribe(f"{self._unreachable}.*", self._on_unreachable),
             transport.subscribe(self.subjects.heartbeats(), self._on_heartbeat),
             transport.subscribe(f"{self._terminations}.*", self._on_terminated),
+            transport.subscribe(self.subjects.acks(name, incarnation), self._on_ack),
         ]
 
     def __repr__(self) -> str:
@@ -261,6 +275,7 @@ class Node:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._beat)
             nursery.start_soon(self._confirm_tells)
+            nursery.start_soon(self._acknowledge)
 
     async def _beat(self) -> None:
         while True:
@@ -300,6 +315,50 @@ class Node:
                 waiter.event.set()
         for remote in [w for w in self._watches.values() if w.cell.peer == peer]:
             self._terminated(remote, NodeDown(said))
+        self._taken.forget(self.subjects.unreachable(node, incarnation))
+        link = self._links.get(peer)
+        if link is not None and link.closed_after is None:
+            link.closed_after = self._tells_sent
+            self._nursery.start_soon(self._count_lost_tells, peer, link, link.told)
+
+    async def _count_lost_tells(self, peer: Peer, link: Link, told: int) -> None:
+        """``peer`` is down: once the server has routed what was sent to it before
+        (its no-responders answers come first), count the tells it had neither
+        acknowledged nor bounced as unconfirmed (``_acks.py``)."""
+        with suppress(Exception):  # (this node's connection is lost: counted there)
+            await self.transport.flush()
+        self.unconfirmed += link.lost(told)
+        if self._links.get(peer) is link:
+            del self._links[peer]
+
+    def link_to(self, peer: Peer) -> Link:
+        """The record of this node's tells to ``peer``."""
+        link = self._links.get(peer)
+        if link is None:
+            link = self._links[peer] = Link()
+        return link
+
+    async def _acknowledge(self) -> None:
+        while True:
+            await self._ack.wait()
+            self._ack = trio.Event()
+            await trio.sleep(ACK_EVERY)
+            self._send_acks()
+
+    def _send_acks(self) -> None:
+        """Tell each node whose tells came in since the last time how many in all."""
+        for prefix, count in self._taken.unsaid():
+            ack = _encode((self.name, self.incarnation, count))
+            self._publish(self.subjects.acks_of(prefix), ack)
+
+    def _on_ack(self, message: Msg) -> None:
+        try:
+            node, incarnation, count = _ack.decode(message.data)
+        except msgspec.DecodeError:
+            return
+        link = self._links.get((node, incarnation))
+        if link is not None and count > link.acked:
+            link.acked = count
 
     def on_disconnect_advisory(self, message: Msg) -> None:
         """The server says a connection ended (the system account's
@@ -329,7 +388,7 @@ class Node:
             await self._confirm.wait()
             self._confirm = trio.Event()
             await trio.sleep(_CONFIRM_EVERY)
-            newest = next(self._tell_count) - 1
+            newest = self._tells_sent
             await self.transport.flush()
             unconfirmed = self._unconfirmed
             confirmed = [number for number in unconfirmed if number <= newest]
@@ -365,6 +424,9 @@ class Node:
                 waiter.down = why
                 waiter.event.set()
         self.unconfirmed += len(self._unconfirmed)
+        for number, (cell, _told) in self._unconfirmed.items():
+            if cell.link.counts(number):
+                cell.link.told -= 1  # (counted here: not again if its node goes down)
         self._unconfirmed.clear()
 
     async def flush(self) -> None:
@@ -395,6 +457,7 @@ class Node:
         if self._closed:
             return
         self._closed = True
+        self._send_acks()
         self._publish(self._heartbeat_subject, b"bye")
         for unsubscribe in self._unsubscribes:
             unsubscribe()
@@ -456,8 +519,9 @@ class Node:
         if self._closed:
             self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
             return
-        number = next(self._tell_count)
+        number = self._tells_sent = self._tells_sent + 1
         self._unconfirmed[number] = (cell, message)
+        cell.link.told += 1
         self._send(cell, TELL, body, f"{self._unreachable}.{number}")
         self._confirm.set()
 
@@ -654,6 +718,8 @@ class Node:
         kept = self._unconfirmed.pop(number, None)
         if kept is not None and message.status == 503:
             recipient, told = kept
+            if recipient.link.counts(number):
+                recipient.link.bounced += 1
             self.system.dead_letters.record(new_ref(recipient), told, "unreachable")  # type: ignore[arg-type]
 
     def _on_message(self, message: Msg) -> None:
@@ -663,6 +729,9 @@ class Node:
             return  # (not one of ours: nothing to answer)
         cell = self._exported.get(number)
         if kind == TELL:
+            if message.reply:
+                self._taken.take(message.reply)
+                self._ack.set()
             self._receive_tell(cell, number, path, body)
         elif kind == ASK:
             if message.reply:

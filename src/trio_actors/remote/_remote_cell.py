@@ -46,7 +46,16 @@ _NO_DISPATCHER = _NoThread()
 class RemoteCell:
     """An actor of another node, as this node reaches it."""
 
-    __slots__ = ("__weakref__", "eid", "incarnation", "local_path", "node", "node_name", "subject")
+    __slots__ = (
+        "__weakref__",
+        "eid",
+        "incarnation",
+        "link",
+        "local_path",
+        "node",
+        "node_name",
+        "subject",
+    )
 
     fast_tell = False
     dispatcher = _NO_DISPATCHER
@@ -57,6 +66,7 @@ class RemoteCell:
         self.node = node
         self.node_name, self.incarnation, self.local_path, self.eid = wire
         self.subject = node.subjects.node(self.node_name, self.incarnation)
+        self.link = node.link_to(self.peer)  # (its node's record of tells sent)
 
     @property
     def peer(self) -> tuple[str, str]:
