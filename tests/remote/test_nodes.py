@@ -5,6 +5,7 @@ what happens to messages for actors and nodes that are gone."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -592,3 +593,62 @@ async def test_what_a_node_cannot_decode_or_send_ends_as_an_error_not_the_node(
         with pytest.raises(ValueError, match="function"):  # (its argument could not go)
             await there.ask("unpicklable")
         assert await there.ask("still here") == "still here"  # node a goes on
+
+
+async def test_names_are_cluster_wide_one_holder_each(
+    cluster_here: ta.Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="trio_actors")
+    async with two_nodes(cluster_here) as (a, b):
+        a_echo = a.spawn(Echo, name="a-echo")
+        b_echo = b.spawn(Echo, name="b-echo")
+        a.register("counter", a_echo)
+        await eventually(lambda: "counter" in b.node.names.held)  # type: ignore[union-attr]
+        with pytest.raises(ValueError, match=r"'counter': a:system/a-echo holds it on node 'a'"):
+            b.register("counter", b_echo)
+        assert "counter" not in b.registered()
+        # Freed there (unregistered, or its actor stopped): free here.
+        a.unregister("counter")
+        await eventually(lambda: "counter" not in b.node.names.held)  # type: ignore[union-attr]
+        b.register("counter", b_echo)
+        await eventually(lambda: "counter" in a.node.names.held)  # type: ignore[union-attr]
+        with pytest.raises(ValueError, match="holds it on node 'b'"):
+            a.register("counter", a_echo)
+        await b_echo.stop()
+        await eventually(lambda: "counter" not in a.node.names.held)  # type: ignore[union-attr]
+        a.register("counter", a_echo)
+        # Registered on both before either heard of the other: node a (first in order)
+        # keeps it, b withdraws its registration and says so.
+        b_other = b.spawn(Echo, name="b-other")
+        a.register("both", a_echo)
+        b.register("both", b_other)
+        await eventually(lambda: "both" not in b.registered())
+        assert "both" in a.registered()
+        assert await b.lookup("both") == await remote_ref(a, b, "both")
+        assert "registered on node 'b' and on node 'a'" in caplog.text
+        assert await b_other.ask("ping") == "ping"  # (it lives on, without the name)
+
+
+@pytest.mark.parametrize("advisories", [True, False], ids=["advisory", "heartbeats"])
+async def test_a_node_that_joins_learns_the_names_and_a_dead_nodes_names_are_free(
+    autojump_clock: trio.testing.MockClock, advisories: bool
+) -> None:
+    from trio_actors.remote import MemoryBus, MemoryTransport
+
+    bus = MemoryBus(advisories=advisories)
+    cluster = ta.Cluster(bus=bus, heartbeat=0.5)
+    async with ta.open_actor_system(cluster=cluster, node="a") as a:
+        a.register("service", a.spawn(Echo, name="service"))
+        async with ta.open_actor_system(cluster=cluster, node="b") as b:
+            await trio.sleep(1)  # (b's first heartbeat: a announces its names again)
+            with pytest.raises(ValueError, match="holds it on node 'a'"):
+                b.register("service", b.spawn(Echo))
+            assert a.node is not None
+            assert isinstance(a.node.transport, MemoryTransport)
+            bus.disconnect(a.node.transport)  # (as a kill -9)
+            await trio.sleep(0.1 if advisories else 1.4)
+            if not advisories:  # (silent for less than 3 beats of 0.5 s: not yet down)
+                with pytest.raises(ValueError, match="holds it on node 'a'"):
+                    b.register("service", b.spawn(Echo))
+                await trio.sleep(0.2)  # (past them: down, checked at the registration)
+            b.register("service", b.spawn(Echo))

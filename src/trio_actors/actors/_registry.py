@@ -49,7 +49,8 @@ class Registry:
 
         Raises:
             TypeError: ``name`` is not a str.
-            ValueError: ``name`` is empty, or held by another live actor.
+            ValueError: ``name`` is empty, or held by another live actor (on a node:
+                here, or on another node of the cluster).
             ActorStopped: the actor is stopping or has stopped.
         """
         if not isinstance(name, str):
@@ -69,12 +70,12 @@ class Registry:
                 f"cannot register {name!r} for {cell.path}: {holder.path} holds it (unregister "
                 "it first, or wait for that actor to stop)"
             )
+        if self.listener is not None:
+            self.listener.claimed(name, cell)  # (first: it may refuse, as a cluster does)
         self._by_name[name] = cell
         if cell.registered_names is None:
             cell.registered_names = []
         cell.registered_names.append(name)
-        if self.listener is not None:
-            self.listener.claimed(name, cell)
 
     def unregister(self, name: object) -> None:
         """Free ``name``.

@@ -134,7 +134,9 @@ class ActorSystem:
 
         Raises:
             TypeError: ``name`` is not a str, or ``ref`` is not an ``ActorRef``.
-            ValueError: ``name`` is empty, or another live actor holds it.
+            ValueError: ``name`` is empty, or another live actor holds it -- on a
+                node, here or on any node of the cluster this node has heard of
+                (names are cluster-wide: see :doc:`/remote`).
             ActorStopped: the actor is stopping or has stopped.
             ActorError: ``ref`` belongs to another system, or the call comes from
                 another thread.

@@ -61,6 +61,7 @@ from ..nats import Disconnected, Reconnected
 from ._acks import ACK_EVERY, Link, TakenIn
 from ._codec import Codec, WireRef
 from ._inbound import RemoteAsk
+from ._names import ClusterNames
 from ._remote_cell import RemoteCell
 from ._transport import Transport
 
@@ -246,6 +247,7 @@ class Node:
         self._taken = TakenIn()  # tells from each other node, to acknowledge
         self._ack = trio.Event()
         self._names: dict[str, Any] = {}  # registered here: name -> unsubscribe
+        self.names = ClusterNames(self, self._publish)  # the names the others hold
         self.heartbeat = cluster.heartbeat
         self.heartbeats_missed = cluster.heartbeats_missed
         self._heard: dict[Peer, float] = {}  # when each node was last heard from
@@ -257,6 +259,7 @@ class Node:
             transport.subscribe(self.subjects.heartbeats(), self._on_heartbeat),
             transport.subscribe(f"{self._terminations}.*", self._on_terminated),
             transport.subscribe(self.subjects.acks(name, incarnation), self._on_ack),
+            transport.subscribe(self.names.subject, self.names.on_announcement),
         ]
 
     def __repr__(self) -> str:
@@ -284,7 +287,8 @@ class Node:
             self._check_peers()
 
     def _check_peers(self) -> None:
-        """Declare down every node a request waits on that has been silent too long."""
+        """Declare down every node that has been silent too long: one a request or
+        a watch waits on (since it was sent, if never heard), or one heard before."""
         now = trio.current_time()
         silence = self.heartbeats_missed * self.heartbeat
         why = f"not heard from for {self.heartbeats_missed} heartbeats"
@@ -301,8 +305,25 @@ class Node:
             if now - heard > silence:
                 self._declare_down(peer, why)
         for peer, heard in list(self._heard.items()):
-            if now - heard > 10 * silence:
-                del self._heard[peer]  # (a node gone long ago)
+            if now - heard > silence:  # (also a node nothing here waits on: its names)
+                del self._heard[peer]
+                self._declare_down(peer, why)
+
+    def heard_from(self, peer: Peer) -> None:
+        """A sign of life from ``peer`` other than a heartbeat (its name's claim):
+        watched for silence from now, if it was not already."""
+        if peer not in self._heard:
+            self._heard[peer] = trio.current_time()
+
+    def silent(self, peer: Peer) -> bool:
+        """Whether ``peer`` has been silent too long (checked now, between beats):
+        if so, it is declared down at once."""
+        heard = self._heard.get(peer)
+        if heard is None or trio.current_time() - heard <= self.heartbeats_missed * self.heartbeat:
+            return False
+        del self._heard[peer]
+        self._declare_down(peer, f"not heard from for {self.heartbeats_missed} heartbeats")
+        return True
 
     def _declare_down(self, peer: Peer, why: str) -> None:
         """``peer`` is down (``why``: how this node knows): the asks pending to it
@@ -316,6 +337,7 @@ class Node:
         for remote in [w for w in self._watches.values() if w.cell.peer == peer]:
             self._terminated(remote, NodeDown(said))
         self._taken.forget(self.subjects.unreachable(node, incarnation))
+        self.names.forget(peer)
         link = self._links.get(peer)
         if link is not None and link.closed_after is None:
             link.closed_after = self._tells_sent
@@ -380,8 +402,10 @@ class Node:
         if message.data == b"bye":
             self._heard.pop(peer, None)
             self._declare_down(peer, "it left the cluster")
-        else:
-            self._heard[peer] = trio.current_time()
+            return
+        if peer not in self._heard and peer != (self.name, self.incarnation):
+            self.names.announce_all()  # (a node this one had not heard: it learns them)
+        self._heard[peer] = trio.current_time()
 
     async def _confirm_tells(self) -> None:
         while True:
@@ -672,7 +696,14 @@ class Node:
     # --- the registry across nodes --------------------------------------------------
 
     def claimed(self, name: str, cell: ActorCell) -> None:
-        """A local actor took ``name``: answer lookups of it from other nodes."""
+        """A local actor takes ``name``: refuse it if another node holds it (as far as
+        this node has heard: ``_names.py``), else answer lookups of it from other
+        nodes and tell them it is taken.
+
+        Raises:
+            ValueError: another node holds ``name``.
+        """
+        self.names.check(name)
         wire = self.ref_to_wire(new_ref(cell))
 
         def answer(message: Msg) -> None:
@@ -680,11 +711,13 @@ class Node:
                 self._publish(message.reply, _encode((True, wire)))
 
         self._names[name] = self.transport.subscribe(self.subjects.name(name), answer)
+        self.names.claim(name, wire)
 
     def released(self, name: str) -> None:
         unsubscribe = self._names.pop(name, None)
         if unsubscribe is not None:
             unsubscribe()
+            self.names.release(name)
 
     async def lookup(self, name: str) -> ActorRef:
         """The ref registered as ``name`` on any node. A checkpoint.

@@ -1,0 +1,136 @@
+"""Registered names across nodes: one holder per name in the whole cluster.
+
+A name registered on a node is answered for there (``P.name.<hex>``: a lookup is a
+request to it). So that a second node cannot take a name another holds, every node
+keeps a *view* of the names the others hold, from their announcements on
+``P.names``: a **claim** when a node registers a name, a **release** when it
+frees it; a node that hears of a node it did not know (its first heartbeat)
+announces all its names again, so a node that joins learns them within
+milliseconds; the names of a node declared down leave the view with it.
+``register`` checks the view synchronously, as it checks the local registry:
+``ValueError`` naming the node that holds the name.
+
+Two nodes that register the same name before either has heard of the other's claim
+(at the same moment, or a node registering before it has heard the others) are
+reconciled when the claims cross, the same way on every node: the claim of the
+node whose ``(name, incarnation)`` sorts first keeps the name, the other node
+withdraws its registration and says so in the log (a warning naming both nodes) --
+as Erlang's ``global`` resolves a name registered twice when two clusters meet,
+where it ends one of the two processes by default; here the actor lives on,
+without the name.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..nats import Msg
+    from ._codec import WireRef
+    from ._node import Node, Peer
+
+__all__ = ["ClusterNames"]
+
+CLAIM: Final = 0
+RELEASE: Final = 1
+
+_log = logging.getLogger("trio_actors")
+_encode = msgspec.msgpack.Encoder().encode
+_announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int])
+
+
+class ClusterNames:
+    """One node's side of the cluster's names: its announcements and its view."""
+
+    __slots__ = ("_node", "_publish", "_subject", "held")
+
+    def __init__(self, node: Node, publish: Callable[[str, bytes], None]) -> None:
+        self._node = node
+        self._publish = publish  # (the node's own: what cannot go is logged)
+        self._subject = f"{node.subjects.prefix}.names"
+        self.held: dict[str, WireRef] = {}  # names other nodes hold: name -> their ref
+
+    @property
+    def subject(self) -> str:
+        return self._subject
+
+    def check(self, name: str) -> None:
+        """Refuse ``name`` if another node holds it (as far as this node has heard).
+
+        Raises:
+            ValueError: naming the node.
+        """
+        wire = self.held.get(name)
+        if wire is not None and self._node.silent((wire[0], wire[1])):
+            wire = None  # (its node went silent: down now, its names free)
+        if wire is not None:
+            node, incarnation, path, _number = wire
+            raise ValueError(
+                f"cannot register {name!r}: {node}:{path} holds it on node {node!r} "
+                f"({incarnation}); names are cluster-wide (unregister it there first, or "
+                "wait for that actor, or its node, to stop)"
+            )
+
+    def claim(self, name: str, wire: WireRef) -> None:
+        self._announce(CLAIM, name, wire)
+
+    def release(self, name: str) -> None:
+        node = self._node
+        self._announce(RELEASE, name, (node.name, node.incarnation, "", 0))
+
+    def announce_all(self) -> None:
+        """Claim again every name held here (a node joined that has not heard them)."""
+        node = self._node
+        for name, ref in node.system.registered().items():
+            self.claim(name, node.ref_to_wire(ref))
+
+    def forget(self, peer: Peer) -> None:
+        """``peer`` is down: its names are free."""
+        for name in [n for n, wire in self.held.items() if (wire[0], wire[1]) == peer]:
+            del self.held[name]
+
+    def _announce(self, kind: int, name: str, wire: WireRef) -> None:
+        self._publish(self._subject, _encode((kind, name, *wire)))
+
+    def on_announcement(self, message: Msg) -> None:
+        try:
+            kind, name, node_name, incarnation, path, number = _announcement.decode(message.data)
+        except msgspec.DecodeError:
+            return
+        node = self._node
+        wire: WireRef = (node_name, incarnation, path, number)
+        peer = (wire[0], wire[1])
+        me = (node.name, node.incarnation)
+        if peer == me:
+            return
+        node.heard_from(peer)
+        if kind == RELEASE:
+            held = self.held.get(name)
+            if held is not None and (held[0], held[1]) == peer:
+                del self.held[name]
+            return
+        if name in node.system.registered():
+            if peer < me:
+                _log.warning(
+                    "name %r was registered on node %r and on node %r (%s) before either "
+                    "heard of the other: node %r keeps it, so this node's registration is "
+                    "withdrawn (the actor goes on without the name)",
+                    name,
+                    node.name,
+                    peer[0],
+                    peer[1],
+                    peer[0],
+                )
+                node.system.unregister(name)
+                self.held[name] = wire
+            else:
+                self.claim(name, node.ref_to_wire(node.system.registered()[name]))
+            return
+        held = self.held.get(name)
+        if held is None or peer <= (held[0], held[1]):
+            self.held[name] = wire
