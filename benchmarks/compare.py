@@ -121,9 +121,10 @@ COMPARISONS: list[Comparison] = [
     Comparison("NATS-pubsub", "NATS-pubsub-floor", Kind.SPEED, None),
     Comparison("NATS-parse", "NATS-parse-msgspec", Kind.SPEED, 0.5),
     Comparison("NATS-build", "NATS-build-msgspec", Kind.SPEED, 0.5),
-    # Actors across nodes (issue 18, benchmarks/remote.py): R1 and R2 of remote.md.
+    # Actors across nodes (issue 18, benchmarks/remote.py): R1, R2 and R3 of remote.md.
     Comparison("R1-remote-ask", "R1-floor", Kind.LATENCY, 1.15),
     Comparison("R2-remote-tell", "R2-floor", Kind.SPEED, 0.6),
+    Comparison("R3-two-nodes", "R3-one-node", Kind.SPEED, 1.5),
     *_rows("ALT-"),
     Comparison("F1", "F0", Kind.SPEED, None),  # what batching in trio costs
     Comparison("S4", "S4-floor-tuples", Kind.SPEED, None),  # a GC-inflated floor

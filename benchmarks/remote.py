@@ -1,4 +1,4 @@
-"""Actors across nodes (issue 18): R1 and R2 of the remote specification, each beside
+"""Actors across nodes (issue 18): R1, R2 and R3 of the remote specification, each beside
 its floor -- the raw NATS client through the same server -- in the same run.
 
 Usage (from the repository root; pyperf re-runs this module in fresh workers)::
@@ -29,6 +29,14 @@ counting subscriber. Every value is seconds per round trip or per message.
     process's counting subscriber (a callback subscription: no task hop), then
     requests its count on the same connection.
     Target: ``R2-remote-tell`` throughput >= 0.6 x this.
+``R3-two-nodes``
+    a CPU-bound fan-out over two nodes on this 2-core machine: :data:`WORK` tells of a
+    job of :data:`BURN` seconds of busy CPU each, every other one to a burner actor
+    on the near node and the rest to the far node's (one node is one ``trio.run``,
+    one core), then one ask of each burner's count (which arrives after its tells).
+``R3-one-node``
+    the same jobs, all to the near node's burner: one node, one core.
+    Target: ``R3-two-nodes`` throughput >= 1.5 x this.
 """
 
 from __future__ import annotations
@@ -52,7 +60,9 @@ from trio_actors import nats
 PAYLOAD = b"0123456789abcdef"
 ROUND_TRIPS = 2_000
 TELLS = 100_000
-QUICK = {"rr": 50, "tells": 2_000}
+WORK = 10_000
+BURN = 50e-6  # seconds of CPU per job (remote.md's R3: 50 µs handlers)
+QUICK = {"rr": 50, "tells": 2_000, "work": 100}
 MODULE = "benchmarks.remote"
 RAW_ECHO = "bench.raw.echo"
 RAW_SINK = "bench.raw.sink"
@@ -75,6 +85,22 @@ class Counter(ta.Actor):
         return None
 
 
+class Burner(ta.Actor):
+    """Spends :data:`BURN` seconds of CPU per job; ``"count"``: the jobs done."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def receive(self, message: Any) -> Any:
+        if message == "count":
+            return self.count
+        end = time.perf_counter() + BURN
+        while time.perf_counter() < end:
+            pass
+        self.count += 1
+        return None
+
+
 # --- the helper processes -------------------------------------------------------------
 
 
@@ -82,6 +108,7 @@ async def _far_node(url: str) -> None:
     async with ta.open_actor_system(cluster=url, node="far") as system:
         system.register("echo", system.spawn(Echo, name="echo"))
         system.register("counter", system.spawn(Counter, name="counter"))
+        system.register("burner", system.spawn(Burner, name="burner"))
         assert system.node is not None
         await system.node.flush()
         print("ready", flush=True)
@@ -179,6 +206,35 @@ def raw_publish(loops: int, size: int, url: str) -> float:
     return trio.run(main)
 
 
+def _fan_out(loops: int, size: int, url: str, *, nodes: int) -> float:
+    async def main() -> float:
+        async with ta.open_actor_system(cluster=url, node="near") as system:
+            burners = [system.spawn(Burner)]
+            if nodes == 2:
+                burners.append(await system.lookup("burner"))
+            counts = [await burner.ask("count") for burner in burners]
+            start = time.perf_counter()
+            for _ in range(loops):
+                for number in range(size):
+                    burners[number % nodes].tell(number)
+                for index, burner in enumerate(burners):
+                    counts[index] += len(range(index, size, nodes))
+                    got = await burner.ask("count")
+                    if got != counts[index]:
+                        raise AssertionError(f"R3: burner {index} did {got}, not {counts[index]}")
+            return time.perf_counter() - start
+
+    return trio.run(main)
+
+
+def two_nodes(loops: int, size: int, url: str) -> float:
+    return _fan_out(loops, size, url, nodes=2)
+
+
+def one_node(loops: int, size: int, url: str) -> float:
+    return _fan_out(loops, size, url, nodes=1)
+
+
 @attrs.frozen
 class Bench:
     name: str
@@ -192,6 +248,8 @@ BENCHES = [
     Bench("R1-floor", raw_request, "rr", "round trip"),
     Bench("R2-remote-tell", remote_tells, "tells", "message"),
     Bench("R2-floor", raw_publish, "tells", "message"),
+    Bench("R3-two-nodes", two_nodes, "work", "job"),
+    Bench("R3-one-node", one_node, "work", "job"),
 ]
 
 
@@ -226,7 +284,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         if args.nats_url is None:
             args.nats_url = stack.enter_context(running_cluster())
-        sizes = QUICK if args.quick else {"rr": ROUND_TRIPS, "tells": TELLS}
+        sizes = QUICK if args.quick else {"rr": ROUND_TRIPS, "tells": TELLS, "work": WORK}
         for bench in BENCHES:
             size = sizes[bench.group]
             runner.bench_time_func(

@@ -652,3 +652,35 @@ async def test_a_node_that_joins_learns_the_names_and_a_dead_nodes_names_are_fre
                     b.register("service", b.spawn(Echo))
                 await trio.sleep(0.2)  # (past them: down, checked at the registration)
             b.register("service", b.spawn(Echo))
+
+
+async def test_a_node_whose_block_is_cancelled_from_outside_still_answers_and_says_bye(
+    cluster_here: ta.Cluster,
+) -> None:
+    gate = trio.Event()  # never set: the ask waits on node a until a's block ends
+
+    async def run_a(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.CancelScope() as scope:
+            async with ta.open_actor_system(cluster=cluster_here, node="a") as a:
+                a.register("slow", a.spawn(Slow, gate, name="slow"))
+                assert a.node is not None
+                await a.node.flush()
+                task_status.started(scope)
+                await trio.sleep_forever()
+
+    async with (
+        ta.open_actor_system(cluster=cluster_here, node="b") as b,
+        trio.open_nursery() as nursery,
+    ):
+        scope = await nursery.start(run_a)
+        there = await b.lookup("slow")
+        with trio.fail_after(2):  # (heartbeats would take 3 s: the answer must come)
+            async with trio.open_nursery() as asks:
+
+                async def ask() -> None:
+                    with pytest.raises(ta.ActorStopped, match="stopped"):
+                        await there.ask("never answered")
+
+                asks.start_soon(ask)
+                await trio.sleep(0.2)
+                scope.cancel()  # (a's whole block, from outside)

@@ -218,6 +218,11 @@ class Client:
         self._closed = False
         self._closing = False  # close() was called: the connection's end is no error
         self._reconnecting = trio.CancelScope()
+        # The connection's tasks ignore a cancellation from outside the ``connect``
+        # block: they serve until the block has ended -- so that its own cleanup
+        # (a node's last answers and "bye") can still be sent -- and are cancelled
+        # by its end (``connect``).
+        self._io = trio.CancelScope(shield=True)
         self.last_error: str | None = None
         # Statistics.
         self.messages_in = self.bytes_in = self.messages_out = self.bytes_out = 0
@@ -722,7 +727,12 @@ class Client:
     # --- the supervisor: losing a connection and reconnecting -------------------------
 
     async def _supervise(self, connection: _Connection) -> None:
-        """Serve connection after connection until the client closes or gives up."""
+        """Serve connection after connection until the client closes or gives up
+        (or the ``connect`` block ends: :attr:`_io`)."""
+        with self._io:
+            await self._serve_connections(connection)
+
+    async def _serve_connections(self, connection: _Connection) -> None:
         try:
             while True:
                 reason = await self._serve(connection)
@@ -867,7 +877,10 @@ async def connect(
     nursery: if the client gives up (or cannot reconnect), the block is cancelled
     and ends with :exc:`ConnectionClosed` (:exc:`ServerError` after a server's
     ``-ERR`` with ``reconnect=None``); like a nursery, an exception leaving the block
-    comes wrapped in an ``ExceptionGroup``.
+    comes wrapped in an ``ExceptionGroup``. A cancellation from outside the block
+    cancels the block's code, not the connection: the client's tasks serve until the
+    block has ended, so cleanup in it (shielded) can still publish and ``flush``;
+    leaving by an exception or a cancellation does not wait to send what is left.
     """
     urls = [servers] if isinstance(servers, str) else list(servers)
     if not urls:
@@ -929,6 +942,7 @@ async def connect(
                 await client.close()
             finally:
                 client._close()
+                client._io.cancel()
                 nursery.cancel_scope.cancel()
     finally:
         if client._connection is not None:

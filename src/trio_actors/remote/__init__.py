@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
 import trio
@@ -23,6 +23,8 @@ from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
 
 if TYPE_CHECKING:
     from ..actors import ActorSystem
+
+_FLUSH_WITHIN = 2.0  # seconds a leaving node waits for the server to take its last words
 
 __all__ = ["MemoryBus", "MemoryTransport", "NatsTransport", "Node", "Transport", "open_node"]
 
@@ -52,6 +54,11 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
         finally:
             with trio.CancelScope(shield=True):  # (bounded: leave() waits at most 5 s)
                 await node.leave()
+                # What the node sent last -- answers, acknowledgements, its "bye" --
+                # reaches the server also when the block ends by an exception or a
+                # cancellation from outside (the client then closes without a flush).
+                with trio.move_on_after(_FLUSH_WITHIN), suppress(Exception):
+                    await transport.flush()
             nursery.cancel_scope.cancel()
 
 
