@@ -684,3 +684,24 @@ async def test_a_node_whose_block_is_cancelled_from_outside_still_answers_and_sa
                 asks.start_soon(ask)
                 await trio.sleep(0.2)
                 scope.cancel()  # (a's whole block, from outside)
+
+
+async def test_remote_tells_from_another_thread_are_encoded_there(
+    cluster_here: ta.Cluster,
+) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        a.register("echo", a.spawn(Echo, name="echo"))
+        there = await remote_ref(a, b, "echo")
+
+        def from_a_thread() -> str:
+            for number in range(5):
+                there.tell(("from a thread", number))
+            try:
+                there.tell(object())
+            except TypeError as error:
+                return str(error)
+            return "no error"
+
+        said = await trio.to_thread.run_sync(from_a_thread)
+        assert "object" in said and "cannot cross" in said  # (raised in that thread)
+        assert await there.ask("seen") == [("from a thread", n) for n in range(5)]

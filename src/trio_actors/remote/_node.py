@@ -43,6 +43,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import threading
 import weakref
 from collections.abc import Callable
 from contextlib import suppress
@@ -207,13 +208,8 @@ class Node:
         self.trio_token = system.trio_token
         self.thread_id = system.thread_id
         self._nursery = nursery
-        self.codec = Codec(
-            types=cluster.types,
-            errors=cluster.errors,
-            pickle=cluster.pickle,
-            ref_to_wire=self.ref_to_wire,
-            ref_from_wire=self.ref_from_wire,
-        )
+        self.codec = self._new_codec()
+        self._codecs_elsewhere = threading.local()  # (one per other thread that tells)
         self.subject = self.subjects.node(name, self.incarnation)
         self._replies = self.subjects.replies(name, self.incarnation)
         self._unreachable = self.subjects.unreachable(name, self.incarnation)
@@ -535,11 +531,42 @@ class Node:
         data = _encode((kind, cell.eid, cell.local_path, raw))
         self.transport.publish(cell.subject, data, reply=reply)
 
+    def _new_codec(self) -> Codec:
+        cluster = self.cluster
+        return Codec(
+            types=cluster.types,
+            errors=cluster.errors,
+            pickle=cluster.pickle,
+            ref_to_wire=self.ref_to_wire,
+            ref_from_wire=self.ref_from_wire,
+        )
+
     def tell(self, cell: RemoteCell, message: Any) -> None:
         """A remote tell: encoded (``TypeError`` now if it cannot cross), published,
         kept until confirmed. Never a checkpoint. After this node has left the
         cluster, a dead letter here (reason ``"unreachable"``)."""
-        body = self.codec.encode(message)
+        self._tell_encoded(cell, message, self.codec.encode(message))
+
+    def tell_from_elsewhere(self, cell: RemoteCell, message: Any) -> None:
+        """A remote tell from a thread other than the node's: encoded in that thread
+        (``TypeError`` there, to the caller, if it cannot cross), sent from the
+        node's thread in this thread's order. What the connection then refuses
+        (closed, full while reconnecting) has nobody to be raised to: a dead letter
+        "unreachable", and a warning in the log."""
+        codec = getattr(self._codecs_elsewhere, "codec", None)
+        if codec is None:
+            codec = self._codecs_elsewhere.codec = self._new_codec()
+        body = codec.encode(message)
+        self.trio_token.run_sync_soon(self._tell_sent_elsewhere, cell, message, body)
+
+    def _tell_sent_elsewhere(self, cell: RemoteCell, message: Any, body: bytes) -> None:
+        try:
+            self._tell_encoded(cell, message, body)
+        except Exception as error:  # (in a callback of trio's: nothing may escape)
+            _log.warning("node %s: a tell to %s could not be sent: %s", self.name, cell.path, error)
+            self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
+
+    def _tell_encoded(self, cell: RemoteCell, message: Any, body: bytes) -> None:
         if self._closed:
             self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
             return

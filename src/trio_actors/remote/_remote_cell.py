@@ -91,8 +91,7 @@ class RemoteCell:
 
     def tell(self, message: Any) -> None:
         if get_ident() != self.node.thread_id:
-            # From another thread: to the trio thread, in this thread's order.
-            self.node.trio_token.run_sync_soon(self.node.tell, self, message)
+            self.node.tell_from_elsewhere(self, message)  # (to the node's thread, in order)
             return
         self.node.tell(self, message)
 
