@@ -231,7 +231,7 @@ class Node:
             weakref.WeakValueDictionary()
         )
         self._requests: dict[int, _Waiter] = {}
-        self._request_count = itertools.count(1)
+        self._requests_made = 0  # (the number of the newest request)
         self._answering: dict[str, RemoteAsk] = {}  # asks from others, by reply subject
         self._all_answered: trio.Event | None = None  # (leave() waits for it)
         self._closed = False
@@ -321,12 +321,15 @@ class Node:
         self._declare_down(peer, f"not heard from for {self.heartbeats_missed} heartbeats")
         return True
 
-    def _declare_down(self, peer: Peer, why: str) -> None:
+    def _declare_down(self, peer: Peer, why: str, *, sent_up_to: int | None = None) -> None:
         """``peer`` is down (``why``: how this node knows): the asks pending to it
-        fail with NodeDown, the watches of its actors end with it."""
+        (those up to request number ``sent_up_to``, if given) fail with NodeDown,
+        the watches of its actors end with it."""
         node, incarnation = peer
         said = f"node {node!r} ({incarnation}) is down: {why}"
-        for waiter in self._requests.values():
+        for number, waiter in self._requests.items():
+            if sent_up_to is not None and number > sent_up_to:
+                continue  # (sent after the news: nothing serves it, NATS will say)
             if waiter.peer == peer and waiter.reply is None:
                 waiter.down = said
                 waiter.event.set()
@@ -388,8 +391,19 @@ class Node:
         except (ValueError, KeyError, TypeError, AttributeError):
             return  # (not an advisory this node understands)
         if peer is not None and peer != (self.name, self.incarnation):
-            self._heard.pop(peer, None)
-            self._declare_down(peer, "its connection ended (the server's disconnect advisory)")
+            self._nursery.start_soon(self._down_by_advisory, peer, self._requests_made)
+
+    async def _down_by_advisory(self, peer: Peer, sent_up_to: int) -> None:
+        """Declare ``peer`` down, once this node's own connection has brought what
+        the server routed to it before (a flush: the server answers it after them).
+        The advisory comes on another connection: a reply the dead node sent just
+        before it died would otherwise arrive after its ``NodeDown``. What this node
+        asks it meanwhile is answered by NATS (no responders: ``ActorStopped``)."""
+        with suppress(Exception):  # (this node's connection is lost: that says enough)
+            await self.transport.flush()
+        self._heard.pop(peer, None)
+        why = "its connection ended (the server's disconnect advisory)"
+        self._declare_down(peer, why, sent_up_to=sent_up_to)
 
     def _on_heartbeat(self, message: Msg) -> None:
         _prefix, _, rest = message.subject.partition(".hb.")
@@ -577,7 +591,7 @@ class Node:
         self._confirm.set()
 
     def _request(self, peer: Peer | None) -> tuple[int, str, _Waiter]:
-        number = next(self._request_count)
+        number = self._requests_made = self._requests_made + 1
         waiter = self._requests[number] = _Waiter(peer)
         return number, f"{self._replies}.{number}", waiter
 
