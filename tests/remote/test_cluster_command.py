@@ -80,6 +80,36 @@ def test_ctrl_c_stops_every_node() -> None:
     assert "[node-1] node node-1: stopped (Ctrl-C)" in output
 
 
+def _processes_with(marker: str) -> list[str]:
+    """The command lines of this machine's processes that contain ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue  # (not a process, or one that ended meanwhile)
+        if marker in command:
+            found.append(command)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
+def test_ctrl_c_while_the_nodes_start_leaves_none_running() -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    marker = f"ctrl-c-at-start-{free_port()}"  # (this run's nodes, by cluster name)
+    process = cluster(
+        "--nodes", "6", "pingpong:forever", "--cluster", url, "--cluster-name", marker
+    )
+    stdout = process.stdout
+    assert stdout is not None
+    first = stdout.readline()  # "cluster: started ...": the nodes are starting now
+    assert first.startswith("cluster:"), first
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=WITHIN)
+    assert process.returncode == 130, first + output
+    assert _processes_with(marker) == [], first + output
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -703,5 +703,45 @@ async def test_remote_tells_from_another_thread_are_encoded_there(
             return "no error"
 
         said = await trio.to_thread.run_sync(from_a_thread)
-        assert "object" in said and "cannot cross" in said  # (raised in that thread)
+        assert "object" in said  # (raised in that thread)
+        assert "cannot cross" in said
         assert await there.ask("seen") == [("from a thread", n) for n in range(5)]
+
+
+class FlakyWatcher(Watcher):
+    def receive(self, message: Any) -> Any:
+        if message == "fail":
+            raise RuntimeError("restart me")
+        return super().receive(message)
+
+
+async def test_remote_watches_end_with_their_watchers_restart_or_stop(
+    cluster_here: ta.Cluster,
+) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        assert b.node is not None
+        a.register("first", a.spawn(Echo, name="first"))
+        a.register("second", a.spawn(Echo, name="second"))
+        first = await remote_ref(a, b, "first")
+        second = await remote_ref(a, b, "second")
+        watcher = b.spawn(FlakyWatcher, name="watcher")
+        await watcher.ask(("watch", first))
+        await watcher.ask(("watch", second))
+        assert len(b.node._watches) == 2
+        with pytest.raises(RuntimeError):
+            await watcher.ask("fail")  # (restarted: its watches go, as locally -- Akka's)
+        await eventually(lambda: not b.node._watches)  # type: ignore[union-attr]
+        await watcher.ask(("watch", second))  # (the fresh instance watches what it wants)
+        await first.stop()
+        await second.stop()
+        await eventually(lambda: watcher.ask("notices"))
+        assert await watcher.ask("notices") == [(second, None)]
+        other = b.spawn(Watcher, name="other")
+        a.register("third", a.spawn(Echo, name="third"))
+        third = await remote_ref(a, b, "third")
+        await other.ask(("watch", third))
+        assert len(b.node._watches) == 1
+        await other.stop()  # (its watches go with it)
+        assert b.node._watches == {}
+        await third.stop()
+        assert b.dead_letters.count == 0  # (nobody was told)

@@ -323,11 +323,7 @@ class Actor:
         Raises:
             TypeError: ``ref`` is not an :class:`~trio_actors.ActorRef`.
         """
-        watcher, target = self._cell_here("watch"), cell_of_ref(ref)
-        if getattr(target, "is_remote", False):
-            target.watch_from(watcher)  # type: ignore[attr-defined]  # (a RemoteCell)
-            return
-        watch(watcher, target)
+        watch(self._cell_here("watch"), cell_of_ref(ref))
 
     @enable_ki_protection
     def unwatch(self, ref: ActorRef) -> None:
@@ -335,11 +331,7 @@ class Actor:
 
         Never a checkpoint.
         """
-        watcher, target = self._cell_here("unwatch"), cell_of_ref(ref)
-        if getattr(target, "is_remote", False):
-            target.unwatch_from(watcher)  # type: ignore[attr-defined]  # (a RemoteCell)
-            return
-        unwatch(watcher, target)
+        unwatch(self._cell_here("unwatch"), cell_of_ref(ref))
 
     def _cell(self) -> ActorCell:
         cell = self._trio_actors_cell

@@ -37,7 +37,15 @@ class Terminated:
 
 
 def watch(watcher: ActorCell, target: ActorCell) -> None:
-    """Register ``watcher`` for ``target``'s stop (idempotent). Never a checkpoint."""
+    """Register ``watcher`` for ``target``'s stop (idempotent). Never a checkpoint.
+    An actor of another node (a ``RemoteCell``) is watched through its node."""
+    watch_from = getattr(target, "watch_from", None)
+    if watch_from is not None:
+        watch_from(watcher)
+        if watcher.watching is None:
+            watcher.watching = set()
+        watcher.watching.add(target)  # (forgotten at a restart or stop, as any)
+        return
     if target.state is ActorState.STOPPED:
         # On the next scheduler pass: the watcher is likely in its own turn.
         watcher.tell_notice_soon(Terminated(target.ref, target.stop_error))
@@ -56,6 +64,10 @@ def unwatch(watcher: ActorCell, target: ActorCell) -> None:
     """Withdraw ``watcher``'s registration and any ``Terminated`` it has queued."""
     if watcher.watching is not None:
         watcher.watching.discard(target)
+    unwatch_from = getattr(target, "unwatch_from", None)
+    if unwatch_from is not None:  # (another node's actor)
+        unwatch_from(watcher)
+        return
     if target.watchers is not None:
         target.watchers.pop(watcher, None)
     watcher.withdraw_notices(lambda item: isinstance(item, Terminated) and item.ref == target.ref)
@@ -81,7 +93,10 @@ def forget_watches(watcher: ActorCell) -> None:
     """``watcher`` stops accepting messages: unregister it everywhere."""
     watching, watcher.watching = watcher.watching, None
     for target in watching or ():
-        if target.watchers is not None:
+        forget = getattr(target, "forget_watcher", None)  # (another node's actor)
+        if forget is not None:
+            forget(watcher)
+        elif target.watchers is not None:
             target.watchers.pop(watcher, None)
 
 

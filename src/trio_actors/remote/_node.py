@@ -673,20 +673,30 @@ class Node:
         node dies). Never a checkpoint; idempotent."""
 
         def deliver(notice: Terminated) -> None:
+            if watcher.watching is not None:
+                watcher.watching.discard(cell)
             if watcher.accepting:  # (a watcher that stopped first gets nothing)
                 watcher.tell_notice(notice)
 
         self._subscribe_termination(cell, watcher, deliver)
 
     def unwatch(self, cell: RemoteCell, watcher: ActorCell) -> None:
-        """Withdraw ``watcher``'s watch, and a ``Terminated`` of it already queued.
-        (The other node keeps its side until the actor stops: then this node finds
-        nobody to tell.)"""
-        remote = self._watches.get(cell.wire)
-        if remote is not None:
-            remote.subscribers.pop(watcher, None)
+        """Withdraw ``watcher``'s watch, and a ``Terminated`` of it already queued."""
+        self.forget_watcher(cell, watcher)
         ref = new_ref(cell)  # type: ignore[arg-type]
         watcher.withdraw_notices(lambda item: isinstance(item, Terminated) and item.ref == ref)
+
+    def forget_watcher(self, cell: RemoteCell, key: object) -> None:
+        """Withdraw one subscriber's watch of ``cell``; the last one gone, this node
+        forgets the watch (the other node keeps its side until the actor stops:
+        then this node finds nobody to tell)."""
+        remote = self._watches.get(cell.wire)
+        if remote is None:
+            return
+        remote.subscribers.pop(key, None)
+        if not remote.subscribers:
+            del self._watches[cell.wire]
+            del self._watches_by_number[remote.number]
 
     async def wait_terminated(self, cell: RemoteCell) -> Terminated:
         """``wait_stopped`` of a remote actor. A checkpoint."""
@@ -702,9 +712,7 @@ class Node:
         try:
             await done.wait()
         finally:
-            remote = self._watches.get(cell.wire)
-            if remote is not None:
-                remote.subscribers.pop(key, None)
+            self.forget_watcher(cell, key)
         return outcome[0]
 
     def _terminated(self, remote: _RemoteWatch, error: BaseException | None) -> None:

@@ -60,7 +60,6 @@ class RemoteCell:
     fast_tell = False
     dispatcher = _NO_DISPATCHER
     activates = False
-    is_remote = True  # (Actor.watch asks: a remote actor is watched through its node)
 
     def __init__(self, node: Node, wire: WireRef) -> None:
         self.node = node
@@ -121,6 +120,10 @@ class RemoteCell:
 
     def unwatch_from(self, watcher: ActorCell) -> None:
         self.node.unwatch(self, watcher)
+
+    def forget_watcher(self, watcher: ActorCell) -> None:
+        """``watcher`` stopped: its watch goes (nothing to withdraw from it)."""
+        self.node.forget_watcher(self, watcher)
 
     def snapshot(self) -> ActorStatistics:
         raise ActorError(

@@ -146,6 +146,67 @@ def _relay(name: str, stream: Any) -> None:
         print(f"[{name}] {line}", end="", flush=True)
 
 
+def _start_nodes(
+    args: argparse.Namespace,
+    nodes: dict[str, subprocess.Popen[str]],
+    relays: list[threading.Thread],
+) -> None:
+    """Start the nodes, each in a session of its own (a terminal's Ctrl-C reaches
+    this process only, which forwards one SIGINT to each node, not two). A Ctrl-C
+    meanwhile is held until every node started so far is in ``nodes`` -- then
+    raised, so that all of them are stopped. (Not by blocking SIGINT: a child
+    inherits the signal mask, and its own Ctrl-C would never come.)"""
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: held.append(number))
+    try:
+        for number in range(args.nodes):
+            if held:
+                break
+            name = f"node-{number}"
+            command = [sys.executable, "-m", "trio_actors", "node", args.target]
+            command += ["--cluster", args.cluster, "--name", name]
+            command += ["--cluster-name", args.cluster_name]
+            command += ["--heartbeat", str(args.heartbeat)]
+            process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                start_new_session=True,
+            )
+            nodes[name] = process
+            relay = threading.Thread(target=_relay, args=(name, process.stdout), daemon=True)
+            relay.start()
+            relays.append(relay)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
+
+
+def _stop_nodes(nodes: dict[str, subprocess.Popen[str]]) -> None:
+    """SIGINT to every node still running, then ``kill`` what has not ended within
+    ``_STOP_WITHIN`` seconds -- or at once, on a second Ctrl-C."""
+    for process in nodes.values():
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + _STOP_WITHIN
+    try:
+        for process in nodes.values():
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+    except KeyboardInterrupt:
+        print("cluster: Ctrl-C again: killing every node", flush=True)
+        for process in nodes.values():
+            if process.poll() is None:
+                process.kill()
+    for process in nodes.values():
+        process.wait()
+
+
 def run_cluster(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.nodes < 1:
         parser.error(f"--nodes must be >= 1, got {args.nodes}")
@@ -161,44 +222,17 @@ def run_cluster(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             flush=True,
         )
         nodes: dict[str, subprocess.Popen[str]] = {}
-        relays = []
-        for number in range(args.nodes):
-            name = f"node-{number}"
-            command = [sys.executable, "-m", "trio_actors", "node", args.target]
-            command += ["--cluster", args.cluster, "--name", name]
-            command += ["--cluster-name", args.cluster_name]
-            command += ["--heartbeat", str(args.heartbeat)]
-            # A session of its own: a terminal's Ctrl-C reaches this process only,
-            # which forwards one SIGINT to each node (not two).
-            process = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                bufsize=1,
-                start_new_session=True,
-            )
-            nodes[name] = process
-            relay = threading.Thread(target=_relay, args=(name, process.stdout), daemon=True)
-            relay.start()
-            relays.append(relay)
+        relays: list[threading.Thread] = []
         interrupted = False
         try:
+            _start_nodes(args, nodes, relays)
             for process in nodes.values():
                 process.wait()
         except KeyboardInterrupt:
             interrupted = True
             print("cluster: Ctrl-C: stopping every node", flush=True)
-            for process in nodes.values():
-                if process.poll() is None:
-                    process.send_signal(signal.SIGINT)
-            deadline = time.monotonic() + _STOP_WITHIN
-            for process in nodes.values():
-                try:
-                    process.wait(timeout=max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+        finally:
+            _stop_nodes(nodes)  # (every node started, whatever ended the wait)
         for relay in relays:
             relay.join(timeout=5)
     codes = {name: process.returncode for name, process in nodes.items()}
