@@ -629,6 +629,23 @@ async def test_names_are_cluster_wide_one_holder_each(
         assert await b_other.ask("ping") == "ping"  # (it lives on, without the name)
 
 
+async def test_a_node_registering_before_its_first_heartbeat_still_learns_the_names(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from trio_actors.remote import MemoryBus
+
+    cluster = ta.Cluster(bus=MemoryBus(), heartbeat=0.5)
+    async with ta.open_actor_system(cluster=cluster, node="z") as z:
+        z.register("svc", z.spawn(Echo, name="svc"))
+        await trio.sleep(1)
+        async with ta.open_actor_system(cluster=cluster, node="b") as b:
+            b.register("mine", b.spawn(Echo))  # (z meets b by this claim, not a beat)
+            await trio.sleep(0.1)
+            with pytest.raises(ValueError, match="holds it on node 'z'"):
+                b.register("svc", b.spawn(Echo))
+            assert "svc" in z.registered()
+
+
 @pytest.mark.parametrize("advisories", [True, False], ids=["advisory", "heartbeats"])
 async def test_a_node_that_joins_learns_the_names_and_a_dead_nodes_names_are_free(
     autojump_clock: trio.testing.MockClock, advisories: bool

@@ -18,7 +18,7 @@ import trio
 
 from .. import nats
 from .._cluster import Cluster, as_cluster, check_token
-from ._node import DISCONNECT_ADVISORIES, Node, connection_name
+from ._node import Node, connection_name
 from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
     ):
         node = Node(system, transport, cluster, name, incarnation, nursery)
         if advisories is not None:
-            advisories.subscribe(DISCONNECT_ADVISORIES, node.on_disconnect_advisory)
+            node.follow_advisories(advisories)
         nursery.start_soon(node.run, name=f"trio-actors node {name}")
         if isinstance(transport, NatsTransport):
             nursery.start_soon(node.follow_connection, transport.client)

@@ -66,7 +66,9 @@ class TakenIn:
         self._said: dict[str, int] = {}
 
     def take(self, reply: str) -> None:
-        prefix = reply[: reply.rindex(".")]
+        prefix, dot, _number = reply.rpartition(".")
+        if not dot:
+            return  # (not a node's tell: nothing to acknowledge)
         counts = self.counts
         counts[prefix] = counts.get(prefix, 0) + 1
 

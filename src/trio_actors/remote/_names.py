@@ -4,9 +4,11 @@ A name registered on a node is answered for there (``P.name.<hex>``: a lookup is
 request to it). So that a second node cannot take a name another holds, every node
 keeps a *view* of the names the others hold, from their announcements on
 ``P.names``: a **claim** when a node registers a name, a **release** when it
-frees it; a node that hears of a node it did not know (its first heartbeat)
-announces all its names again, so a node that joins learns them within
-milliseconds; the names of a node declared down leave the view with it.
+frees it. When a node first hears of another (a heartbeat or a claim; or again
+after it had declared it down), it claims all its names again and asks that node
+to do the same, so a node that joins learns them within milliseconds (and before
+its own first registration is known to the others); the names of a node declared
+down leave the view with it.
 ``register`` checks the view synchronously, as it checks the local registry:
 ``ValueError`` naming the node that holds the name.
 
@@ -38,6 +40,7 @@ __all__ = ["ClusterNames"]
 
 CLAIM: Final = 0
 RELEASE: Final = 1
+ASK_FOR_NAMES: Final = 2  # (to the node named in it: announce all yours again)
 
 _log = logging.getLogger("trio_actors")
 _encode = msgspec.msgpack.Encoder().encode
@@ -89,6 +92,10 @@ class ClusterNames:
         for name, ref in node.system.registered().items():
             self.claim(name, node.ref_to_wire(ref))
 
+    def ask_for_names(self, peer: Peer) -> None:
+        """Ask ``peer`` to claim all its names again (this node has just met it)."""
+        self._announce(ASK_FOR_NAMES, "", (peer[0], peer[1], "", 0))
+
     def forget(self, peer: Peer) -> None:
         """``peer`` is down: its names are free."""
         for name in [n for n, wire in self.held.items() if (wire[0], wire[1]) == peer]:
@@ -106,6 +113,10 @@ class ClusterNames:
         wire: WireRef = (node_name, incarnation, path, number)
         peer = (wire[0], wire[1])
         me = (node.name, node.incarnation)
+        if kind == ASK_FOR_NAMES:
+            if peer == me:
+                self.announce_all()
+            return
         if peer == me:
             return
         node.heard_from(peer)

@@ -45,7 +45,7 @@ import json
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -213,6 +213,7 @@ class Node:
         self.subject = self.subjects.node(name, self.incarnation)
         self._replies = self.subjects.replies(name, self.incarnation)
         self._unreachable = self.subjects.unreachable(name, self.incarnation)
+        self._tell_replies = f"{self.subjects.prefix}.u."  # (any node's tells' replies)
         self._terminations = self.subjects.terminations(name, self.incarnation)
         # Death watch: remote actors watched from here (by wire), and the numbers of
         # their termination subjects; local actors watched from other nodes (by
@@ -247,6 +248,7 @@ class Node:
         self.heartbeat = cluster.heartbeat
         self.heartbeats_missed = cluster.heartbeats_missed
         self._heard: dict[Peer, float] = {}  # when each node was last heard from
+        self._met: set[Peer] = set()  # nodes whose names this one has exchanged
         self._heartbeat_subject = self.subjects.heartbeat(name, self.incarnation)
         self._unsubscribes = [
             transport.subscribe(self.subject, self._on_message),
@@ -260,6 +262,17 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<Node {self.name} ({self.incarnation}) of {self.cluster.name}>"
+
+    def _start(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Start a task of the node's from a callback: once the node has closed (its
+        nursery is ending), nothing more is started -- never an error in the
+        connection's reader."""
+        if self._closed:
+            return
+        try:
+            self._nursery.start_soon(function, *args)
+        except RuntimeError:  # (the nursery closed meanwhile: the node is ending)
+            _log.debug("node %s: not started while ending: %s", self.name, function)
 
     def check_thread(self, operation: str) -> None:
         if get_ident() != self.thread_id:
@@ -307,18 +320,21 @@ class Node:
 
     def heard_from(self, peer: Peer) -> None:
         """A sign of life from ``peer`` other than a heartbeat (its name's claim):
-        watched for silence from now, if it was not already."""
+        met, and watched for silence from now, if it was not already."""
+        self.meet(peer)
         if peer not in self._heard:
             self._heard[peer] = trio.current_time()
 
     def silent(self, peer: Peer) -> bool:
         """Whether ``peer`` has been silent too long (checked now, between beats):
-        if so, it is declared down at once."""
+        if so, it is declared down on the next scheduler pass (the caller may be a
+        plain handler in its turn: the ``Terminated`` of watches wait until then)."""
         heard = self._heard.get(peer)
         if heard is None or trio.current_time() - heard <= self.heartbeats_missed * self.heartbeat:
             return False
         del self._heard[peer]
-        self._declare_down(peer, f"not heard from for {self.heartbeats_missed} heartbeats")
+        why = f"not heard from for {self.heartbeats_missed} heartbeats"
+        self.trio_token.run_sync_soon(self._declare_down, peer, why)
         return True
 
     def _declare_down(self, peer: Peer, why: str, *, sent_up_to: int | None = None) -> None:
@@ -337,10 +353,11 @@ class Node:
             self._terminated(remote, NodeDown(said))
         self._taken.forget(self.subjects.unreachable(node, incarnation))
         self.names.forget(peer)
+        self._met.discard(peer)  # (heard again, it is met again: names exchanged)
         link = self._links.get(peer)
         if link is not None and link.closed_after is None:
             link.closed_after = self._tells_sent
-            self._nursery.start_soon(self._count_lost_tells, peer, link, link.told)
+            self._start(self._count_lost_tells, peer, link, link.told)
 
     async def _count_lost_tells(self, peer: Peer, link: Link, told: int) -> None:
         """``peer`` is down: once the server has routed what was sent to it before
@@ -381,6 +398,13 @@ class Node:
         if link is not None and count > link.acked:
             link.acked = count
 
+    def follow_advisories(self, advisories: Transport) -> None:
+        """Hear the server's disconnect advisories on ``advisories`` (until
+        :meth:`close`)."""
+        self._unsubscribes.append(
+            advisories.subscribe(DISCONNECT_ADVISORIES, self.on_disconnect_advisory)
+        )
+
     def on_disconnect_advisory(self, message: Msg) -> None:
         """The server says a connection ended (the system account's
         ``client_disconnect`` advisory): if it was a node's, that node is down --
@@ -391,7 +415,7 @@ class Node:
         except (ValueError, KeyError, TypeError, AttributeError):
             return  # (not an advisory this node understands)
         if peer is not None and peer != (self.name, self.incarnation):
-            self._nursery.start_soon(self._down_by_advisory, peer, self._requests_made)
+            self._start(self._down_by_advisory, peer, self._requests_made)  # (not once closed)
 
     async def _down_by_advisory(self, peer: Peer, sent_up_to: int) -> None:
         """Declare ``peer`` down, once this node's own connection has brought what
@@ -413,9 +437,17 @@ class Node:
             self._heard.pop(peer, None)
             self._declare_down(peer, "it left the cluster")
             return
-        if peer not in self._heard and peer != (self.name, self.incarnation):
-            self.names.announce_all()  # (a node this one had not heard: it learns them)
+        self.meet(peer)
         self._heard[peer] = trio.current_time()
+
+    def meet(self, peer: Peer) -> None:
+        """``peer`` is heard from (a heartbeat, a name's claim): if it is new to this
+        node -- or back after it was declared down -- they exchange their names."""
+        if peer in self._met or peer == (self.name, self.incarnation):
+            return
+        self._met.add(peer)
+        self.names.announce_all()
+        self.names.ask_for_names(peer)
 
     async def _confirm_tells(self) -> None:
         while True:
@@ -584,10 +616,11 @@ class Node:
         if self._closed:
             self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
             return
-        number = self._tells_sent = self._tells_sent + 1
+        number = self._tells_sent + 1
+        self._send(cell, TELL, body, f"{self._unreachable}.{number}")  # (may raise: not sent)
+        self._tells_sent = number
         self._unconfirmed[number] = (cell, message)
         cell.link.told += 1
-        self._send(cell, TELL, body, f"{self._unreachable}.{number}")
         self._confirm.set()
 
     def _request(self, peer: Peer | None) -> tuple[int, str, _Waiter]:
@@ -811,13 +844,13 @@ class Node:
             return  # (not one of ours: nothing to answer)
         cell = self._exported.get(number)
         if kind == TELL:
-            if message.reply:
+            if message.reply and message.reply.startswith(self._tell_replies):
                 self._taken.take(message.reply)
                 self._ack.set()
             self._receive_tell(cell, number, path, body)
         elif kind == ASK:
             if message.reply:
-                self._receive_ask(cell, number, path, body, message.reply)
+                self._receive_ask(cell, path, body, message.reply)
         elif kind == CANCEL:
             if message.reply and (envelope := self._answering.get(message.reply)) is not None:
                 envelope.cancel()
@@ -844,9 +877,7 @@ class Node:
         else:
             new_ref(cell).tell(message)
 
-    def _receive_ask(
-        self, cell: ActorCell | None, number: int, path: str, body: Any, reply: str
-    ) -> None:
+    def _receive_ask(self, cell: ActorCell | None, path: str, body: Any, reply: str) -> None:
         """Queue an ask from another node, now, in arrival order (see ``_inbound``)."""
         try:
             message = self.codec.decode(body)
@@ -859,7 +890,7 @@ class Node:
         if not cell.accept_ask(envelope):
             envelope.start()  # (running from now on: a task asks for it)
             envelope.scope = trio.CancelScope()
-            self._nursery.start_soon(self._ask_by_task, envelope)
+            self._start(self._ask_by_task, envelope)
 
     async def _ask_by_task(self, envelope: RemoteAsk) -> None:
         """Ask ``envelope``'s actor from a task of the node (an actor that takes
@@ -908,7 +939,7 @@ class Node:
             subjects.append(reply)
             return
         self._watched[number] = [reply]
-        self._nursery.start_soon(self._report_stop, cell, number)
+        self._start(self._report_stop, cell, number)
 
     async def _report_stop(self, cell: ActorCell, number: int) -> None:
         try:
@@ -938,4 +969,4 @@ class Node:
             await ref.stop(drain=drain)
             self._publish(reply, _encode((True, _NONE)))
 
-        self._nursery.start_soon(stop_and_answer)
+        self._start(stop_and_answer)

@@ -188,11 +188,11 @@ def _start_nodes(
 def _stop_nodes(nodes: dict[str, subprocess.Popen[str]]) -> None:
     """SIGINT to every node still running, then ``kill`` what has not ended within
     ``_STOP_WITHIN`` seconds -- or at once, on a second Ctrl-C."""
-    for process in nodes.values():
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + _STOP_WITHIN
     try:
+        for process in nodes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + _STOP_WITHIN
         for process in nodes.values():
             try:
                 process.wait(timeout=max(0.0, deadline - time.monotonic()))
