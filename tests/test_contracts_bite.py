@@ -585,6 +585,14 @@ def remote_asks_queued_by_tasks(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_cell.ActorCell, "accept_ask", lambda self, envelope: False)
 
 
+def remote_sends_overtake_waiting_tells(mp: pytest.MonkeyPatch) -> None:
+    # (an ask, a stop, a reply leaves while tells made before it wait in the outbox)
+    def without_the_outbox(self: Any, subject: str, data: bytes, reply: Any = None) -> None:
+        self.transport.publish(subject, data, reply=reply)
+
+    mp.setattr(_node.Node, "_out", without_the_outbox)
+
+
 def remote_cancellation_is_ignored(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_inbound.RemoteAsk, "cancel", lambda self: None)
 
@@ -707,7 +715,11 @@ MUTANTS: dict[str, list[Mutant]] = {
     "T30": [backoff_jitter_unseeded],
     "T31": [refused_tells_counted_twice, failed_back_asks_counted_twice],
     "RT1": [tuples_cross_as_lists, remote_errors_lose_their_type],
-    "RT2": [remote_tells_handled_in_tasks, remote_asks_queued_by_tasks],
+    "RT2": [
+        remote_tells_handled_in_tasks,
+        remote_asks_queued_by_tasks,
+        remote_sends_overtake_waiting_tells,
+    ],
     "RT4": [ask_from_a_closed_node_skips_the_checkpoint],
     "RT5": [unreachable_tells_vanish],
     "RT6": [remote_cancellation_is_ignored],

@@ -32,7 +32,7 @@ from .. import (
 )
 from ..remote import MemoryBus
 from ._harness import require, run_virtual
-from ._registry import contract
+from ._registry import ContractViolation, contract
 
 _HEARTBEAT = 0.5  # virtual seconds; a node silent for 3 beats is down
 
@@ -104,16 +104,38 @@ class _Private(Exception):
 
 
 class _SpyBus(MemoryBus):
-    """Counts the messages sent to actors (not heartbeats, replies, notices)."""
+    """Counts the messages sent to actors that await an answer: asks (and stops)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.to_actors = 0
+        self.asks = 0
 
     def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
-        if ".n." in subject:
-            self.to_actors += 1
+        if ".n." in subject and reply is not None and ".r." in reply:  # (answer awaited)
+            self.asks += 1
         super()._route(subject, payload, reply)
+
+
+class _CuttingBus(MemoryBus):
+    """Cuts a node's connection just after a message to it was routed: that message
+    (and what else waited for the node) is lost in flight, as with a ``kill -9``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cut: tuple[Any, str] | None = None
+        self.cut_at: float | None = None  # (when it was cut)
+
+    def cut_after_next(self, node: Any) -> None:
+        """Cut ``node``'s connection after the next message to its actors."""
+        self._cut = (node.transport, node.subject)
+
+    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+        super()._route(subject, payload, reply)
+        if self._cut is not None and subject == self._cut[1]:
+            transport, _subject = self._cut
+            self._cut = None
+            self.cut_at = trio.current_time()
+            self.disconnect(transport)
 
 
 @asynccontextmanager
@@ -206,9 +228,9 @@ def remote_order(policy: ServingPolicy) -> None:
                     sent.append(number)
             # An ask still unanswered, then a tell: the tell is handled after it.
             for number in range(20):
-                sent_before = bus.to_actors
+                sent_before = bus.asks
                 asks.start_soon(there.ask, ("asked first", number))
-                while bus.to_actors == sent_before:  # (until that task has sent it)
+                while bus.asks == sent_before:  # (until that task has sent it)
                     await trio.lowlevel.checkpoint()
                 there.tell(("told next", number))
                 sent += [("asked first", number), ("told next", number)]
@@ -479,7 +501,7 @@ def remote_death_watch(policy: ServingPolicy) -> None:
 )
 def remote_nothing_lost(policy: ServingPolicy) -> None:
     async def main(clock: trio.testing.MockClock) -> None:
-        bus = MemoryBus()
+        bus = _CuttingBus()
         async with _nodes(policy, "a", "b", "c", bus=bus) as (a, b, c):
             recorders = {"b": b.spawn(_Recorder), "c": c.spawn(_Recorder)}
             refs = {
@@ -489,7 +511,6 @@ def remote_nothing_lost(policy: ServingPolicy) -> None:
             told: dict[str, list[int]] = {"b": [], "c": []}
             sent_at: dict[int, float] = {}
             outcomes: list[str] = []
-            death = 0.0
 
             async def ask(ref: ActorRef, message: Any) -> None:
                 try:
@@ -506,15 +527,13 @@ def remote_nothing_lost(policy: ServingPolicy) -> None:
                     for number in range(300):
                         target = "bc"[number % 2]
                         refs[target].tell(("told", number))
-                        if not (target == "c" and death):  # (after it: unreachable)
+                        if not (target == "c" and bus.cut_at is not None):  # (unreachable)
                             told[target].append(number)
                             sent_at[number] = trio.current_time()
                         if number % 5 == 0:
                             nursery.start_soon(ask, refs[target], ("asked", number))
-                        if number == 200:
-                            assert c.node is not None
-                            bus.disconnect(c.node.transport)  # type: ignore[arg-type]
-                            death = trio.current_time()
+                        if number == 200:  # (node c dies with the next tells in flight)
+                            bus.cut_after_next(c.node)
                         if number % 25 == 0:
                             await trio.sleep(0.01)
             require(not hang.cancelled_caught, f"asks hung; those that ended: {outcomes}")
@@ -545,6 +564,9 @@ def remote_nothing_lost(policy: ServingPolicy) -> None:
             )
             # Acknowledged every few milliseconds: only the last ones before the death
             # may be counted (a tell handled there may be among them).
+            death = bus.cut_at
+            if death is None:
+                raise ContractViolation("node c was never cut: the program did not run")
             recent = [n for n in told["c"] if sent_at[n] > death - 0.02]
             require(
                 unconfirmed <= len(recent),

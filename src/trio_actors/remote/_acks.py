@@ -65,12 +65,13 @@ class TakenIn:
         self.counts: dict[str, int] = {}
         self._said: dict[str, int] = {}
 
-    def take(self, reply: str) -> None:
+    def take(self, reply: str, tells: int) -> None:
+        """``tells`` tells came in, in a message with reply subject ``reply``."""
         prefix, dot, _number = reply.rpartition(".")
         if not dot:
             return  # (not a node's tell: nothing to acknowledge)
         counts = self.counts
-        counts[prefix] = counts.get(prefix, 0) + 1
+        counts[prefix] = counts.get(prefix, 0) + tells
 
     def unsaid(self) -> list[tuple[str, int]]:
         """The (sender prefix, count) pairs not yet acknowledged; marks them said."""

@@ -14,10 +14,11 @@ message goes from the connection's reader straight to a mailbox:
   has), and NATS answers no-responders there if that node is gone. Watches of
   actors on a node declared down end with ``Terminated(ref, error=NodeDown(...))``.
 * ``P.u.<node>.<incarnation>.<n>`` -- the no-responders answers to its tells: each
-  tell carries one as its reply subject, so a tell to a node (or an incarnation)
-  that is gone comes back and becomes ``DeadLetter(reason="unreachable")`` here.
-  The message is kept until the server has confirmed it routed it (a flush: the
-  answer, if any, comes before the server's ``PONG``).
+  message of tells carries one as its reply subject (``n``: the number of its last
+  tell), so tells to a node (or an incarnation) that is gone come back and become
+  ``DeadLetter(reason="unreachable")`` here. They are kept until the server has
+  confirmed it routed them (a flush: the answer, if any, comes before the server's
+  ``PONG``).
 * ``P.name.<hex of the name>`` -- a registered name: the node holding it answers
   lookups with the ref; when the node dies, its subscriptions go with its
   connection, so the name is free.
@@ -32,7 +33,9 @@ message goes from the connection's reader straight to a mailbox:
 A message to an actor is a msgpack array ``[kind, export number, path, body]``:
 the export number says which actor (a node numbers each local actor the first time
 a ref to it leaves, so a ref to a stopped actor never reaches a successor with the
-same path); the body is the codec's bytes. An ask is queued at once, in arrival
+same path); the body is the codec's bytes. Tells travel together: a ``TELL``'s
+body is ``[[export number, path, body], ...]``, the tells to one node that a burst
+made in one scheduler pass (``_outbox.py``). An ask is queued at once, in arrival
 order, as an envelope that publishes its answer (``_inbound.py``); the asker's
 cancellation (a ``CANCEL``) withdraws it while queued and cancels an ``async``
 handler working on it (T6, T7), as locally.
@@ -63,6 +66,7 @@ from ._acks import ACK_EVERY, Link, TakenIn
 from ._codec import Codec, WireRef
 from ._inbound import RemoteAsk
 from ._names import ClusterNames
+from ._outbox import BYTES_PER_MESSAGE, Outbox, Told
 from ._remote_cell import RemoteCell
 from ._transport import Transport
 
@@ -84,6 +88,7 @@ _LEAVE_WITHIN: Final = 5.0  # seconds a leaving node gives the answers still bei
 
 _log = logging.getLogger("trio_actors")
 _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
+_tells = msgspec.msgpack.Decoder(list[tuple[int, str, msgspec.Raw]])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 _ack = msgspec.msgpack.Decoder(tuple[str, str, int])
 _encode = msgspec.msgpack.Encoder().encode
@@ -236,9 +241,11 @@ class Node:
         self._answering: dict[str, RemoteAsk] = {}  # asks from others, by reply subject
         self._all_answered: trio.Event | None = None  # (leave() waits for it)
         self._closed = False
-        self._unconfirmed: dict[int, tuple[RemoteCell, Any]] = {}  # tells, by number
+        # Tells sent and not yet confirmed, by the number of the last in each message.
+        self._unconfirmed: dict[int, list[Told]] = {}
         self.unconfirmed = 0  # tells whose fate a lost connection or node left unknown
-        self._tells_sent = 0  # (the number of the newest tell)
+        self._tells_sent = 0  # (the number of the newest tell sent)
+        self._outbox = Outbox(self._send_tells)  # (tells waiting for the next pass)
         self._confirm = trio.Event()
         self._links: dict[Peer, Link] = {}  # this node's tells to each other node
         self._taken = TakenIn()  # tells from each other node, to acknowledge
@@ -286,6 +293,7 @@ class Node:
         on, and confirming tells (see the module's docstring)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._beat)
+            nursery.start_soon(self._outbox.run)
             nursery.start_soon(self._confirm_tells)
             nursery.start_soon(self._acknowledge)
 
@@ -489,16 +497,18 @@ class Node:
             if waiter.reply is None and not waiter.down:
                 waiter.down = why
                 waiter.event.set()
-        self.unconfirmed += len(self._unconfirmed)
-        for number, (cell, _told) in self._unconfirmed.items():
-            if cell.link.counts(number):
-                cell.link.told -= 1  # (counted here: not again if its node goes down)
+        for number, tells in self._unconfirmed.items():
+            self.unconfirmed += len(tells)
+            link = tells[0][0].link  # (one message: one node's tells)
+            if link.counts(number):
+                link.told -= len(tells)  # (counted here: not again if its node goes down)
         self._unconfirmed.clear()
 
     async def flush(self) -> None:
         """Wait until the cluster's servers have everything this node sent so far --
-        its tells, and the names it registered (a lookup from another node after
-        this finds them). A checkpoint."""
+        its tells (also those waiting in the outbox), and the names it registered (a
+        lookup from another node after this finds them). A checkpoint."""
+        self._outbox.flush()
         await self.transport.flush()
 
     async def leave(self, *, within: float = _LEAVE_WITHIN) -> None:
@@ -561,12 +571,19 @@ class Node:
 
     # --- sending --------------------------------------------------------------------
 
+    def _out(self, subject: str, data: bytes, reply: str | None = None) -> None:
+        """Publish, after the tells waiting in the outbox: what the node sends
+        leaves in the order it was sent. May raise what the connection refuses."""
+        if self._outbox.waiting:
+            self._outbox.flush()
+        self.transport.publish(subject, data, reply=reply)
+
     def _publish(self, subject: str, data: bytes) -> None:
         """Send a message of the node's own (a heartbeat, a reply, a notice): what the
         connection refuses now (full while reconnecting, closed, too large) is said
         in the log, never an error that would end the node."""
         try:
-            self.transport.publish(subject, data)
+            self._out(subject, data)
         except Exception as error:
             _log.warning("node %s: could not send to %s: %s", self.name, subject, error)
 
@@ -574,8 +591,7 @@ class Node:
         self, cell: RemoteCell, kind: int, body: bytes | msgspec.Raw, reply: str | None
     ) -> None:
         raw = body if isinstance(body, msgspec.Raw) else msgspec.Raw(body)
-        data = _encode((kind, cell.eid, cell.local_path, raw))
-        self.transport.publish(cell.subject, data, reply=reply)
+        self._out(cell.subject, _encode((kind, cell.eid, cell.local_path, raw)), reply)
 
     def _new_codec(self) -> Codec:
         cluster = self.cluster
@@ -613,14 +629,48 @@ class Node:
             self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
 
     def _tell_encoded(self, cell: RemoteCell, message: Any, body: bytes) -> None:
+        """Send now (raising what the connection refuses), or keep in the outbox
+        for the next scheduler pass while a burst goes on (``_outbox.py``)."""
         if self._closed:
             self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
             return
-        number = self._tells_sent + 1
-        self._send(cell, TELL, body, f"{self._unreachable}.{number}")  # (may raise: not sent)
+        outbox = self._outbox
+        if outbox.bursting and len(body) < BYTES_PER_MESSAGE:
+            outbox.add(cell.subject, (cell, message, body))
+            return
+        if outbox.waiting:
+            outbox.flush()
+        self._publish_tells(cell.subject, [(cell, message, body)])
+        outbox.start_burst()
+
+    def _send_tells(self, subject: str, tells: list[Told]) -> None:
+        """The outbox's tells to one node, as one message: what the connection
+        refuses has nobody to be raised to -- dead letters "unreachable"."""
+        try:
+            self._publish_tells(subject, tells)
+        except Exception as error:
+            _log.warning(
+                "node %s: %d tells to %s could not be sent: %s",
+                self.name,
+                len(tells),
+                subject,
+                error,
+            )
+            for cell, message, _body in tells:
+                self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
+
+    def _publish_tells(self, subject: str, tells: list[Told]) -> None:
+        """Tells to one node as one ``TELL`` message, numbered in this node's
+        sequence; its reply subject carries the number of the last, so a no-
+        responders answer says which came back. Kept until confirmed. May raise
+        what the connection refuses (then nothing was sent)."""
+        number = self._tells_sent + len(tells)
+        bodies = [(cell.eid, cell.local_path, msgspec.Raw(body)) for cell, _m, body in tells]
+        data = _encode((TELL, 0, "", bodies))
+        self.transport.publish(subject, data, reply=f"{self._unreachable}.{number}")
         self._tells_sent = number
-        self._unconfirmed[number] = (cell, message)
-        cell.link.told += 1
+        self._unconfirmed[number] = tells
+        tells[0][0].link.told += len(tells)  # (one subject: one node's link)
         self._confirm.set()
 
     def _request(self, peer: Peer | None) -> tuple[int, str, _Waiter]:
@@ -809,7 +859,7 @@ class Node:
         """
         number, reply_subject, waiter = self._request(None)
         try:
-            self.transport.publish(self.subjects.name(name), b"", reply=reply_subject)
+            self._out(self.subjects.name(name), b"", reply_subject)
             await waiter.event.wait()
         finally:
             del self._requests[number]
@@ -830,25 +880,31 @@ class Node:
 
     def _on_unreachable(self, message: Msg) -> None:
         number = int(message.subject.rpartition(".")[2])
-        kept = self._unconfirmed.pop(number, None)
-        if kept is not None and message.status == 503:
-            recipient, told = kept
-            if recipient.link.counts(number):
-                recipient.link.bounced += 1
-            self.system.dead_letters.record(new_ref(recipient), told, "unreachable")  # type: ignore[arg-type]
+        tells = self._unconfirmed.pop(number, None)
+        if tells is not None and message.status == 503:
+            link = tells[0][0].link
+            if link.counts(number):
+                link.bounced += len(tells)
+            for recipient, told, _body in tells:
+                self.system.dead_letters.record(new_ref(recipient), told, "unreachable")  # type: ignore[arg-type]
 
     def _on_message(self, message: Msg) -> None:
         try:
             kind, number, path, body = _envelope.decode(message.data)
+            if kind == TELL:  # (its body: [export number, path, body] for each tell)
+                tells = _tells.decode(body)
         except msgspec.DecodeError:
             return  # (not one of ours: nothing to answer)
-        cell = self._exported.get(number)
         if kind == TELL:
             if message.reply and message.reply.startswith(self._tell_replies):
-                self._taken.take(message.reply)
+                self._taken.take(message.reply, len(tells))
                 self._ack.set()
-            self._receive_tell(cell, number, path, body)
-        elif kind == ASK:
+            exported = self._exported
+            for number, path, told in tells:
+                self._receive_tell(exported.get(number), number, path, told)
+            return
+        cell = self._exported.get(number)
+        if kind == ASK:
             if message.reply:
                 self._receive_ask(cell, path, body, message.reply)
         elif kind == CANCEL:

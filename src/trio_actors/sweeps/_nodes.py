@@ -216,15 +216,15 @@ def run_cluster(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     except (ValueError, TypeError) as error:
         parser.error(str(error))
     with _local_server(args.cluster) as started:
-        print(
-            f"cluster: {'started ' + started if started else 'using the server'} at "
-            f"{args.cluster}; {args.nodes} nodes (Ctrl-C stops them)",
-            flush=True,
-        )
         nodes: dict[str, subprocess.Popen[str]] = {}
         relays: list[threading.Thread] = []
         interrupted = False
-        try:
+        try:  # (from the first line out: a Ctrl-C as soon as it is read ends in order)
+            print(
+                f"cluster: {'started ' + started if started else 'using the server'} at "
+                f"{args.cluster}; {args.nodes} nodes (Ctrl-C stops them)",
+                flush=True,
+            )
             _start_nodes(args, nodes, relays)
             for process in nodes.values():
                 process.wait()
