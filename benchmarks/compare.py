@@ -124,6 +124,8 @@ COMPARISONS: list[Comparison] = [
     # Actors across nodes (issue 18, benchmarks/remote.py): R1, R2 and R3 of remote.md.
     Comparison("R1-remote-ask", "R1-floor", Kind.LATENCY, 1.15),
     Comparison("R2-remote-tell", "R2-floor", Kind.SPEED, 0.6),
+    # Each tell a NATS message of its own (the sender yields after each): no target.
+    Comparison("R2-lone-tell", "R2-lone-floor", Kind.SPEED, None),
     Comparison("R3-two-nodes", "R3-one-node", Kind.SPEED, 1.5),
     *_rows("ALT-"),
     Comparison("F1", "F0", Kind.SPEED, None),  # what batching in trio costs

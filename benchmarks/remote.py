@@ -28,7 +28,13 @@ counting subscriber. Every value is seconds per round trip or per message.
     the raw client publishes the same number of 16-byte messages to the raw
     process's counting subscriber (a callback subscription: no task hop), then
     requests its count on the same connection.
-    Target: ``R2-remote-tell`` throughput >= 0.6 x this.
+    Target: ``R2-remote-tell`` throughput >= 0.6 x this. (A burst of tells to a
+    node leaves as few NATS messages, ``remote/_outbox.py``; the floor publishes
+    one message per message, as a raw client does.)
+``R2-lone-tell`` / ``R2-lone-floor``
+    the same, but the sender yields after every tell (publish): each tell leaves
+    as a NATS message of its own, so this is the per-message path without
+    coalescing. Reported beside each other, no target.
 ``R3-two-nodes``
     a CPU-bound fan-out over two nodes on this 2-core machine: :data:`WORK` tells of a
     job of :data:`BURN` seconds of busy CPU each, every other one to a burner actor
@@ -171,7 +177,7 @@ def raw_request(loops: int, size: int, url: str) -> float:
     return trio.run(main)
 
 
-def remote_tells(loops: int, size: int, url: str) -> float:
+def remote_tells(loops: int, size: int, url: str, *, lone: bool = False) -> float:
     async def main() -> float:
         async with ta.open_actor_system(cluster=url, node="near") as system:
             counter = await system.lookup("counter")
@@ -180,6 +186,8 @@ def remote_tells(loops: int, size: int, url: str) -> float:
             for _ in range(loops):
                 for _ in range(size):
                     counter.tell(PAYLOAD)
+                    if lone:
+                        await trio.lowlevel.checkpoint()
                 before += size
                 got = await counter.ask("count")
                 if got != before:
@@ -189,7 +197,11 @@ def remote_tells(loops: int, size: int, url: str) -> float:
     return trio.run(main)
 
 
-def raw_publish(loops: int, size: int, url: str) -> float:
+def remote_lone_tells(loops: int, size: int, url: str) -> float:
+    return remote_tells(loops, size, url, lone=True)
+
+
+def raw_publish(loops: int, size: int, url: str, *, lone: bool = False) -> float:
     async def main() -> float:
         async with nats.connect(url) as nc:
             before = int((await nc.request(RAW_COUNT, b"")).data)
@@ -197,6 +209,8 @@ def raw_publish(loops: int, size: int, url: str) -> float:
             for _ in range(loops):
                 for _ in range(size):
                     nc.publish(RAW_SINK, PAYLOAD)
+                    if lone:
+                        await trio.lowlevel.checkpoint()
                 before += size
                 got = int((await nc.request(RAW_COUNT, b"")).data)
                 if got != before:
@@ -204,6 +218,10 @@ def raw_publish(loops: int, size: int, url: str) -> float:
             return time.perf_counter() - start
 
     return trio.run(main)
+
+
+def raw_lone_publish(loops: int, size: int, url: str) -> float:
+    return raw_publish(loops, size, url, lone=True)
 
 
 def _fan_out(loops: int, size: int, url: str, *, nodes: int) -> float:
@@ -248,6 +266,8 @@ BENCHES = [
     Bench("R1-floor", raw_request, "rr", "round trip"),
     Bench("R2-remote-tell", remote_tells, "tells", "message"),
     Bench("R2-floor", raw_publish, "tells", "message"),
+    Bench("R2-lone-tell", remote_lone_tells, "tells", "message"),
+    Bench("R2-lone-floor", raw_lone_publish, "tells", "message"),
     Bench("R3-two-nodes", two_nodes, "work", "job"),
     Bench("R3-one-node", one_node, "work", "job"),
 ]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
+import msgspec
 import pytest
 import trio
 import trio.lowlevel
@@ -593,6 +594,16 @@ def remote_sends_overtake_waiting_tells(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_node.Node, "_out", without_the_outbox)
 
 
+def remote_answers_overtake_waiting_tells(mp: pytest.MonkeyPatch) -> None:
+    # (as the first outbox did: a handler's answer was published past the tells it made)
+    def answer_at_once(self: Any, envelope: Any, value: Any, error: Any) -> None:
+        self.forget_ask(envelope)
+        answer = msgspec.Raw(self.codec.encode(value))
+        self.transport.publish(envelope.answer_to, _node._encode((True, answer)))
+
+    mp.setattr(_node.Node, "answer_ask", answer_at_once)
+
+
 def remote_cancellation_is_ignored(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_inbound.RemoteAsk, "cancel", lambda self: None)
 
@@ -719,6 +730,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         remote_tells_handled_in_tasks,
         remote_asks_queued_by_tasks,
         remote_sends_overtake_waiting_tells,
+        remote_answers_overtake_waiting_tells,
     ],
     "RT4": [ask_from_a_closed_node_skips_the_checkpoint],
     "RT5": [unreachable_tells_vanish],

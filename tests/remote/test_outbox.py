@@ -32,6 +32,21 @@ class Recorder(ta.Actor):
         return None
 
 
+class Held(ta.Actor):
+    """Handles its first message only once the gate opens."""
+
+    def __init__(self, gate: trio.Event) -> None:
+        self.gate = gate
+        self.seen: list[Any] = []
+
+    async def receive(self, message: Any) -> Any:
+        if message == "seen":
+            return list(self.seen)
+        await self.gate.wait()
+        self.seen.append(message)
+        return None
+
+
 class CountingBus(MemoryBus):
     """Records the messages to actors: (subject, how many tells, or the kind)."""
 
@@ -52,6 +67,7 @@ class CountingBus(MemoryBus):
 @attrs.frozen
 class Nodes:
     a: ta.ActorSystem  # (node a: it tells)
+    b: ta.ActorSystem
     there: ta.ActorRef  # (node b's recorder, as node a reaches it)
     bus: CountingBus
 
@@ -78,7 +94,7 @@ async def nodes(autojump_clock: trio.testing.MockClock) -> AsyncIterator[Nodes]:
         there = await a.lookup("recorder")
         await trio.sleep(1)  # (the heartbeats of the start are over)
         bus.to_actors.clear()
-        yield Nodes(a, there, bus)
+        yield Nodes(a, b, there, bus)
 
 
 async def test_a_lone_tell_leaves_at_once(
@@ -128,7 +144,7 @@ async def test_a_large_tell_leaves_at_once_after_those_waiting(
 async def test_messages_of_tells_stay_under_the_byte_limit(
     nodes: Nodes, autojump_clock: trio.testing.MockClock
 ) -> None:
-    chunk = b"y" * (BYTES_PER_MESSAGE // 4)
+    chunk = b"y" * (BYTES_PER_MESSAGE // 4 - 16)  # (four fit, with their msgpack headers)
     for _ in range(10):
         nodes.there.tell(chunk)
     await trio.testing.wait_all_tasks_blocked()
@@ -136,13 +152,58 @@ async def test_messages_of_tells_stay_under_the_byte_limit(
     assert await nodes.there.ask("seen") == [chunk] * 10
 
 
-async def test_node_flush_sends_the_waiting_tells(
-    nodes: Nodes, autojump_clock: trio.testing.MockClock
+async def test_node_flush_sends_the_waiting_tells_before_it_waits(
+    nodes: Nodes, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    transport = nodes.node.transport
+    flushed = transport.flush
+    sent_when_flushed: list[list[int]] = []
+
+    async def recording_flush() -> None:
+        sent_when_flushed.append(nodes.bus.tells_per_message())
+        await flushed()
+
+    monkeypatch.setattr(transport, "flush", recording_flush)
     nodes.there.tell(1)
     nodes.there.tell(2)
     await nodes.node.flush()
-    assert nodes.bus.tells_per_message() == [1, 1]
+    assert sent_when_flushed == [[1, 1]]  # (before the transport's flush, no pass between)
+
+
+async def test_tells_waiting_when_the_node_leaves_are_sent_before_it_goes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = ta.Cluster(bus=MemoryBus())
+    async with ta.open_actor_system(cluster=cluster, node="b") as b:
+        recorder = b.spawn(Recorder, name="recorder")
+        b.register("recorder", recorder)
+        assert b.node is not None
+        await b.node.flush()
+        async with ta.open_actor_system(cluster=cluster, node="a") as a:
+            there = await a.lookup("recorder")
+            for number in range(100):
+                there.tell(number)  # (the block ends in the same pass)
+        await trio.sleep(1)
+        assert await recorder.ask("seen") == list(range(100))
+
+
+async def test_a_remote_tell_to_a_full_failing_mailbox_is_a_dead_letter_there(
+    nodes: Nodes, autojump_clock: trio.testing.MockClock
+) -> None:
+    gate = trio.Event()
+    held = nodes.b.spawn(Held, gate, name="held", mailbox=ta.Bounded(1, overflow="fail"))
+    assert nodes.b.node is not None
+    there = nodes.node.ref_from_wire(*nodes.b.node.ref_to_wire(held))  # (as node a has it)
+    there.tell(0)
+    await trio.sleep(1)  # (0 is being handled: the mailbox is empty)
+    for number in range(1, 4):
+        there.tell(number)
+    await trio.sleep(1)
+    letters = [(letter.reason, letter.message) for letter in nodes.b.dead_letters.recent]
+    assert letters == [("overflow", 2), ("overflow", 3)]  # (0 is handled, 1 waits)
+    gate.set()
+    await trio.sleep(1)  # (0 and 1 handled: room for the ask)
+    assert await there.ask("seen") == [0, 1]  # (and node b goes on)
 
 
 async def test_waiting_tells_the_connection_refuses_are_dead_letters_unreachable(
@@ -159,8 +220,10 @@ async def test_waiting_tells_the_connection_refuses_are_dead_letters_unreachable
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise BufferFull("full, for the test")
 
+    sent = nodes.node._tells_sent
     monkeypatch.setattr(nodes.node.transport, "publish", refuse)
     await trio.testing.wait_all_tasks_blocked()  # (the outbox's pass: refused)
+    assert nodes.node._tells_sent == sent  # (not numbered, not counted as sent)
     letters = [(letter.reason, letter.message) for letter in nodes.a.dead_letters.recent]
     assert letters == [("unreachable", "refused 1"), ("unreachable", "refused 2")]
     assert "2 tells to" in caplog.text

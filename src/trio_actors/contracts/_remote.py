@@ -68,6 +68,16 @@ class _Recorder(Actor):
         return None
 
 
+class _Teller(Actor):
+    """Given ``(target, count)``: tells ``target`` ``count`` times, then answers."""
+
+    def receive(self, message: Any) -> Any:
+        target, count = message
+        for number in range(count):
+            target.tell(("told by the handler", number))
+        return "answered"
+
+
 class _Gate(Actor):
     """Handles ``"wait"`` until the gate opens; records everything else."""
 
@@ -109,10 +119,12 @@ class _SpyBus(MemoryBus):
     def __init__(self) -> None:
         super().__init__()
         self.asks = 0
+        self.subjects: list[str] = []  # (of every message, in the order routed)
 
     def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
         if ".n." in subject and reply is not None and ".r." in reply:  # (answer awaited)
             self.asks += 1
+        self.subjects.append(subject)
         super()._route(subject, payload, reply)
 
 
@@ -211,7 +223,8 @@ def remote_ask_round_trip(policy: ServingPolicy) -> None:
     "RT2",
     "order per sender node",
     "tells and asks from one node to one actor of another are handled in the order they "
-    "were sent, also a tell sent while an ask before it waits for its answer",
+    "were sent, also a tell sent while an ask before it waits for its answer; an ask's "
+    "answer leaves after the tells its handler made before answering",
 )
 def remote_order(policy: ServingPolicy) -> None:
     async def main(clock: trio.testing.MockClock) -> None:
@@ -238,8 +251,22 @@ def remote_order(policy: ServingPolicy) -> None:
             require(
                 seen == sent, f"handled out of order: first difference near {_diff(seen, sent)}"
             )
+            # Node b's handler tells node a's actor, then answers node a: what node b
+            # sends leaves in that order (over NATS, the answer could otherwise wake
+            # the asker before the tells have come).
+            teller = await _reach(b, a, b.spawn(_Teller), "teller")
+            bus.subjects.clear()
+            await teller.ask((a.spawn(_Recorder), 10))
+            to_a = [kind for subject in bus.subjects if (kind := subject.split(".")[2:4]) in _TO_A]
+            require(
+                bool(to_a) and to_a[-1] == ["r", "a"] and ["n", "a"] in to_a,
+                f"node b's answer left before the tells its handler made: {to_a}",
+            )
 
     run_virtual(main)
+
+
+_TO_A = (["n", "a"], ["r", "a"])  # (tokens of node a's actors' and replies' subjects)
 
 
 def _diff(seen: list[Any], sent: list[Any]) -> str:

@@ -57,8 +57,11 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
                 # What the node sent last -- answers, acknowledgements, its "bye" --
                 # reaches the server also when the block ends by an exception or a
                 # cancellation from outside (the client then closes without a flush).
+                flushed = False
                 with trio.move_on_after(_FLUSH_WITHIN), suppress(Exception):
                     await transport.flush()
+                    flushed = True
+                node.finish(flushed=flushed)
             nursery.cancel_scope.cancel()
 
 

@@ -260,12 +260,15 @@ class Node:
         self._unsubscribes = [
             transport.subscribe(self.subject, self._on_message),
             transport.subscribe(f"{self._replies}.*", self._on_reply),
-            transport.subscribe(f"{self._unreachable}.*", self._on_unreachable),
             transport.subscribe(self.subjects.heartbeats(), self._on_heartbeat),
             transport.subscribe(f"{self._terminations}.*", self._on_terminated),
             transport.subscribe(self.subjects.acks(name, incarnation), self._on_ack),
             transport.subscribe(self.names.subject, self.names.on_announcement),
         ]
+        # (kept past close(): the no-responders answers to its last tells; finish())
+        self._bounces: Callable[[], None] | None = transport.subscribe(
+            f"{self._unreachable}.*", self._on_unreachable
+        )
 
     def __repr__(self) -> str:
         return f"<Node {self.name} ({self.incarnation}) of {self.cluster.name}>"
@@ -543,6 +546,18 @@ class Node:
         self._names.clear()
         for waiter in self._requests.values():
             waiter.event.set()
+
+    def finish(self, *, flushed: bool) -> None:
+        """After :meth:`close` and a last flush: stop hearing the no-responders
+        answers to the last tells (they came before the flush's end). Tells still
+        unconfirmed are confirmed if the flush ended (``flushed``), else counted in
+        :attr:`unconfirmed`. Never a checkpoint; idempotent."""
+        if self._bounces is not None:
+            self._bounces()
+            self._bounces = None
+        if not flushed:
+            self.unconfirmed += sum(len(tells) for tells in self._unconfirmed.values())
+        self._unconfirmed.clear()
 
     # --- refs on the wire -----------------------------------------------------------
 
@@ -893,8 +908,9 @@ class Node:
             kind, number, path, body = _envelope.decode(message.data)
             if kind == TELL:  # (its body: [export number, path, body] for each tell)
                 tells = _tells.decode(body)
-        except msgspec.DecodeError:
-            return  # (not one of ours: nothing to answer)
+        except msgspec.DecodeError as error:  # (not one of ours: nothing to answer)
+            _log.warning("node %s: a message it cannot read was ignored: %s", self.name, error)
+            return
         if kind == TELL:
             if message.reply and message.reply.startswith(self._tell_replies):
                 self._taken.take(message.reply, len(tells))
@@ -931,7 +947,7 @@ class Node:
         if cell is None:
             self.system.dead_letters.record(self._dead_ref(number, path), message, "stopped")
         else:
-            new_ref(cell).tell(message)
+            cell.tell_forwarded(message)  # (nobody to raise MailboxFull to: a dead letter)
 
     def _receive_ask(self, cell: ActorCell | None, path: str, body: Any, reply: str) -> None:
         """Queue an ask from another node, now, in arrival order (see ``_inbound``)."""
@@ -970,9 +986,7 @@ class Node:
         reply = envelope.answer_to
         if error is None:
             try:
-                self.transport.publish(
-                    reply, _encode((True, msgspec.Raw(self.codec.encode(value))))
-                )
+                self._out(reply, _encode((True, msgspec.Raw(self.codec.encode(value)))))
                 return
             except Exception as cannot_go:  # (unencodable, over max_payload, closed)
                 error = cannot_go

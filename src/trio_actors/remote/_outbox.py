@@ -13,7 +13,7 @@ Erlang's distribution buffer theirs. The rule, in the manner of Nagle's algorith
   and the burst goes on while tells keep coming -- it ends at the first pass that
   finds nothing waiting;
 * a node's waiting tells go out at once when they reach :data:`TELLS_PER_MESSAGE`
-  tells or :data:`BYTES_PER_MESSAGE` bytes, and before *anything else* the node
+  tells or would pass :data:`BYTES_PER_MESSAGE` bytes, and before *anything else* the node
   sends (an ask, a stop, a reply, a heartbeat...): what the node sends leaves in
   the order it was sent, as without an outbox (T2, and replies never overtake the
   tells made before them).
@@ -72,32 +72,40 @@ class Outbox:
     def add(self, subject: str, told: Told) -> None:
         """Keep ``told`` for ``subject``'s next message (sent now if that is full).
         Never a checkpoint."""
+        size = len(told[2])
         tells = self.waiting.get(subject)
+        if tells is not None and self._bytes[subject] + size > BYTES_PER_MESSAGE:
+            self._send_waiting(subject)  # (full by its bytes: this one begins the next)
+            tells = None
         if tells is None:
             tells = self.waiting[subject] = []
             self._bytes[subject] = 0
         tells.append(told)
-        size = self._bytes[subject] = self._bytes[subject] + len(told[2])
-        if len(tells) >= TELLS_PER_MESSAGE or size >= BYTES_PER_MESSAGE:
-            del self.waiting[subject], self._bytes[subject]
-            self._send(subject, tells)
+        self._bytes[subject] += size
+        if len(tells) >= TELLS_PER_MESSAGE:
+            self._send_waiting(subject)
+
+    def _send_waiting(self, subject: str) -> None:
+        tells = self.waiting.pop(subject)
+        del self._bytes[subject]
+        self._send(subject, tells)
 
     def flush(self) -> None:
         """Send every node's waiting tells now (oldest node first). Never a
         checkpoint."""
         while self.waiting:
-            subject = next(iter(self.waiting))
-            tells = self.waiting.pop(subject)
-            del self._bytes[subject]
-            self._send(subject, tells)
+            self._send_waiting(next(iter(self.waiting)))
 
     async def run(self) -> None:
         """Each scheduler pass while a burst goes on, send what waits; sleep when
         a pass finds nothing. Cancelled, it leaves what waits to :meth:`flush`."""
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
-            while self.waiting:
-                self.flush()
-                await trio.lowlevel.checkpoint()
-            self.bursting = False
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                while self.waiting:
+                    self.flush()
+                    await trio.lowlevel.checkpoint()
+                self.bursting = False
+        finally:
+            self.bursting = False  # (without this task, a tell leaves at once)
