@@ -725,6 +725,46 @@ async def test_remote_tells_from_another_thread_are_encoded_there(
         assert await there.ask("seen") == [("from a thread", n) for n in range(5)]
 
 
+async def test_refs_told_from_several_threads_at_once_are_exported_once(
+    cluster_here: ta.Cluster,
+) -> None:
+    async with two_nodes(cluster_here) as (a, b):
+        a.register("echo", a.spawn(Echo, name="echo"))
+        there = await remote_ref(a, b, "echo")
+        fresh = [b.spawn(Echo) for _ in range(20)]  # (refs that never left node b)
+
+        def tell_them_all() -> None:
+            for ref in fresh:
+                there.tell(ref)
+
+        async with trio.open_nursery() as threads:
+            for _ in range(4):
+                threads.start_soon(trio.to_thread.run_sync, tell_them_all)
+        seen = await there.ask("seen")
+        assert len(seen) == 4 * len(fresh)
+        assert set(seen) == set(fresh)  # (back on node b: its own actors)
+        as_a_has_them = await (await a.lookup("echo")).ask("seen")
+        assert len(set(as_a_has_them)) == len(fresh)  # (one export number each)
+
+
+async def test_the_record_of_tells_to_a_node_never_heard_from_goes_with_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from trio_actors.remote import MemoryBus
+
+    cluster = ta.Cluster(bus=MemoryBus(), heartbeat=1.0)
+    async with ta.open_actor_system(cluster=cluster, node="a") as a:
+        assert a.node is not None
+        ghost = a.node.ref_from_wire("ghost", "0123456789ab", "system/gone", 1)
+        ghost.tell("anyone?")
+        await trio.sleep(0.5)
+        assert [d.reason for d in a.dead_letters.recent] == ["unreachable"]
+        assert ("ghost", "0123456789ab") in a.node._links
+        await trio.sleep(cluster.heartbeat * (cluster.heartbeats_missed + 1))
+        assert ("ghost", "0123456789ab") not in a.node._links  # (declared down: gone)
+        assert a.node.unconfirmed == 0  # (its one tell came back: not counted)
+
+
 class FlakyWatcher(Watcher):
     def receive(self, message: Any) -> Any:
         if message == "fail":

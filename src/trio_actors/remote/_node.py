@@ -233,6 +233,7 @@ class Node:
             weakref.WeakKeyDictionary()
         )
         self._export_count = itertools.count(1)
+        self._export_lock = threading.Lock()  # (first exports, from any thread)
         self._remote: weakref.WeakValueDictionary[WireRef, RemoteCell] = (
             weakref.WeakValueDictionary()
         )
@@ -381,10 +382,15 @@ class Node:
             del self._links[peer]
 
     def link_to(self, peer: Peer) -> Link:
-        """The record of this node's tells to ``peer``."""
+        """The record of this node's tells to ``peer``. A peer not heard from yet is
+        watched for silence from now: one that never speaks (a ref to a node already
+        gone) is declared down after ``heartbeats_missed`` beats, and its record goes
+        with it."""
         link = self._links.get(peer)
         if link is None:
             link = self._links[peer] = Link()
+            if peer not in self._heard:
+                self._heard[peer] = trio.current_time()
         return link
 
     async def _acknowledge(self) -> None:
@@ -568,9 +574,12 @@ class Node:
         cell = cast("ActorCell", found)
         number = self._export_numbers.get(cell)
         if number is None:
-            number = next(self._export_count)
-            self._export_numbers[cell] = number
-            self._exported[number] = cell
+            with self._export_lock:  # (a tell from another thread encodes there)
+                number = self._export_numbers.get(cell)
+                if number is None:
+                    number = next(self._export_count)
+                    self._export_numbers[cell] = number
+                    self._exported[number] = cell
         return (self.name, self.incarnation, cell.path, number)
 
     def ref_from_wire(self, node: str, incarnation: str, path: str, number: int) -> ActorRef:
