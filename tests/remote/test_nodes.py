@@ -82,6 +82,16 @@ async def two_nodes(
         yield a, b
 
 
+@asynccontextmanager
+async def echo_across(
+    cluster: ta.Cluster,
+) -> AsyncIterator[tuple[ta.ActorSystem, ta.ActorSystem, ta.ActorRef]]:
+    """Nodes a and b, and a's actor ``echo`` (registered) as b reaches it."""
+    async with two_nodes(cluster) as (a, b):
+        a.register("echo", a.spawn(Echo, name="echo"))
+        yield a, b, await remote_ref(a, b, "echo")
+
+
 async def remote_ref(owner: ta.ActorSystem, user: ta.ActorSystem, name: str) -> ta.ActorRef:
     """``name``'s actor of ``owner``, as ``user`` reaches it (through the registry,
     once ``owner``'s node has flushed the name to the servers)."""
@@ -136,9 +146,7 @@ async def test_tell_and_ask_across_nodes_with_structs_tuples_and_refs(
 
 
 async def test_exceptions_cross_as_themselves_or_as_remote_errors(cluster_here: ta.Cluster) -> None:
-    async with two_nodes(cluster_here) as (a, b):
-        a.register("echo", a.spawn(Echo, name="echo"))
-        there = await remote_ref(a, b, "echo")
+    async with echo_across(cluster_here) as (_a, _b, there):
         with pytest.raises(ValueError, match="bad value"):
             await there.ask(("raise", "value"))
         with pytest.raises(Overdraft, match="too much"):
@@ -174,9 +182,7 @@ async def test_a_cancelled_remote_ask_is_withdrawn_while_queued(cluster_here: ta
 async def test_a_tell_sent_while_an_ask_waits_is_handled_after_the_ask(
     cluster_here: ta.Cluster,
 ) -> None:
-    async with two_nodes(cluster_here) as (a, b):
-        a.register("echo", a.spawn(Echo, name="echo"))
-        there = await remote_ref(a, b, "echo")
+    async with echo_across(cluster_here) as (_a, _b, there):
         sent: list[Any] = []
         async with trio.open_nursery() as nursery:
             for number in range(20):
@@ -706,9 +712,7 @@ async def test_a_node_whose_block_is_cancelled_from_outside_still_answers_and_sa
 async def test_remote_tells_from_another_thread_are_encoded_there(
     cluster_here: ta.Cluster,
 ) -> None:
-    async with two_nodes(cluster_here) as (a, b):
-        a.register("echo", a.spawn(Echo, name="echo"))
-        there = await remote_ref(a, b, "echo")
+    async with echo_across(cluster_here) as (_a, _b, there):
 
         def from_a_thread() -> str:
             for number in range(5):
@@ -728,9 +732,7 @@ async def test_remote_tells_from_another_thread_are_encoded_there(
 async def test_refs_told_from_several_threads_at_once_are_exported_once(
     cluster_here: ta.Cluster,
 ) -> None:
-    async with two_nodes(cluster_here) as (a, b):
-        a.register("echo", a.spawn(Echo, name="echo"))
-        there = await remote_ref(a, b, "echo")
+    async with echo_across(cluster_here) as (a, b, there):
         fresh = [b.spawn(Echo) for _ in range(20)]  # (refs that never left node b)
 
         def tell_them_all() -> None:

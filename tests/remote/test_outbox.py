@@ -14,22 +14,12 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from test_nodes import Echo  # (records what it is told; "seen" answers the record)
 
 import trio_actors as ta
 from trio_actors.nats import BufferFull
 from trio_actors.remote import MemoryBus, Node
 from trio_actors.remote._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE
-
-
-class Recorder(ta.Actor):
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-
-    def receive(self, message: Any) -> Any:
-        if message == "seen":
-            return list(self.seen)
-        self.seen.append(message)
-        return None
 
 
 class Held(ta.Actor):
@@ -87,7 +77,7 @@ async def nodes(autojump_clock: trio.testing.MockClock) -> AsyncIterator[Nodes]:
         ta.open_actor_system(cluster=cluster, node="a") as a,
         ta.open_actor_system(cluster=cluster, node="b") as b,
     ):
-        recorder = b.spawn(Recorder, name="recorder")
+        recorder = b.spawn(Echo, name="recorder")
         b.register("recorder", recorder)
         assert b.node is not None
         await b.node.flush()
@@ -175,7 +165,7 @@ async def test_tells_waiting_when_the_node_leaves_are_sent_before_it_goes(
 ) -> None:
     cluster = ta.Cluster(bus=MemoryBus())
     async with ta.open_actor_system(cluster=cluster, node="b") as b:
-        recorder = b.spawn(Recorder, name="recorder")
+        recorder = b.spawn(Echo, name="recorder")
         b.register("recorder", recorder)
         assert b.node is not None
         await b.node.flush()
