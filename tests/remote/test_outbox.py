@@ -216,7 +216,7 @@ async def test_waiting_tells_the_connection_refuses_are_dead_letters_unreachable
     assert nodes.node._tells_sent == sent  # (not numbered, not counted as sent)
     letters = [(letter.reason, letter.message) for letter in nodes.a.dead_letters.recent]
     assert letters == [("unreachable", "refused 1"), ("unreachable", "refused 2")]
-    assert "2 tells to" in caplog.text
+    assert "2 tell(s) to node b not sent" in caplog.text
     assert "full, for the test" in caplog.text
     monkeypatch.undo()
     assert await nodes.there.ask("seen") == ["sent"]

@@ -52,17 +52,21 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
         try:
             yield node
         finally:
-            with trio.CancelScope(shield=True):  # (bounded: leave() waits at most 5 s)
-                await node.leave()
-                # What the node sent last -- answers, acknowledgements, its "bye" --
-                # reaches the server also when the block ends by an exception or a
-                # cancellation from outside (the client then closes without a flush).
-                flushed = False
-                with trio.move_on_after(_FLUSH_WITHIN), suppress(Exception):
-                    await transport.flush()
-                    flushed = True
+            flushed = False
+            try:
+                with trio.CancelScope(shield=True):  # (bounded: leave() waits at most 5 s)
+                    await node.leave()
+                    # What the node sent last -- answers, acknowledgements, its "bye"
+                    # -- reaches the server also when the block ends by an exception
+                    # or a cancellation from outside (the client then closes without
+                    # a flush).
+                    with trio.move_on_after(_FLUSH_WITHIN), suppress(Exception):
+                        await transport.flush()
+                        flushed = True
+            finally:  # (also after a Ctrl-C at one of those awaits)
+                node.close()  # (done by leave(), unless it was interrupted)
                 node.finish(flushed=flushed)
-            nursery.cancel_scope.cancel()
+                nursery.cancel_scope.cancel()
 
 
 @asynccontextmanager

@@ -524,17 +524,20 @@ class Node:
         """Leave the cluster in order (its actors have stopped): take no more
         messages, send the answers still being made (an ask that came in while
         the actors stopped is answered, if only with ``ActorStopped``) -- waiting
-        at most ``within`` seconds -- then :meth:`close`. A checkpoint."""
+        at most ``within`` seconds -- then :meth:`close` (also when a cancellation
+        or a Ctrl-C ends the wait). A checkpoint."""
         if self._closed:
             await trio.lowlevel.checkpoint()
             return
-        self._unsubscribes.pop(0)()  # (the actors' subject: nothing new comes in)
-        if self._answering:
-            self._all_answered = trio.Event()
-            with trio.move_on_after(within):
-                await self._all_answered.wait()
-        await trio.lowlevel.checkpoint()
-        self.close()
+        try:
+            self._unsubscribes.pop(0)()  # (the actors' subject: nothing new comes in)
+            if self._answering:
+                self._all_answered = trio.Event()
+                with trio.move_on_after(within):
+                    await self._all_answered.wait()
+            await trio.lowlevel.checkpoint()
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Leave the cluster at once: no more messages come in, and the others hear
@@ -649,8 +652,7 @@ class Node:
         try:
             self._tell_encoded(cell, message, body)
         except Exception as error:  # (in a callback of trio's: nothing may escape)
-            _log.warning("node %s: a tell to %s could not be sent: %s", self.name, cell.path, error)
-            self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
+            self._not_sent([(cell, message, body)], error)
 
     def _tell_encoded(self, cell: RemoteCell, message: Any, body: bytes) -> None:
         """Send now (raising what the connection refuses), or keep in the outbox
@@ -673,15 +675,15 @@ class Node:
         try:
             self._publish_tells(subject, tells)
         except Exception as error:
-            _log.warning(
-                "node %s: %d tells to %s could not be sent: %s",
-                self.name,
-                len(tells),
-                subject,
-                error,
-            )
-            for cell, message, _body in tells:
-                self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
+            self._not_sent(tells, error)
+
+    def _not_sent(self, tells: list[Told], error: Exception) -> None:
+        """Tells the connection refused, with nobody to raise it to: a warning, and
+        dead letters "unreachable"."""
+        to, count = tells[0][0].node_name, len(tells)  # (one message: one node's tells)
+        _log.warning("node %s: %d tell(s) to node %s not sent: %s", self.name, count, to, error)
+        for cell, message, _body in tells:
+            self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
 
     def _publish_tells(self, subject: str, tells: list[Told]) -> None:
         """Tells to one node as one ``TELL`` message, numbered in this node's
