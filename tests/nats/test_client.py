@@ -38,6 +38,36 @@ async def test_publish_is_never_a_checkpoint(nats_server: NatsServer) -> None:
                 nc.publish("a", b"y", reply="b", headers={"K": "v"})
 
 
+async def test_what_a_before_writing_callback_publishes_joins_the_writer_s_turn(
+    nats_server: NatsServer,
+) -> None:
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as nc, nc.subscribe("held.*") as sub:
+            await nc.flush()
+            held: list[bytes] = []
+            turns: list[bool] = []
+
+            def release() -> None:
+                turns.append(nc.waiting_to_write)
+                while held:
+                    nc.publish("held.late", held.pop(0))
+
+            remove = nc.before_writing(release)
+            nc.publish("held.first", b"1")  # (written through: nothing waits)
+            nc.publish("held.first", b"2")  # (waits for the writer's turn)
+            assert nc.waiting_to_write
+            held.append(b"3")  # (held back while something waits)
+            got = [await sub.receive() for _ in range(3)]
+            assert [m.data for m in got] == [b"1", b"2", b"3"]
+            assert turns[0]  # (called before the writer took what waited)
+            assert not nc.waiting_to_write
+            remove()
+            remove()  # (idempotent)
+            calls = len(turns)
+            await nc.flush()
+            assert len(turns) == calls  # (removed: not called at later turns)
+
+
 async def test_a_queue_group_shares_the_messages(nats_server: NatsServer) -> None:
     got: dict[str, list[bytes]] = {"first": [], "second": []}
     all_in = trio.Event()

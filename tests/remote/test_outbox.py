@@ -1,7 +1,8 @@
 """Remote tells coalesced (``remote/_outbox.py``), over the in-memory bus under an
-autojumping MockClock: a lone tell leaves at once; a burst leaves as few messages,
-in order, one scheduler pass later at most; anything else the node sends leaves
-after the tells before it; what the connection refuses later is dead letters."""
+autojumping MockClock: a lone tell leaves at once; tells made while what the node
+published waits for its connection's writer leave as few messages, in order, at the
+writer's turn; anything else the node sends leaves after the tells before it; what
+the connection refuses then is dead letters."""
 
 from __future__ import annotations
 
@@ -67,6 +68,13 @@ class Nodes:
         return self.a.node
 
 
+async def quiet(seconds: float) -> None:
+    """Sleep, then until every task is blocked: node a's connection has nothing
+    waiting to be written (a heartbeat it just published has been)."""
+    await trio.sleep(seconds)
+    await trio.testing.wait_all_tasks_blocked()
+
+
 @pytest.fixture
 async def nodes(autojump_clock: trio.testing.MockClock) -> AsyncIterator[Nodes]:
     """Nodes a and b over a counting bus. (Each test takes
@@ -82,7 +90,7 @@ async def nodes(autojump_clock: trio.testing.MockClock) -> AsyncIterator[Nodes]:
         assert b.node is not None
         await b.node.flush()
         there = await a.lookup("recorder")
-        await trio.sleep(1)  # (the heartbeats of the start are over)
+        await quiet(1)  # (the heartbeats of the start are over)
         bus.to_actors.clear()
         yield Nodes(a, b, there, bus)
 
@@ -92,20 +100,20 @@ async def test_a_lone_tell_leaves_at_once(
 ) -> None:
     nodes.there.tell("one")
     assert nodes.bus.tells_per_message() == [1]  # (published in the tell itself)
-    await trio.sleep(1)
-    nodes.there.tell("two")  # (the burst of "one" is over: at once again)
+    await quiet(1)
+    nodes.there.tell("two")  # (nothing waits to be written: at once again)
     assert nodes.bus.tells_per_message() == [1, 1]
     assert await nodes.there.ask("seen") == ["one", "two"]
 
 
-async def test_a_burst_leaves_as_few_messages_in_order_within_one_pass(
+async def test_a_burst_leaves_as_few_messages_in_order_at_the_writer_s_turn(
     nodes: Nodes, autojump_clock: trio.testing.MockClock
 ) -> None:
     for number in range(200):
         nodes.there.tell(number)
     # The first at once; the rest wait, full messages leaving as they fill.
     assert nodes.bus.tells_per_message() == [1] + [TELLS_PER_MESSAGE] * 3
-    await trio.testing.wait_all_tasks_blocked()  # (the outbox's task has sent the rest)
+    await trio.testing.wait_all_tasks_blocked()  # (the writer's turn has sent the rest)
     assert nodes.bus.tells_per_message() == [1] + [TELLS_PER_MESSAGE] * 3 + [199 - 3 * 64]
     assert await nodes.there.ask("seen") == list(range(200))
 
@@ -212,7 +220,7 @@ async def test_waiting_tells_the_connection_refuses_are_dead_letters_unreachable
 
     sent = nodes.node._tells_sent
     monkeypatch.setattr(nodes.node.transport, "publish", refuse)
-    await trio.testing.wait_all_tasks_blocked()  # (the outbox's pass: refused)
+    await trio.testing.wait_all_tasks_blocked()  # (the writer's turn: refused)
     assert nodes.node._tells_sent == sent  # (not numbered, not counted as sent)
     letters = [(letter.reason, letter.message) for letter in nodes.a.dead_letters.recent]
     assert letters == [("unreachable", "refused 1"), ("unreachable", "refused 2")]
@@ -221,7 +229,7 @@ async def test_waiting_tells_the_connection_refuses_are_dead_letters_unreachable
     monkeypatch.undo()
     assert await nodes.there.ask("seen") == ["sent"]
     # A tell sent at once raises what the connection refuses, to its caller.
-    await trio.sleep(1)
+    await quiet(1)
     monkeypatch.setattr(nodes.node.transport, "publish", refuse)
     with pytest.raises(BufferFull, match="full, for the test"):
         nodes.there.tell("at once")

@@ -205,6 +205,7 @@ class Client:
         self._wake_writer = trio.Event()
         self._writing = False  # the writer is in send_all
         self._write_through = True  # see _queue
+        self._before_writing: list[Callable[[], object]] = []  # see before_writing
         self._sids = itertools.count(1)
         self._subscriptions: dict[int, Subscription] = {}
         self._pongs: deque[trio.Event | None] = deque()  # None: the pinger's PING
@@ -252,6 +253,25 @@ class Client:
     def servers(self) -> list[str]:
         """The server pool's URLs (those given, then those discovered)."""
         return [server.url for server in self._pool.servers]
+
+    @property
+    def waiting_to_write(self) -> bool:
+        """Whether published frames wait in the buffer for the writer's next turn."""
+        return bool(self._out)
+
+    def before_writing(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call ``callback()`` at each turn of the writer, before it takes what waits
+        in the buffer: one who holds messages back while frames wait (a node's
+        outbox coalescing its tells) publishes them there, to leave in the same
+        write. ``callback`` must not raise and never waits. Returns what removes
+        it."""
+        self._before_writing.append(callback)
+
+        def remove() -> None:
+            with suppress(ValueError):
+                self._before_writing.remove(callback)
+
+        return remove
 
     def statistics(self) -> ClientStatistics:
         """The counters now. Never a checkpoint."""
@@ -613,6 +633,8 @@ class Client:
         stream = connection.stream
         while True:
             await self._wake_writer.wait()
+            for callback in self._before_writing:  # (what they publish joins this write)
+                callback()
             self._wake_writer = trio.Event()
             out = self._out
             if out:

@@ -34,8 +34,8 @@ A message to an actor is a msgpack array ``[kind, export number, path, body]``:
 the export number says which actor (a node numbers each local actor the first time
 a ref to it leaves, so a ref to a stopped actor never reaches a successor with the
 same path); the body is the codec's bytes. Tells travel together: a ``TELL``'s
-body is ``[[export number, path, body], ...]``, the tells to one node that a burst
-made in one scheduler pass (``_outbox.py``). An ask is queued at once, in arrival
+body is ``[[export number, path, body], ...]``: the tells to one node that waited
+together for the connection's writer (``_outbox.py``). An ask is queued at once, in arrival
 order, as an envelope that publishes its answer (``_inbound.py``); the asker's
 cancellation (a ``CANCEL``) withdraws it while queued and cancels an ``async``
 handler working on it (T6, T7), as locally.
@@ -266,6 +266,8 @@ class Node:
             transport.subscribe(self.subjects.acks(name, incarnation), self._on_ack),
             transport.subscribe(self.names.subject, self.names.on_announcement),
         ]
+        # The outbox's tells leave at the connection writer's turn, with what waits.
+        self._unsubscribes.append(transport.before_writing(self._outbox.flush))
         # (kept past close(): the no-responders answers to its last tells; finish())
         self._bounces: Callable[[], None] | None = transport.subscribe(
             f"{self._unreachable}.*", self._on_unreachable
@@ -297,7 +299,6 @@ class Node:
         on, and confirming tells (see the module's docstring)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._beat)
-            nursery.start_soon(self._outbox.run)
             nursery.start_soon(self._confirm_tells)
             nursery.start_soon(self._acknowledge)
 
@@ -656,18 +657,18 @@ class Node:
 
     def _tell_encoded(self, cell: RemoteCell, message: Any, body: bytes) -> None:
         """Send now (raising what the connection refuses), or keep in the outbox
-        for the next scheduler pass while a burst goes on (``_outbox.py``)."""
+        until the connection's writer's turn while what the node published waits
+        for it (``_outbox.py``)."""
         if self._closed:
             self.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
             return
         outbox = self._outbox
-        if outbox.bursting and len(body) < BYTES_PER_MESSAGE:
-            outbox.add(cell.subject, (cell, message, body))
+        if len(body) < BYTES_PER_MESSAGE and (outbox.waiting or self.transport.waiting_to_write()):
+            outbox.add(cell.subject, (cell, message, body))  # (sent at the writer's turn)
             return
         if outbox.waiting:
             outbox.flush()
         self._publish_tells(cell.subject, [(cell, message, body)])
-        outbox.start_burst()
 
     def _send_tells(self, subject: str, tells: list[Told]) -> None:
         """The outbox's tells to one node, as one message: what the connection

@@ -4,33 +4,32 @@ Every NATS message costs the same whatever it carries: a frame built and its
 subjects checked here, a route looked up by the server, a frame parsed on the
 receiving node. A stream of tells from one node to another pays that once per
 *message*, not once per tell, when the tells travel together -- as Akka's Artery and
-Erlang's distribution buffer theirs. The rule, in the manner of Nagle's algorithm
-(and of the client's own write-through, ``nats/_client.py``):
+Erlang's distribution buffer theirs. The rule is Nagle's algorithm, with the
+connection's own buffer as the signal:
 
-* a tell when no burst is under way goes out **at once**, alone, and starts a burst;
-* the tells after it, until the outbox's task has had its turn (the next scheduler
-  pass), wait here, **per node**; that task then sends each node's as one message,
-  and the burst goes on while tells keep coming -- it ends at the first pass that
-  finds nothing waiting;
+* a tell leaves **at once**, alone, when nothing the node published waits for the
+  connection's writer (the NATS client's writer task; see its write-through,
+  ``nats/_client.py``) -- a lone tell costs what it did before;
+* while something waits, the tell waits here instead, **per node**; at the writer's
+  next turn (``Transport.before_writing``) each node's waiting tells are published
+  as one message, just before the writer takes the buffer, so they leave in the
+  same write as what was waiting -- no task of the outbox's own, no extra turn;
 * a node's waiting tells go out at once when they reach :data:`TELLS_PER_MESSAGE`
-  tells or would pass :data:`BYTES_PER_MESSAGE` bytes, and before *anything else* the node
-  sends (an ask, a stop, a reply, a heartbeat...): what the node sends leaves in
-  the order it was sent, as without an outbox (T2, and replies never overtake the
-  tells made before them).
+  tells or would pass :data:`BYTES_PER_MESSAGE` bytes, and before *anything else*
+  the node sends (an ask, a stop, a reply, a heartbeat...): what the node sends
+  leaves in the order it was sent, as without an outbox (T2, and replies never
+  overtake the tells made before them).
 
-So a lone tell leaves as soon as before, and a burst is delayed by one scheduler
-pass at most. What a waiting tell's message meets when it goes (the connection
-closed, its buffer full while reconnecting) has nobody to be raised to: those tells
-become dead letters "unreachable", with a warning in the log -- as a tell from
-another thread does. A tell sent at once raises to its caller, as before.
+What a waiting tell's message meets when it goes (the connection closed, its
+buffer full while reconnecting) has nobody to be raised to: those tells become dead
+letters "unreachable", with a warning in the log -- as a tell from another thread
+does. A tell sent at once raises to its caller, as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
-
-import trio
 
 if TYPE_CHECKING:
     from ._remote_cell import RemoteCell
@@ -49,25 +48,19 @@ Told = tuple["RemoteCell", Any, bytes]
 
 
 class Outbox:
-    """The tells waiting for the next scheduler pass, by node subject.
+    """The tells waiting for the connection's writer, by node subject.
 
     ``send(subject, tells)`` sends a node's waiting tells as one message (the node
-    numbers and accounts them); :meth:`run` is the task that sends them each pass.
+    numbers and accounts them); :meth:`flush` sends them all (the node calls it at
+    the writer's turn, and before anything else it sends).
     """
 
-    __slots__ = ("_bytes", "_send", "_wake", "bursting", "waiting")
+    __slots__ = ("_bytes", "_send", "waiting")
 
     def __init__(self, send: Callable[[str, list[Told]], None]) -> None:
         self._send = send
         self.waiting: dict[str, list[Told]] = {}  # (node subject -> its tells, in order)
         self._bytes: dict[str, int] = {}
-        self.bursting = False  # a tell went out since the task's last turn
-        self._wake = trio.Event()
-
-    def start_burst(self) -> None:
-        """A tell went out at once: the next ones wait for the task's turn."""
-        self.bursting = True
-        self._wake.set()
 
     def add(self, subject: str, told: Told) -> None:
         """Keep ``told`` for ``subject``'s next message (sent now if that is full).
@@ -92,20 +85,6 @@ class Outbox:
 
     def flush(self) -> None:
         """Send every node's waiting tells now (oldest node first). Never a
-        checkpoint."""
+        checkpoint; never raises (what cannot be sent is the node's to account)."""
         while self.waiting:
             self._send_waiting(next(iter(self.waiting)))
-
-    async def run(self) -> None:
-        """Each scheduler pass while a burst goes on, send what waits; sleep when
-        a pass finds nothing. Cancelled, it leaves what waits to :meth:`flush`."""
-        try:
-            while True:
-                await self._wake.wait()
-                self._wake = trio.Event()
-                while self.waiting:
-                    self.flush()
-                    await trio.lowlevel.checkpoint()
-                self.bursting = False
-        finally:
-            self.bursting = False  # (without this task, a tell leaves at once)

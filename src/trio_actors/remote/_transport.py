@@ -47,6 +47,13 @@ class Transport(Protocol):
     async def flush(self) -> None:
         """Wait until the cluster has had everything published so far."""
 
+    def waiting_to_write(self) -> bool:
+        """Whether what was published waits for the connection's writer's turn."""
+
+    def before_writing(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call ``callback()`` at each turn of the writer, first (it may publish;
+        it must not raise); return what removes it."""
+
 
 class NatsTransport:
     """A node's connection through a NATS client."""
@@ -62,6 +69,12 @@ class NatsTransport:
 
     async def flush(self) -> None:
         await self.client.flush()
+
+    def waiting_to_write(self) -> bool:
+        return self.client.waiting_to_write
+
+    def before_writing(self, callback: Callable[[], object]) -> Callable[[], None]:
+        return self.client.before_writing(callback)
 
 
 def subject_matches(pattern: str, subject: str) -> bool:
@@ -85,7 +98,11 @@ class MemoryBus:
 
     Each node gets a ``MemoryTransport`` from :meth:`connect`; what one
     publishes is delivered to the matching subscriptions of every connected
-    transport by that transport's own delivery task, in the order published.
+    transport by that transport's own delivery task, in the order published. As
+    a NATS client's frames wait for its writer task, what a transport published
+    "waits to be written" until its own writer task's next turn (it is routed at
+    once all the same): what coalesces behind a busy connection over NATS
+    coalesces here too.
     """
 
     def __init__(self, *, advisories: bool = True) -> None:
@@ -102,6 +119,7 @@ class MemoryBus:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(transport._deliver, name="memory bus delivery")
+                nursery.start_soon(transport._write, name="memory bus writer")
                 yield transport
                 nursery.cancel_scope.cancel()
         finally:
@@ -153,10 +171,36 @@ class MemoryTransport:
         self._next_id = 0
         self._inbox: deque[tuple[Callback, Msg]] = deque()
         self._wake = trio.Event()
+        self._unwritten = False  # (published since the writer's last turn)
+        self._wake_writer = trio.Event()
+        self._before_writing: list[Callable[[], object]] = []
 
     def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
         if self.connected:
             self.bus._route(subject, payload, reply)
+            if not self._unwritten:
+                self._unwritten = True
+                self._wake_writer.set()
+
+    def waiting_to_write(self) -> bool:
+        return self._unwritten
+
+    def before_writing(self, callback: Callable[[], object]) -> Callable[[], None]:
+        self._before_writing.append(callback)
+
+        def remove() -> None:
+            if callback in self._before_writing:
+                self._before_writing.remove(callback)
+
+        return remove
+
+    async def _write(self) -> None:
+        while True:
+            await self._wake_writer.wait()
+            for callback in list(self._before_writing):
+                callback()
+            self._wake_writer = trio.Event()
+            self._unwritten = False
 
     def subscribe(self, subject: str, callback: Callback) -> Callable[[], None]:
         self._next_id += 1
