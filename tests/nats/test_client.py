@@ -5,6 +5,7 @@ cancellation of a request, flush, the errors for bad input and a closed server."
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 
 import pytest
@@ -66,6 +67,37 @@ async def test_what_a_before_writing_callback_publishes_joins_the_writer_s_turn(
             calls = len(turns)
             await nc.flush()
             assert len(turns) == calls  # (removed: not called at later turns)
+
+
+async def test_a_before_writing_callback_that_raises_or_removes_itself_harms_nothing(
+    nats_server: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="trio_actors.nats")
+    calls: list[str] = []
+
+    def broken() -> None:
+        calls.append("broken")
+        raise ValueError("a bug in the callback")
+
+    def once() -> None:
+        calls.append("once")
+        remove_once()
+
+    def every() -> None:
+        calls.append("every")
+
+    with trio.fail_after(20):
+        async with nats.connect(nats_server.url) as nc, nc.subscribe("x") as sub:
+            nc.before_writing(broken)
+            remove_once = nc.before_writing(once)
+            nc.before_writing(every)
+            await nc.flush()
+            await nc.flush()
+            assert calls[:3] == ["broken", "once", "every"]  # (none skipped)
+            assert "once" not in calls[3:]
+            assert "a bug in the callback" in caplog.text
+            nc.publish("x", b"still connected")
+            assert (await sub.receive()).data == b"still connected"
 
 
 async def test_a_queue_group_shares_the_messages(nats_server: NatsServer) -> None:

@@ -729,6 +729,26 @@ async def test_remote_tells_from_another_thread_are_encoded_there(
         assert await there.ask("seen") == [("from a thread", n) for n in range(5)]
 
 
+async def test_a_burst_of_tells_arrives_whole_in_order_in_fewer_messages(
+    cluster_here: ta.Cluster,
+) -> None:
+    from trio_actors.remote import NatsTransport
+
+    async with echo_across(cluster_here) as (_a, b, there):
+        assert b.node is not None
+        transport = b.node.transport
+        count: Callable[[], int] = (
+            (lambda: transport.client.messages_out)
+            if isinstance(transport, NatsTransport)
+            else (lambda: cluster_here.bus.published if cluster_here.bus else 0)
+        )
+        before = count()
+        for number in range(1_000):
+            there.tell(number)
+        assert await there.ask("seen") == list(range(1_000))
+        assert count() - before < 1_000 // 4  # (tells coalesced: at most 64 a message)
+
+
 async def test_refs_told_from_several_threads_at_once_are_exported_once(
     cluster_here: ta.Cluster,
 ) -> None:

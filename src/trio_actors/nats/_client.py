@@ -40,6 +40,7 @@ after the loss was noticed is sent after the reconnect, or raises.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import random
 import secrets
@@ -100,6 +101,7 @@ DEFAULT_URL = "nats://127.0.0.1:4222"
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_PENDING_MESSAGES = 65_536
 _READ_SIZE = 65_536
+_log = logging.getLogger("trio_actors.nats")
 _MESSAGE_FRAMES = (b"PUB ", b"HPUB ")  # kept while disconnected; the rest is made again
 _CLOSE_WITHIN = 5.0  # seconds close() waits for the server to have what was published
 
@@ -256,15 +258,17 @@ class Client:
 
     @property
     def waiting_to_write(self) -> bool:
-        """Whether published frames wait in the buffer for the writer's next turn."""
-        return bool(self._out)
+        """Whether published frames wait in the buffer for the writer's next turn
+        on a live connection (not while reconnecting, when a publish may raise
+        ``BufferFull``, nor once closed)."""
+        return bool(self._out) and self._connection is not None and not self._closed
 
     def before_writing(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Call ``callback()`` at each turn of the writer, before it takes what waits
         in the buffer: one who holds messages back while frames wait (a node's
         outbox coalescing its tells) publishes them there, to leave in the same
-        write. ``callback`` must not raise and never waits. Returns what removes
-        it."""
+        write. ``callback`` never waits; what it raises is logged and ignored.
+        Returns what removes it."""
         self._before_writing.append(callback)
 
         def remove() -> None:
@@ -633,8 +637,11 @@ class Client:
         stream = connection.stream
         while True:
             await self._wake_writer.wait()
-            for callback in self._before_writing:  # (what they publish joins this write)
-                callback()
+            for callback in tuple(self._before_writing):  # (their publishes join this write)
+                try:
+                    callback()
+                except Exception:  # (a bug of the callback's: not the connection's end)
+                    _log.exception("nats: a before_writing callback raised; ignored")
             self._wake_writer = trio.Event()
             out = self._out
             if out:

@@ -246,7 +246,7 @@ class Node:
         self._unconfirmed: dict[int, list[Told]] = {}
         self.unconfirmed = 0  # tells whose fate a lost connection or node left unknown
         self._tells_sent = 0  # (the number of the newest tell sent)
-        self._outbox = Outbox(self._send_tells)  # (tells waiting for the next pass)
+        self._outbox = Outbox(self._send_tells)  # (tells waiting for the writer's turn)
         self._confirm = trio.Event()
         self._links: dict[Peer, Link] = {}  # this node's tells to each other node
         self._taken = TakenIn()  # tells from each other node, to acknowledge
