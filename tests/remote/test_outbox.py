@@ -168,23 +168,6 @@ async def test_node_flush_sends_the_waiting_tells_before_it_waits(
     assert sent_when_flushed == [[1, 1]]  # (before the transport's flush, no pass between)
 
 
-async def test_tells_waiting_when_the_node_leaves_are_sent_before_it_goes(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    cluster = ta.Cluster(bus=MemoryBus())
-    async with ta.open_actor_system(cluster=cluster, node="b") as b:
-        recorder = b.spawn(Echo, name="recorder")
-        b.register("recorder", recorder)
-        assert b.node is not None
-        await b.node.flush()
-        async with ta.open_actor_system(cluster=cluster, node="a") as a:
-            there = await a.lookup("recorder")
-            for number in range(100):
-                there.tell(number)  # (the block ends in the same pass)
-        await trio.sleep(1)
-        assert await recorder.ask("seen") == list(range(100))
-
-
 async def test_a_remote_tell_to_a_full_failing_mailbox_is_a_dead_letter_there(
     nodes: Nodes, autojump_clock: trio.testing.MockClock
 ) -> None:
