@@ -787,6 +787,29 @@ async def test_the_record_of_tells_to_a_node_never_heard_from_goes_with_it(
         assert a.node.unconfirmed == 0  # (its one tell came back: not counted)
 
 
+async def test_tells_after_a_wrong_node_down_are_accounted_if_it_really_dies(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from trio_actors.remote import MemoryBus, MemoryTransport
+
+    bus = MemoryBus()
+    cluster = ta.Cluster(bus=bus)
+    async with echo_across(cluster) as (a, b, there):
+        assert a.node is not None
+        assert b.node is not None
+        peer = (a.node.name, a.node.incarnation)
+        b.node._declare_down(peer, "wrongly, for the test")  # (node a is alive)
+        await trio.sleep(1)
+        await trio.testing.wait_all_tasks_blocked()  # (nothing waits to be written)
+        there.tell("after the wrong down")  # (leaves at once: routed to node a)
+        assert isinstance(a.node.transport, MemoryTransport)
+        bus.disconnect(a.node.transport)  # (a dies with it in flight: never taken in)
+        await trio.sleep(5)  # (the advisory; b counts what a never acknowledged)
+        echo = await a.lookup("echo")  # (node a's own, alive but cut off)
+        assert await echo.ask("seen") == []  # (the tell was lost in flight)
+        assert b.node.unconfirmed == 1  # (not silently gone: counted)
+
+
 class FlakyWatcher(Watcher):
     def receive(self, message: Any) -> Any:
         if message == "fail":

@@ -383,12 +383,14 @@ class Node:
             del self._links[peer]
 
     def link_to(self, peer: Peer) -> Link:
-        """The record of this node's tells to ``peer``. A peer not heard from yet is
-        watched for silence from now: one that never speaks (a ref to a node already
-        gone) is declared down after ``heartbeats_missed`` beats, and its record goes
-        with it."""
+        """The record of this node's tells to ``peer``: a new one once the last was
+        closed (``peer`` was declared down -- wrongly, if it is told again -- so
+        what is told from now is accounted for if it really dies). A peer not heard
+        from yet is watched for silence from now: one that never speaks (a ref to a
+        node already gone) is declared down after ``heartbeats_missed`` beats, and
+        its record goes with it."""
         link = self._links.get(peer)
-        if link is None:
+        if link is None or link.closed_after is not None:  # (none, or its node went down)
             link = self._links[peer] = Link()
             if peer not in self._heard:
                 self._heard[peer] = trio.current_time()
@@ -697,7 +699,11 @@ class Node:
         self.transport.publish(subject, data, reply=f"{self._unreachable}.{number}")
         self._tells_sent = number
         self._unconfirmed[number] = tells
-        tells[0][0].link.told += len(tells)  # (one subject: one node's link)
+        cell = tells[0][0]  # (one subject: one node's tells, one link)
+        link = cell.link
+        if link.closed_after is not None:  # (its node was declared down, and is told again)
+            link = cell.link = self.link_to(cell.peer)
+        link.told += len(tells)
         self._confirm.set()
 
     def _request(self, peer: Peer | None) -> tuple[int, str, _Waiter]:
