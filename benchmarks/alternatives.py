@@ -1,7 +1,7 @@
 """The alternative design: a minimal task-per-actor runtime, for comparison.
 
 trio-actors serves plain handlers inline from one dispatcher task (see
-``trio_actors.mailbox._dispatcher``). The obvious alternative gives every actor a trio
+``trio_actors._core._dispatcher``). The obvious alternative gives every actor a trio
 task of its own; this module is a small, honest prototype of it, measured on the
 same shapes, with the same shape code (:mod:`benchmarks.shapes`), against the same
 floors:

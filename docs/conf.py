@@ -159,7 +159,7 @@ html_static_path: list[str] = []
 # source of the module it was told (``trio_actors/__init__.py`` for
 # ``trio_actors.DEFAULT_BATCH``), finds none there, and falls back to the docstring of
 # the value's type -- ``int`` or ``dict``. So for data documented under a package, take
-# the attribute docstring from the submodule that defines it; if there is none, say
+# the attribute docstring from the module of the package that defines it; if there is none, say
 # so (an error under -W) rather than show the type's docstring.
 
 
@@ -181,8 +181,9 @@ def _docstring_of_reexported_data(
     if _attribute_docstring(modname, attr) is not None:
         return
     missing = object()
+    package = modname.partition(".")[0]  # a public face re-exports from the kernel too
     for candidate in sorted(sys.modules):
-        if not candidate.startswith(modname + "."):
+        if not candidate.startswith(package + "."):
             continue
         if getattr(sys.modules[candidate], attr, missing) is not obj:
             continue
@@ -233,7 +234,7 @@ class LifecycleTransitions(SphinxDirective):
         _note_module_dependency(self, inspect.getmodule(lifecycle.ActorState))
         states = list(lifecycle.ActorState)
         events = list(lifecycle.LifecycleEvent)
-        from trio_actors.lifecycle._state import NO_OPS
+        from trio_actors._core._state import NO_OPS
 
         table = {**lifecycle.TRANSITIONS, **dict.fromkeys(NO_OPS)}
         keys = sorted(table, key=lambda k: (states.index(k[0]), events.index(k[1])))

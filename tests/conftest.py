@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, settings
 
 import trio_actors as ta
 from nats_server import NatsServer, running_nats_server
-from trio_actors.actors._debug import enable_serving_checks
+from trio_actors._core._debug import enable_serving_checks
 
 # Debug mode for every test: the serving invariants are asserted as the runtime runs
-# (trio_actors/actors/_debug.py); a violation fails the test that caused it.
+# (trio_actors/_core/_debug.py); a violation fails the test that caused it.
 enable_serving_checks()
 
 settings.register_profile(

@@ -20,18 +20,25 @@ import trio.lowlevel
 
 import trio_actors as ta
 from trio_actors import ActorStopped, RemoteError, ServingPolicy
-from trio_actors.actors import _bounded_cell, _cell, _kinds, _ref, _system
-from trio_actors.actors._debug import collecting_violations
-from trio_actors.contracts import REGISTRY
-from trio_actors.lifecycle import _restarting, _stopping, _stranded, _supervision
-from trio_actors.mailbox import (
+from trio_actors._core import (
     _bounded,
+    _bounded_cell,
+    _cell,
     _dispatcher,
     _envelope,
+    _failure,
     _handler_call,
+    _kinds,
+    _ref,
+    _restarting,
     _round_clock,
+    _stopping,
+    _stranded,
     _task_serving,
 )
+from trio_actors._core._debug import collecting_violations
+from trio_actors.actors import _system
+from trio_actors.contracts import REGISTRY
 from trio_actors.remote import _codec, _inbound, _node
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
@@ -243,7 +250,7 @@ def restart_keeps_the_old_instance(mp: pytest.MonkeyPatch) -> None:
 
 
 def intensity_is_never_exceeded(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(_supervision.RestartWindow, "record", lambda self, now, within: 1)
+    mp.setattr(_failure.RestartWindow, "record", lambda self, now, within: 1)
 
 
 def watchers_are_never_told(mp: pytest.MonkeyPatch) -> None:
@@ -498,7 +505,7 @@ def group_leaves_busy_siblings_running(mp: pytest.MonkeyPatch) -> None:
         if member.restart_type == "temporary":
             member.begin_stop(drain=False, cancel_handler=False)
         else:
-            _supervision.begin_restart(member, delay)
+            _failure.begin_restart(member, delay)
 
     mp.setattr(_restarting, "take_down", take_down)
 
@@ -520,14 +527,14 @@ def group_takes_every_member_down_at_once(mp: pytest.MonkeyPatch) -> None:
 
 
 def group_intensity_counted_per_child(mp: pytest.MonkeyPatch) -> None:
-    original = _supervision.restart_delay
+    original = _failure.restart_delay
 
     def per_child(
         cell: Any, strategy: Any, error: Any, group: Any = None, *, cancel_handler: bool = False
     ) -> Any:
         return original(cell, strategy, error, cancel_handler=cancel_handler)
 
-    mp.setattr(_supervision, "restart_delay", per_child)
+    mp.setattr(_failure, "restart_delay", per_child)
 
 
 # --- across nodes (RT contracts) ------------------------------------------------------

@@ -15,17 +15,9 @@ PACKAGE = Path(trio_actors.__file__).parent
 # module under it.
 LAYERS: list[list[str]] = [
     ["nats"],  # the NATS client: nothing of the runtime
-    ["_errors", "_policy", "_statistics", "_cluster"],
-    [
-        "lifecycle",  # the package's __init__ re-exports layer 2 only
-        "lifecycle._state",
-        "lifecycle._dead_letters",
-        "lifecycle._supervision",
-        "lifecycle._watch",
-    ],
-    ["mailbox"],
-    ["lifecycle._stranded", "lifecycle._stopping", "lifecycle._restarting"],
-    ["actors"],
+    ["_errors", "_policy", "_statistics", "_cluster", "_supervision"],  # values only
+    ["_core"],  # the kernel: its modules know each other, nothing above them
+    ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel
     ["remote"],  # nodes on NATS: imported only with open_actor_system(cluster=...)
     ["contracts", "sweeps", "testing", "__main__", ""],  # "": trio_actors itself
 ]
@@ -122,16 +114,16 @@ def test_every_import_keeps_the_layers() -> None:
 
 def test_the_layer_check_finds_an_import_upwards_and_a_private_name(tmp_path: Path) -> None:
     # The check itself can fail: a small package tree with both kinds of violation.
-    for name in ("lifecycle", "mailbox", "contracts"):
+    for name in ("_core", "actors", "contracts"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text("")
-    (tmp_path / "lifecycle" / "_state.py").write_text("from ..mailbox._serving import D\n")
-    (tmp_path / "mailbox" / "_serving.py").write_text("from ..lifecycle._state import S\n")
+    (tmp_path / "_core" / "_state.py").write_text("from ..actors._system import D\n")
+    (tmp_path / "actors" / "_system.py").write_text("from .._core._state import S\n")
     (tmp_path / "contracts" / "_c.py").write_text(
         "from .. import Actor\nfrom ..actors._cell import ActorCell\nfrom .. import secret\n"
     )
     found = "\n".join(violations(tmp_path, {"Actor"}))
     assert found.count("\n") == 2, found
-    assert "lifecycle._state (layer 2) imports mailbox._serving (layer 3)" in found
+    assert "_core._state (layer 2) imports actors._system (layer 3)" in found
     assert "imports ['ActorCell'] from actors._cell" in found
     assert "imports ['secret'] from trio_actors" in found

@@ -16,11 +16,9 @@ import trio.testing
 
 import trio_actors as ta
 from trio_actors import ServingPolicy
-from trio_actors.actors import _cell
-from trio_actors.actors._debug import collecting_violations
+from trio_actors._core import _cell, _dispatcher, _envelope, _restarting
+from trio_actors._core._debug import collecting_violations
 from trio_actors.contracts import REGISTRY
-from trio_actors.lifecycle import _restarting
-from trio_actors.mailbox import _dispatcher, _envelope
 
 
 @pytest.fixture(autouse=True)

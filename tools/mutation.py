@@ -1,7 +1,7 @@
 """Mutation testing of the core: does the test suite notice a broken runtime?
 
 A small AST mutator of our own (no dependency): it lists every place in the core
-modules -- ``mailbox/``, ``lifecycle/`` and the actor cell -- where one of the
+modules -- the kernel's mailbox, lifecycle and cell modules in ``_core/`` -- where one of the
 operators below applies, samples ``--mutants`` of them with a fixed seed, and for
 each one runs the whole test suite against a copy of the package with that one
 change (``PYTHONPATH`` puts the copy first), with a per-test timeout (20 s: every
@@ -49,10 +49,32 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "trio_actors"
 TARGETS = [
-    *sorted((PACKAGE / "mailbox").glob("_*.py")),
-    *sorted((PACKAGE / "lifecycle").glob("_*.py")),
-    PACKAGE / "actors" / "_cell.py",
-    PACKAGE / "actors" / "_bounded_cell.py",
+    # The kernel's mailbox, lifecycle and cell modules (before the kernel became one
+    # package: mailbox/, lifecycle/ and actors/_cell.py, _bounded_cell.py), and the
+    # supervision values.
+    *(
+        PACKAGE / "_core" / f"{name}.py"
+        for name in (
+            "_bounded",
+            "_dispatcher",
+            "_envelope",
+            "_foreign",
+            "_handler_call",
+            "_round_clock",
+            "_task_serving",
+            "_turn_sampler",
+            "_dead_letters",
+            "_failure",
+            "_restarting",
+            "_state",
+            "_stopping",
+            "_stranded",
+            "_watch",
+            "_cell",
+            "_bounded_cell",
+        )
+    ),
+    PACKAGE / "_supervision.py",
 ]
 
 FIRST = [

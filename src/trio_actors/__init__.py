@@ -6,20 +6,19 @@ Layers, bottom up; a module imports only from its own layer and those below it
 
 0. ``nats`` -- the NATS client (sans-io protocol core, trio transport): it imports
    nothing of the runtime, which may use it (the remote layer);
-1. ``_errors``, ``_policy``, ``_statistics``, ``_cluster`` -- exceptions, the
-   serving policy, the statistics records and the cluster's configuration (values
-   only);
-2. ``lifecycle._state``, ``_dead_letters``, ``_supervision``, ``_watch`` -- the
-   rules of a life: the state table, dead letters, supervision strategies, death
-   watch;
-3. ``mailbox`` -- asks in flight, bounded mailboxes, tells from other threads, the
-   serving loop (the only user of trio's scheduling primitives);
-4. ``lifecycle._stranded``, ``_stopping``, ``_restarting`` -- the sequences that
-   end or renew a life: stranded cleanup, the stop sequence, the restart;
-5. ``actors`` -- ``Actor``, ``ActorRef``, ``ActorSystem``;
-6. ``remote`` -- nodes on NATS, remote refs, the codec; imported only by
+1. ``_errors``, ``_policy``, ``_statistics``, ``_cluster``, ``_supervision`` --
+   exceptions, the serving policy, the statistics records, the cluster's
+   configuration and the supervision strategies (values only);
+2. ``_core`` -- the kernel: the actor base, the ref, the cell, the state tables,
+   the serving loop (the only user of trio's scheduling primitives), and the
+   sequences that end or renew a life (stop, stranded cleanup, restart, failure,
+   death watch, dead letters, timers). Its modules know each other; nothing above
+   reaches in except through the packages of layer 3;
+3. ``actors`` -- ``ActorSystem``, spawning, the registry, pools; ``lifecycle`` and
+   ``mailbox`` -- the public faces of the kernel's rules and mailboxes;
+4. ``remote`` -- nodes on NATS, remote refs, the codec; imported only by
    ``open_actor_system(cluster=...)`` (the one import upwards, made inside it);
-7. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
+5. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
    import the package's names from ``trio_actors`` itself.
 
 This module only re-exports the public API.
@@ -115,7 +114,7 @@ __version__ = "0.1.0"  # the one source: pyproject.toml reads it
 
 
 def _fix_module_names() -> None:
-    # Tracebacks and docs say trio_actors.Actor, not trio_actors.actors._actor.Actor.
+    # Tracebacks and docs say trio_actors.Actor, not trio_actors._core._actor.Actor.
     for name in __all__:
         obj = globals()[name]
         if hasattr(obj, "__module__") and isinstance(obj, type | type(open_actor_system)):

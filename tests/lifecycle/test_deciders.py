@@ -21,8 +21,9 @@ from trio_actors import (
     Terminated,
     open_actor_system,
 )
-from trio_actors.lifecycle._supervision import Decider, RestartWindow
-from trio_actors.lifecycle._supervision import Restart as _Restart
+from trio_actors._core._failure import RestartWindow
+from trio_actors._supervision import Decider
+from trio_actors._supervision import Restart as _Restart
 
 
 class Raiser(Actor):

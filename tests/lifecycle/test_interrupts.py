@@ -29,8 +29,7 @@ import trio.testing
 
 import trio_actors as ta
 from cancellation import a_stray_cancelled
-from trio_actors.actors import _cell
-from trio_actors.lifecycle import _restarting, _stopping, _stranded
+from trio_actors._core import _cell, _restarting, _stopping, _stranded
 
 
 class Worker(ta.Actor):

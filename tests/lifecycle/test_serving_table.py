@@ -23,11 +23,10 @@ from hypothesis import given, settings
 
 import trio_actors as ta
 from strategies import policies, programs
+from trio_actors._core import _cell, _debug, _dispatcher, _handler_call, _task_serving
+from trio_actors._core._state import SERVING_TRANSITIONS, ActorState, Serving, hand_over
 from trio_actors._errors import LifecycleError
-from trio_actors.actors import _cell, _debug
 from trio_actors.contracts._nothing_lost import Program, random_program, run_program
-from trio_actors.lifecycle._state import SERVING_TRANSITIONS, ActorState, Serving, hand_over
-from trio_actors.mailbox import _dispatcher, _handler_call, _task_serving
 
 
 @pytest.fixture

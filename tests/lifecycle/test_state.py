@@ -4,8 +4,7 @@ import itertools
 
 import pytest
 
-from trio_actors._errors import LifecycleError
-from trio_actors.lifecycle._state import (
+from trio_actors._core._state import (
     ACCEPTING_STATES,
     NO_OPS,
     TRANSITIONS,
@@ -13,6 +12,7 @@ from trio_actors.lifecycle._state import (
     LifecycleEvent,
     advance,
 )
+from trio_actors._errors import LifecycleError
 
 
 class Subject:

@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 from trio_actors import Actor, open_actor_system
-from trio_actors.mailbox import _dispatcher
+from trio_actors._core import _dispatcher
 
 
 class Echo(Actor):

@@ -19,8 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_actors import Actor, ServingPolicy, open_actor_system
-from trio_actors.mailbox import _round_clock
-from trio_actors.mailbox._round_clock import RoundClock, clock_reader
+from trio_actors._core import _round_clock
+from trio_actors._core._round_clock import RoundClock, clock_reader
 
 
 def test_trio_default_clock_is_read_through_perf_counter() -> None:

@@ -11,7 +11,7 @@ import trio.lowlevel
 import trio.testing
 
 import trio_actors as ta
-from trio_actors.actors import _cell
+from trio_actors._core import _cell
 
 WARM_UP = 1_000
 ASKS = 20_000

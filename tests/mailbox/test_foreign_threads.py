@@ -12,9 +12,8 @@ import trio.lowlevel
 import trio.testing
 
 import trio_actors as ta
-from trio_actors.actors import _cell
-from trio_actors.lifecycle._state import Serving
-from trio_actors.mailbox import _envelope
+from trio_actors._core import _cell, _envelope
+from trio_actors._core._state import Serving
 
 THREADS = 4
 PER_THREAD = 50_000

@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 from trio_actors import Actor, ServingPolicy, open_actor_system
-from trio_actors.mailbox._turn_sampler import SAMPLER, TurnSampler
+from trio_actors._core._turn_sampler import SAMPLER, TurnSampler
 
 WAIT = 30.0  # a safety net only: every wait below ends when the other side is done
 

@@ -1,15 +1,15 @@
 """Actors, refs and the actor system: what application code touches."""
 
-from . import _debug  # noqa: F401 - installs the debug checks if TRIO_ACTORS_DEBUG is set
-from ._actor import Actor as Actor
+from .._core import _debug  # noqa: F401 - installs the debug checks if TRIO_ACTORS_DEBUG is set
+from .._core._actor import Actor as Actor
+from .._core._ref import ActorRef as ActorRef
+from .._core._timers import Timer as Timer
 from ._pool import Broadcast as Broadcast
 from ._pool import Pool as Pool
 from ._pool import Resize as Resize
 from ._pool import Routing as Routing
-from ._ref import ActorRef as ActorRef
 from ._system import ActorSystem as ActorSystem
 from ._system import open_actor_system as open_actor_system
-from ._timers import Timer as Timer
 
 __all__ = [
     "Actor",

@@ -49,21 +49,21 @@ import outcome
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from .._core._actor import Actor
+from .._core._bounded import Bounded
+from .._core._cell import ActorCell
+from .._core._envelope import NO_MESSAGE, Ask, Notice
+from .._core._foreign import current_task_of
+from .._core._state import ActorState, Serving
+from .._core._stopping import DEFAULT_SHUTDOWN, check_shutdown
+from .._core._watch import Terminated
 from .._errors import ActorStopped
 from .._policy import positive_int
 from .._statistics import ActorStatistics, DeadLetterCounts
-from ..lifecycle._state import ActorState, Serving
-from ..lifecycle._stopping import DEFAULT_SHUTDOWN, check_shutdown
-from ..lifecycle._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
-from ..lifecycle._watch import Terminated
-from ..mailbox._bounded import Bounded
-from ..mailbox._envelope import NO_MESSAGE, Ask, Notice
-from ..mailbox._foreign import current_task_of
-from ._actor import Actor
-from ._cell import ActorCell
+from .._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
 
 if TYPE_CHECKING:
-    from ._ref import ActorRef
+    from .._core._ref import ActorRef
 
 Routing = Literal["round_robin", "smallest_mailbox", "balancing"]
 """The type of ``Pool(..., routing=...)``."""

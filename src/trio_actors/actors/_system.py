@@ -21,15 +21,26 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._cluster import Cluster, as_cluster, check_token
+from .._core._actor import Actor, cell_of_ref, unknown_spawn_keyword
+from .._core._bounded import Bounded
+from .._core._bounded_cell import BoundedCell
+from .._core._cell import ActorCell
+from .._core._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
+from .._core._dispatcher import Dispatcher
+from .._core._foreign import ForeignInbox
+from .._core._kinds import HandlerKinds, handler_kinds, known_kinds
+from .._core._ref import ActorRef
+from .._core._restarting import run_restart
+from .._core._round_clock import is_default_clock
+from .._core._state import ActorState
+from .._core._stopping import DEFAULT_SHUTDOWN, check_shutdown, finish_idle_stop, finish_stop
+from .._core._stranded import CleanupCadence
+from .._core._timers import TimerService
+from .._core._turn_sampler import DEFAULT_TURN_SAMPLING, SAMPLER
 from .._errors import ActorError, ActorNotFound
 from .._policy import ServingPolicy
 from .._statistics import DeadLetterCounts, SystemStatistics
-from ..lifecycle._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
-from ..lifecycle._restarting import run_restart
-from ..lifecycle._state import ActorState
-from ..lifecycle._stopping import DEFAULT_SHUTDOWN, check_shutdown, finish_idle_stop, finish_stop
-from ..lifecycle._stranded import CleanupCadence
-from ..lifecycle._supervision import (
+from .._supervision import (
     DEFAULT_RESTART_TYPE,
     DEFAULT_SUPERVISION,
     RestartType,
@@ -37,18 +48,7 @@ from ..lifecycle._supervision import (
     check_restart_type,
     check_strategy,
 )
-from ..mailbox._bounded import Bounded
-from ..mailbox._dispatcher import Dispatcher
-from ..mailbox._foreign import ForeignInbox
-from ..mailbox._round_clock import is_default_clock
-from ..mailbox._turn_sampler import DEFAULT_TURN_SAMPLING, SAMPLER
-from ._actor import Actor, cell_of_ref, unknown_spawn_keyword
-from ._bounded_cell import BoundedCell
-from ._cell import ActorCell
-from ._kinds import HandlerKinds, handler_kinds, known_kinds
-from ._ref import ActorRef
 from ._registry import Registry, wrong_system
-from ._timers import TimerService
 
 if TYPE_CHECKING:
     from ..remote import Node

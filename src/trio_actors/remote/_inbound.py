@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..mailbox._envelope import Ask, AskState
+from .._core._envelope import Ask, AskState
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
+    from .._core._cell import ActorCell
     from ._node import Node
 
 _QUEUED = AskState.QUEUED

@@ -57,9 +57,9 @@ import msgspec
 import trio
 
 from .._cluster import Cluster
+from .._core._ref import new_ref
 from .._errors import ActorError, ActorNotFound, ActorStopped, NodeDown, RemoteError
 from ..actors import ActorRef
-from ..actors._ref import new_ref
 from ..lifecycle import Terminated
 from ..nats import Disconnected, Reconnected
 from ._acks import ACK_EVERY, Link, TakenIn
@@ -71,8 +71,8 @@ from ._remote_cell import RemoteCell
 from ._transport import Transport
 
 if TYPE_CHECKING:
+    from .._core._cell import ActorCell
     from ..actors import ActorSystem
-    from ..actors._cell import ActorCell
     from ..nats import Client, Msg
 
 __all__ = ["DISCONNECT_ADVISORIES", "Node", "Subjects", "connection_name", "peer_of_connection"]

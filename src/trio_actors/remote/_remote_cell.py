@@ -24,8 +24,8 @@ from .._errors import ActorError
 from ._codec import WireRef
 
 if TYPE_CHECKING:
+    from .._core._cell import ActorCell
     from .._statistics import ActorStatistics
-    from ..actors._cell import ActorCell
     from ..lifecycle import Terminated
     from ._node import Node
 

@@ -1,8 +1,8 @@
 """The cell of an actor with a bounded mailbox.
 
-:class:`BoundedCell` is an :class:`~trio_actors.actors._cell.ActorCell` whose
+:class:`BoundedCell` is an :class:`~trio_actors._core._cell.ActorCell` whose
 ``tell``, ``ask`` and ``send`` check the capacity first (the policy is in
-:mod:`trio_actors.mailbox._bounded`). It is a subclass so that an unbounded actor --
+:mod:`trio_actors._core._bounded`). It is a subclass so that an unbounded actor --
 the default, and the hot path -- pays nothing for bounds: its ``tell`` never looks
 at a capacity.
 
@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._errors import ActorError, MailboxFull, describe_value
-from ..lifecycle._state import Serving
-from ..mailbox._bounded import Bounded, WaitingSenders
-from ..mailbox._envelope import Ask, Notice
-from ..mailbox._foreign import current_task_of
+from ._bounded import Bounded, WaitingSenders
 from ._cell import ActorCell
+from ._envelope import Ask, Notice
+from ._foreign import current_task_of
+from ._state import Serving
 
 if TYPE_CHECKING:
     pass

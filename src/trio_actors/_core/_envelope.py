@@ -30,7 +30,7 @@ import outcome
 import trio
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
+    from ._cell import ActorCell
 
 
 class _NoMessage:

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..lifecycle._supervision import ONE_FOR_ONE, GroupStrategy, check_children_strategy
+from .._supervision import ONE_FOR_ONE, GroupStrategy, check_children_strategy
 from ._actor import Actor
 
 

@@ -11,7 +11,7 @@ Design
   of deadlines and sleeps in a cancel scope whose deadline is the earliest one; a
   new, earlier timer moves that deadline (trio allows changing a scope's deadline at
   any time). The task is started with the system's first timer.
-* **A tick is queued like an ask** (:class:`~trio_actors.mailbox._envelope.Notice`):
+* **A tick is queued like an ask** (:class:`~trio_actors._core._envelope.Notice`):
   the serving loop finds it by position, so tells pay nothing for timers, and the
   timer keeps a handle on its queued tick. That gives two guarantees:
 
@@ -43,7 +43,7 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorError
-from ..mailbox._envelope import Notice
+from ._envelope import Notice
 
 if TYPE_CHECKING:
     from ._cell import ActorCell

@@ -25,11 +25,11 @@ import trio
 import trio.lowlevel
 
 from .._errors import ActorStopped
-from ..mailbox._envelope import Ask, Notice
+from ._envelope import Ask, Notice
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
-    from ..actors._ref import ActorRef
+    from ._cell import ActorCell
+    from ._ref import ActorRef
 
 
 class CleanupCadence:

@@ -1,11 +1,11 @@
 """Serving by task: an actor whose ``receive`` (or ``on_start``) is ``async def``.
 
 Such an actor is served by a short-lived task of its own, started when it gets work
-(:meth:`Dispatcher.schedule <trio_actors.mailbox._dispatcher.Dispatcher.schedule>`)
+(:meth:`Dispatcher.schedule <trio_actors._core._dispatcher.Dispatcher.schedule>`)
 and ending when its mailbox runs dry: an idle actor has no task (S5: memory and
 spawn rate). The task serves turns of at most ``batch`` messages (or one
 ``time_slice``) with a checkpoint between them, one handler at a time, each under
-its own cancel scope (:func:`~trio_actors.mailbox._handler_call.handle_async`).
+its own cancel scope (:func:`~trio_actors._core._handler_call.handle_async`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._policy import ServingPolicy
-from ..lifecycle._state import ActorState
 from ._handler_call import handle_async, stray_cancelled
+from ._state import ActorState
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
+    from ._cell import ActorCell
     from ._dispatcher import Dispatcher
 
 _STARTING = ActorState.STARTING

@@ -38,7 +38,7 @@ import trio
 from .._policy import ServingPolicy
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
+    from ._cell import ActorCell
 
 MAX_CHECK_EVERY = 16
 _MAX_CHECK_EVERY_F = float(MAX_CHECK_EVERY)

@@ -38,11 +38,11 @@ from contextlib import contextmanager
 from threading import get_ident
 from typing import Any
 
-from ..lifecycle._state import SERVING_TRANSITIONS, Serving
-from ..mailbox._dispatcher import Dispatcher
-from ..mailbox._envelope import NO_MESSAGE, Ask, AskState
 from ._cell import ActorCell
+from ._dispatcher import Dispatcher
+from ._envelope import NO_MESSAGE, Ask, AskState
 from ._ref import ActorRef
+from ._state import SERVING_TRANSITIONS, Serving
 
 
 class ServingInvariantError(AssertionError):

@@ -62,10 +62,9 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._policy import ServingPolicy
-from ..lifecycle._state import ActorState, Serving, hand_over
-from ..lifecycle._supervision import handle_failure
 from . import _task_serving
 from ._envelope import NO_MESSAGE, Ask
+from ._failure import handle_failure
 from ._handler_call import (
     answer_plain,
     call_plain,
@@ -74,9 +73,10 @@ from ._handler_call import (
     stray_cancelled,
 )
 from ._round_clock import MAX_CHECK_EVERY, RoundClock
+from ._state import ActorState, Serving, hand_over
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
+    from ._cell import ActorCell
 
 _STARTING = ActorState.STARTING
 _RUNNING = ActorState.RUNNING

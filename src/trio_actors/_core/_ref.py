@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, NoReturn, final
 
 from trio.lowlevel import enable_ki_protection
 
-from ..lifecycle._state import Serving
+from ._state import Serving
 
 if TYPE_CHECKING:
     from .._statistics import ActorStatistics
-    from ..lifecycle._watch import Terminated
     from ._cell import ActorCell
+    from ._watch import Terminated
 
 
 _IDLE = Serving.IDLE

@@ -52,15 +52,15 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._errors import ActorError, ActorStopped, ShutdownTimeout
-from ..mailbox._envelope import NO_MESSAGE
-from ..mailbox._foreign import current_task_of
+from ._envelope import NO_MESSAGE
+from ._failure import record_failure
+from ._foreign import current_task_of
 from ._state import ActorState, LifecycleEvent, Serving, advance
 from ._stranded import CleanupCadence, clean_stranded, clean_stranded_now
-from ._supervision import record_failure
 from ._watch import Terminated, forget_watches, notify_watchers
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
+    from ._cell import ActorCell
 
 
 _STOPPING = ActorState.STOPPING

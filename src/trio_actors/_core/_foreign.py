@@ -31,8 +31,8 @@ import trio
 from .._errors import ActorError
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
     from ..actors._system import ActorSystem
+    from ._cell import ActorCell
 
 
 def current_task_of(system: ActorSystem, operation: str) -> trio.lowlevel.Task:

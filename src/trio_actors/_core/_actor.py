@@ -15,24 +15,24 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorError
-from ..lifecycle._stopping import DEFAULT_SHUTDOWN
-from ..lifecycle._supervision import (
+from .._supervision import (
     DEFAULT_RESTART_TYPE,
     DEFAULT_SUPERVISION,
     ONE_FOR_ONE,
     GroupStrategy,
     RestartType,
     Supervision,
-    stopped_itself,
 )
-from ..lifecycle._watch import unwatch, watch
-from ..mailbox._bounded import Bounded
+from ._bounded import Bounded
+from ._failure import stopped_itself
+from ._stopping import DEFAULT_SHUTDOWN
 from ._timers import Timer, check_delay
+from ._watch import unwatch, watch
 
 if TYPE_CHECKING:
+    from ..actors._system import ActorSystem
     from ._cell import ActorCell
     from ._ref import ActorRef
-    from ._system import ActorSystem
 
 
 def cell_of_ref(ref: object, what: str = "watch()/unwatch()") -> ActorCell:

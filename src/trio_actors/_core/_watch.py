@@ -18,8 +18,8 @@ import attrs
 from ._state import ActorState
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
-    from ..actors._ref import ActorRef
+    from ._cell import ActorCell
+    from ._ref import ActorRef
 
 
 @attrs.frozen

@@ -16,12 +16,12 @@ import them).
 
 Invariants the serving loop relies on:
 
-* ``serving`` says who serves the mailbox (:class:`~trio_actors.lifecycle._state.Serving`):
+* ``serving`` says who serves the mailbox (:class:`~trio_actors._core._state.Serving`):
   nobody, the dispatcher (run queue or inline turn), its serving task, or a restart
   task; a mailbox is never served by two at once. It changes only as
-  :data:`~trio_actors.lifecycle._state.SERVING_TRANSITIONS` allows.
+  :data:`~trio_actors._core._state.SERVING_TRANSITIONS` allows.
 * ``accepting`` is ``state.accepts``, kept by
-  :func:`~trio_actors.lifecycle._state.advance`; so is ``inline_ready`` cleared
+  :func:`~trio_actors._core._state.advance`; so is ``inline_ready`` cleared
   when the state no longer serves.
 * ``fast_tell`` and ``activates`` are a cache of the above for the tell fast paths,
   defined in one place (:meth:`ActorCell.refresh_tell_paths`).
@@ -42,34 +42,26 @@ import trio.lowlevel
 
 from .._errors import ActorError, ActorStopped
 from .._statistics import ActorStatistics, DeadLetterCounts
-from ..lifecycle import _restarting, _stopping
-from ..lifecycle._state import (
-    TRANSITIONS,
-    ActorState,
-    LifecycleEvent,
-    Serving,
-    advance,
-    hand_over,
-)
-from ..lifecycle._supervision import (
+from .._supervision import (
     DEFAULT_RESTART_TYPE,
     DEFAULT_SUPERVISION,
     Decider,
     RestartType,
-    RestartWindow,
     SupervisionStrategy,
-    handle_failure,
 )
-from ..mailbox._bounded import Bounded, WaitingSenders
-from ..mailbox._envelope import NO_MESSAGE, Ask, AskState, Notice
-from ..mailbox._foreign import current_task_of
+from . import _restarting, _stopping
+from ._bounded import Bounded, WaitingSenders
+from ._envelope import NO_MESSAGE, Ask, AskState, Notice
+from ._failure import RestartWindow, handle_failure
+from ._foreign import current_task_of
 from ._kinds import HandlerKinds
 from ._ref import ActorRef, new_ref
+from ._state import TRANSITIONS, ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._timers import Timer, cancel_timers
 
 if TYPE_CHECKING:
+    from ..actors._system import ActorSystem
     from ._actor import Actor
-    from ._system import ActorSystem
 
 _STARTING = ActorState.STARTING
 _STOPPING = ActorState.STOPPING

@@ -40,26 +40,18 @@ from typing import TYPE_CHECKING
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from .._supervision import OneForAll, Restart, RestForOne
+from ._failure import begin_restart, escalate, record_failure, restart_delay, strategy_for
 from ._state import ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._stopping import run_on_stop, stop_children
-from ._supervision import (
-    OneForAll,
-    Restart,
-    RestForOne,
-    begin_restart,
-    escalate,
-    record_failure,
-    restart_delay,
-    strategy_for,
-)
 from ._watch import unwatch
 
 _MAY_JOIN = (ActorState.STARTING, ActorState.RUNNING)
 
 if TYPE_CHECKING:
-    from ..actors._actor import Actor
-    from ..actors._cell import ActorCell
-    from ..actors._kinds import HandlerKinds
+    from ._actor import Actor
+    from ._cell import ActorCell
+    from ._kinds import HandlerKinds
 
 # --- handing over to a restart, and the fresh instance (bound as ActorCell methods) ---
 

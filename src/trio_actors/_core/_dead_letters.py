@@ -29,7 +29,7 @@ import attrs
 import trio
 
 if TYPE_CHECKING:
-    from ..actors._ref import ActorRef
+    from ._ref import ActorRef
 
 DeadLetterReason = Literal["stopped", "stranded", "overflow", "unreachable", "undecodable"]
 

@@ -51,7 +51,7 @@ from ._dispatcher import Dispatcher
 from ._handler_call import handle_async
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
+    from ._cell import ActorCell
 
 DEFAULT_TURN_SAMPLING = 0.01  # seconds between samples
 

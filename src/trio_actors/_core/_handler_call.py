@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._errors import ActorStopped
-from ..lifecycle._state import ActorState
 from ._envelope import Ask, AskState
+from ._state import ActorState
 
 if TYPE_CHECKING:
-    from ..actors._cell import ActorCell
+    from ._cell import ActorCell
 
 _QUEUED = AskState.QUEUED
 _RUNNING = AskState.RUNNING
