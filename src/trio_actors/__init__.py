@@ -1,8 +1,9 @@
 """trio-actors: an actor runtime for trio.
 
-Layers, bottom up; a module imports only from its own layer and those below it
-(imports for type annotations only, under ``TYPE_CHECKING``, are exempt), and
-``tests/test_layers.py`` checks it by reading every import:
+Layers, bottom up; a module imports only from its own layer and those below it --
+at its top, inside a function and under ``TYPE_CHECKING`` alike -- and modules
+import each other in a circle only inside one package; ``tests/test_layers.py``
+checks both by reading every import:
 
 0. ``nats`` -- the NATS client (sans-io protocol core, trio transport): it imports
    nothing of the runtime, which may use it (the remote layer);
@@ -12,13 +13,14 @@ Layers, bottom up; a module imports only from its own layer and those below it
 2. ``_core`` -- the kernel: the actor base, the ref, the cell, the state tables,
    the serving loop (the only user of trio's scheduling primitives), and the
    sequences that end or renew a life (stop, stranded cleanup, restart, failure,
-   death watch, dead letters, timers). Its modules know each other; nothing above
-   reaches in except through the packages of layer 3;
-3. ``actors`` -- ``ActorSystem``, spawning, the registry, pools; ``lifecycle`` and
-   ``mailbox`` -- the public faces of the kernel's rules and mailboxes;
-4. ``remote`` -- nodes on NATS, remote refs, the codec; imported only by
-   ``open_actor_system(cluster=...)`` (the one import upwards, made inside it);
-5. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
+   death watch, dead letters, timers). Its modules know each other; it knows the
+   system above it only as the ``Host`` protocol;
+3. ``actors`` -- ``Actor``, ``ActorSystem``, pools; ``lifecycle`` and ``mailbox`` --
+   the public faces of the kernel's rules and mailboxes;
+4. ``remote`` -- nodes on NATS, remote refs, the codec;
+5. ``_opener`` -- ``open_actor_system``: a system, and with ``cluster=`` a node (the
+   remote layer, and msgspec, are imported only then);
+6. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
    import the package's names from ``trio_actors`` itself.
 
 This module only re-exports the public API.
@@ -32,6 +34,7 @@ from ._errors import MailboxFull as MailboxFull
 from ._errors import NodeDown as NodeDown
 from ._errors import RemoteError as RemoteError
 from ._errors import ShutdownTimeout as ShutdownTimeout
+from ._opener import open_actor_system as open_actor_system
 from ._policy import DEFAULT_BATCH as DEFAULT_BATCH
 from ._policy import DEFAULT_CLEANUP_BATCH as DEFAULT_CLEANUP_BATCH
 from ._policy import DEFAULT_TIME_SLICE as DEFAULT_TIME_SLICE
@@ -47,7 +50,6 @@ from .actors import Pool as Pool
 from .actors import Resize as Resize
 from .actors import Routing as Routing
 from .actors import Timer as Timer
-from .actors import open_actor_system as open_actor_system
 from .lifecycle import Backoff as Backoff
 from .lifecycle import DeadLetter as DeadLetter
 from .lifecycle import DeadLetters as DeadLetters

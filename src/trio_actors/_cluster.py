@@ -10,17 +10,28 @@ from __future__ import annotations
 import re
 import ssl
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
 from .nats._handshake import parse_url
 
-if TYPE_CHECKING:
-    from .remote import MemoryBus
+__all__ = ["Bus", "Cluster", "as_cluster", "check_token"]
 
-__all__ = ["Cluster", "as_cluster", "check_token"]
+
+class Bus(Protocol):
+    """What ``Cluster(bus=...)`` takes instead of NATS servers: an in-memory bus
+    (:class:`trio_actors.remote.MemoryBus`, for tests; the remote layer sits above
+    this value and checks that it is one)."""
+
+    advisories: bool
+
+    def connect(self, name: str = "") -> AbstractAsyncContextManager[Any]:
+        """A connection named ``name`` for as long as the block runs."""
+        ...
+
 
 _TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -98,7 +109,7 @@ class Cluster:
     password: str | None = attrs.field(default=None, kw_only=True, repr=False)
     nkey_seed: str | Path | None = attrs.field(default=None, kw_only=True, repr=False)
     credentials: str | Path | None = attrs.field(default=None, kw_only=True)
-    bus: MemoryBus | None = attrs.field(default=None, kw_only=True)
+    bus: Bus | None = attrs.field(default=None, kw_only=True)
     system_user: str | None = attrs.field(default=None, kw_only=True)
     system_password: str | None = attrs.field(default=None, kw_only=True, repr=False)
     system_credentials: str | Path | None = attrs.field(default=None, kw_only=True)

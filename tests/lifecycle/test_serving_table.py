@@ -1,5 +1,5 @@
-"""Who serves an actor: the second state machine of ``lifecycle/_state.py``, and
-debug mode's checks of the serving invariants (``actors/_debug.py``, on for the
+"""Who serves an actor: the second state machine of ``_core/_state.py``, and
+debug mode's checks of the serving invariants (``_core/_debug.py``, on for the
 whole suite): every change of ``ActorCell.serving`` -- through ``hand_over`` or the
 inlined copies on the activation path -- is a pair of :data:`SERVING_TRANSITIONS`;
 an actor nobody serves has nothing queued; the two flags the tell fast paths read

@@ -1,4 +1,4 @@
-"""The turn sampler (``mailbox/_turn_sampler.py``): a plain handler that blocks the
+"""The turn sampler (``_core/_turn_sampler.py``): a plain handler that blocks the
 trio thread shows in its actor's ``longest_turn_seconds`` and in the system's.
 
 The samples are taken by the tests themselves, with the time given, from a helper

@@ -80,7 +80,7 @@ async def test_a_node_s_exit_sends_its_waiting_tells_also_after_a_ctrl_c(
                 for number in range(TELLS):
                     there.tell(number)  # (most wait in the outbox as the block ends)
                 assert a.node is not None
-                nodes.append(a.node)
+                nodes.append(Node.of(a))
                 interrupt(monkeypatch, a.node)
 
         if interrupt is not_interrupted:
@@ -100,4 +100,4 @@ async def test_a_node_s_exit_sends_its_waiting_tells_also_after_a_ctrl_c(
         assert len(missing) <= node.unconfirmed, (sorted(missing), node.unconfirmed)
         assert handled == list(range(TELLS))  # (here, over the in-memory bus: all went)
         assert node._closed  # (closed: the outbox was sent, "bye" said)
-        assert ("a", node.incarnation) not in b.node._heard  # (b heard the bye)
+        assert ("a", node.incarnation) not in Node.of(b)._heard  # (b heard the bye)

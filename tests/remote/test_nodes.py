@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from trio_actors.remote import Node
 
 
 class Order(msgspec.Struct):
@@ -277,9 +278,10 @@ async def test_asks_pending_to_a_node_that_dies_fail_with_node_down(
             await trio.sleep(10)  # heartbeats keep node a alive meanwhile
             assert outcomes == []
             assert a.node is not None
-            assert isinstance(a.node.transport, MemoryTransport)
+            transport_a = Node.of(a).transport
+            assert isinstance(transport_a, MemoryTransport)
             died_at = trio.current_time()
-            bus.disconnect(a.node.transport)  # as a kill -9: not a word more from a
+            bus.disconnect(transport_a)  # as a kill -9: not a word more from a
         # Declared down after 3 missed beats of 0.5 s (and at most one beat later).
         assert len(outcomes) == 10
         assert all(died_at + 1.5 <= float(o.split()[-1]) <= died_at + 2.5 for o in outcomes)
@@ -380,8 +382,9 @@ async def test_watches_of_actors_on_a_node_that_dies_end_with_node_down(
             nursery.start_soon(wait)
             await trio.sleep(5)
             assert a.node is not None
-            assert isinstance(a.node.transport, MemoryTransport)
-            bus.disconnect(a.node.transport)
+            transport_a = Node.of(a).transport
+            assert isinstance(transport_a, MemoryTransport)
+            bus.disconnect(transport_a)
         assert [type(t.error) for t in waited] == [ta.NodeDown]
         assert await watcher.ask("notices") == [(echo, "NodeDown")]
         # A watch of an actor on a node that is gone ends at once: nothing serves it.
@@ -429,9 +432,10 @@ async def test_a_disconnect_advisory_declares_the_node_down_at_once(
             nursery.start_soon(pending)
             await trio.sleep(1)
             assert a.node is not None
-            assert isinstance(a.node.transport, MemoryTransport)
+            transport_a = Node.of(a).transport
+            assert isinstance(transport_a, MemoryTransport)
             cut_at = trio.current_time()
-            bus.disconnect(a.node.transport)
+            bus.disconnect(transport_a)
         assert trio.current_time() == cut_at  # (no heartbeat waited for)
 
 
@@ -551,8 +555,9 @@ async def test_nodes_go_on_after_their_server_restarts(tmp_path: Any) -> None:
             clients = []
             for system in (a, b):
                 assert system.node is not None
-                assert isinstance(system.node.transport, NatsTransport)
-                clients.append(system.node.transport.client)
+                transport_system = Node.of(system).transport
+                assert isinstance(transport_system, NatsTransport)
+                clients.append(transport_system.client)
             # (... and resubscribe everything: the node, its replies, its names)
             await eventually(lambda: all(c.status == "connected" for c in clients))
             for system in (a, b):
@@ -667,8 +672,9 @@ async def test_a_node_that_joins_learns_the_names_and_a_dead_nodes_names_are_fre
             with pytest.raises(ValueError, match="holds it on node 'a'"):
                 b.register("service", b.spawn(Echo))
             assert a.node is not None
-            assert isinstance(a.node.transport, MemoryTransport)
-            bus.disconnect(a.node.transport)  # (as a kill -9, between two beats)
+            transport_a = Node.of(a).transport
+            assert isinstance(transport_a, MemoryTransport)
+            bus.disconnect(transport_a)  # (as a kill -9, between two beats)
             await trio.sleep(0.1)
             if not advisories:  # (silent for less than 3 beats of 0.5 s: not yet down)
                 with pytest.raises(ValueError, match="holds it on node 'a'"):
@@ -732,15 +738,16 @@ async def test_remote_tells_from_another_thread_are_encoded_there(
 async def test_a_burst_of_tells_arrives_whole_in_order_in_fewer_messages(
     cluster_here: ta.Cluster,
 ) -> None:
-    from trio_actors.remote import NatsTransport
+    from trio_actors.remote import MemoryBus, NatsTransport
 
+    bus = cluster_here.bus
     async with echo_across(cluster_here) as (_a, b, there):
         assert b.node is not None
-        transport = b.node.transport
+        transport = Node.of(b).transport
         count: Callable[[], int] = (
             (lambda: transport.client.messages_out)
             if isinstance(transport, NatsTransport)
-            else (lambda: cluster_here.bus.published if cluster_here.bus else 0)
+            else (lambda: bus.published if isinstance(bus, MemoryBus) else 0)
         )
         before = count()
         for number in range(1_000):
@@ -777,13 +784,13 @@ async def test_the_record_of_tells_to_a_node_never_heard_from_goes_with_it(
     cluster = ta.Cluster(bus=MemoryBus(), heartbeat=1.0)
     async with ta.open_actor_system(cluster=cluster, node="a") as a:
         assert a.node is not None
-        ghost = a.node.ref_from_wire("ghost", "0123456789ab", "system/gone", 1)
+        ghost = Node.of(a).ref_from_wire("ghost", "0123456789ab", "system/gone", 1)
         ghost.tell("anyone?")
         await trio.sleep(0.5)
         assert [d.reason for d in a.dead_letters.recent] == ["unreachable"]
-        assert ("ghost", "0123456789ab") in a.node._links
+        assert ("ghost", "0123456789ab") in Node.of(a)._links
         await trio.sleep(cluster.heartbeat * (cluster.heartbeats_missed + 1))
-        assert ("ghost", "0123456789ab") not in a.node._links  # (declared down: gone)
+        assert ("ghost", "0123456789ab") not in Node.of(a)._links  # (declared down: gone)
         assert a.node.unconfirmed == 0  # (its one tell came back: not counted)
 
 
@@ -798,12 +805,13 @@ async def test_tells_after_a_wrong_node_down_are_accounted_if_it_really_dies(
         assert a.node is not None
         assert b.node is not None
         peer = (a.node.name, a.node.incarnation)
-        b.node._declare_down(peer, "wrongly, for the test")  # (node a is alive)
+        Node.of(b)._declare_down(peer, "wrongly, for the test")  # (node a is alive)
         await trio.sleep(1)
         await trio.testing.wait_all_tasks_blocked()  # (nothing waits to be written)
         there.tell("after the wrong down")  # (leaves at once: routed to node a)
-        assert isinstance(a.node.transport, MemoryTransport)
-        bus.disconnect(a.node.transport)  # (a dies with it in flight: never taken in)
+        transport_a = Node.of(a).transport
+        assert isinstance(transport_a, MemoryTransport)
+        bus.disconnect(transport_a)  # (a dies with it in flight: never taken in)
         await trio.sleep(5)  # (the advisory; b counts what a never acknowledged)
         echo = await a.lookup("echo")  # (node a's own, alive but cut off)
         assert await echo.ask("seen") == []  # (the tell was lost in flight)
@@ -829,7 +837,7 @@ async def test_remote_watches_end_with_their_watchers_restart_or_stop(
         watcher = b.spawn(FlakyWatcher, name="watcher")
         await watcher.ask(("watch", first))
         await watcher.ask(("watch", second))
-        assert len(b.node._watches) == 2
+        assert len(Node.of(b)._watches) == 2
         with pytest.raises(RuntimeError):
             await watcher.ask("fail")  # (restarted: its watches go, as locally -- Akka's)
         await eventually(lambda: not b.node._watches)  # type: ignore[union-attr]
@@ -842,8 +850,8 @@ async def test_remote_watches_end_with_their_watchers_restart_or_stop(
         a.register("third", a.spawn(Echo, name="third"))
         third = await remote_ref(a, b, "third")
         await other.ask(("watch", third))
-        assert len(b.node._watches) == 1
+        assert len(Node.of(b)._watches) == 1
         await other.stop()  # (its watches go with it)
-        assert b.node._watches == {}
+        assert Node.of(b)._watches == {}
         await third.stop()
         assert b.dead_letters.count == 0  # (nobody was told)

@@ -65,7 +65,7 @@ class Nodes:
     @property
     def node(self) -> Node:
         assert self.a.node is not None
-        return self.a.node
+        return Node.of(self.a)
 
 
 async def quiet(seconds: float) -> None:
@@ -174,7 +174,7 @@ async def test_a_remote_tell_to_a_full_failing_mailbox_is_a_dead_letter_there(
     gate = trio.Event()
     held = nodes.b.spawn(Held, gate, name="held", mailbox=ta.Bounded(1, overflow="fail"))
     assert nodes.b.node is not None
-    there = nodes.node.ref_from_wire(*nodes.b.node.ref_to_wire(held))  # (as node a has it)
+    there = nodes.node.ref_from_wire(*Node.of(nodes.b).ref_to_wire(held))  # (as node a has it)
     there.tell(0)
     await trio.sleep(1)  # (0 is being handled: the mailbox is empty)
     for number in range(1, 4):

@@ -1,4 +1,4 @@
-"""The :class:`Actor` base class that application actors subclass.
+"""The kernel's half of the :class:`~trio_actors.Actor` base class.
 
 An actor is a plain object with a ``receive`` method. The runtime guarantees that at
 most one of its handlers (``on_start``, ``receive``, ``on_stop``) runs at a time, so
@@ -8,7 +8,6 @@ its state needs no locks. Users never call an actor's methods directly; they hol
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,21 +15,14 @@ from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorError
 from .._supervision import (
-    DEFAULT_RESTART_TYPE,
-    DEFAULT_SUPERVISION,
     ONE_FOR_ONE,
     GroupStrategy,
-    RestartType,
-    Supervision,
 )
-from ._bounded import Bounded
 from ._failure import stopped_itself
-from ._stopping import DEFAULT_SHUTDOWN
 from ._timers import Timer, check_delay
 from ._watch import unwatch, watch
 
 if TYPE_CHECKING:
-    from ..actors._system import ActorSystem
     from ._cell import ActorCell
     from ._ref import ActorRef
 
@@ -43,31 +35,14 @@ def cell_of_ref(ref: object, what: str = "watch()/unwatch()") -> ActorCell:
     return ref._cell
 
 
-def unknown_spawn_keyword(factory: object, unknown: dict[str, Any]) -> TypeError:
-    """The error for ``spawn(Cls, key=value)``: spawn's own options are keywords, the
-    factory's arguments positional (trio's ``fn, *args`` convention)."""
-    given = ", ".join(f"{key}={value!r}" for key, value in unknown.items())
-    return TypeError(
-        f"spawn() got unexpected keyword arguments {sorted(unknown)!r}: its keywords are "
-        "name, supervision, mailbox, shutdown and restart; to pass keyword arguments to the "
-        "actor, spawn "
-        f"functools.partial({getattr(factory, '__qualname__', None) or repr(factory)}, {given})"
-    )
+class ActorBase:
+    """The kernel's half of :class:`~trio_actors.Actor`: the actor's own life.
 
-
-class Actor:
-    """Base class for actors.
-
-    Subclasses define :meth:`receive` (plain or ``async def``) and may define
-    :meth:`on_start` and :meth:`on_stop` (each plain or ``async def``).
-
-    A plain handler runs inline in the runtime's serving loop: it is the fast path,
-    and it cannot be interrupted. An ``async def`` handler runs in a trio task of its
-    own while it awaits; it can be cancelled (by its asker, or by ``stop()``).
-
-    The runtime's code is protected from ``KeyboardInterrupt``; the handlers are
-    not (their code objects are marked unprotected when the class is first
-    spawned), so Ctrl-C can interrupt a handler stuck in a loop.
+    Its handlers and their hooks, its ref and children, stopping itself, death watch
+    and timers. :class:`~trio_actors.Actor` (``actors/_actor.py``) adds its place in
+    the system: :attr:`~trio_actors.Actor.system` and
+    :meth:`~trio_actors.Actor.spawn`. The kernel knows actors by this class;
+    applications subclass :class:`~trio_actors.Actor`.
     """
 
     __slots__ = ("__dict__",)
@@ -154,11 +129,6 @@ class Actor:
         return self._cell().ref
 
     @property
-    def system(self) -> ActorSystem:
-        """The :class:`~trio_actors.ActorSystem` this actor lives in."""
-        return self._cell().system
-
-    @property
     def children(self) -> tuple[ActorRef, ...]:
         """This actor's live children, oldest first (a snapshot; Akka's
         ``context.children``). A child is here from its ``spawn`` until it has
@@ -208,37 +178,6 @@ class Actor:
             # (restarting already -- a second call in the same handler: nothing)
         else:
             cell.begin_stop(drain=False, cancel_handler=False)
-
-    @enable_ki_protection
-    def spawn(
-        self,
-        actor_factory: type[Actor] | Callable[..., Actor],
-        *args: Any,
-        name: str | None = None,
-        supervision: Supervision = DEFAULT_SUPERVISION,
-        mailbox: Bounded | None = None,
-        shutdown: float = DEFAULT_SHUTDOWN,
-        restart: RestartType = DEFAULT_RESTART_TYPE,
-        **unknown: Any,
-    ) -> ActorRef:
-        """Spawn a child of this actor and return its ref. Never a checkpoint.
-
-        Arguments as for :meth:`ActorSystem.spawn <trio_actors.ActorSystem.spawn>`;
-        ``name`` must be unique among this actor's live children. This actor
-        supervises the child: a child's ``Escalate`` (or exceeded restart intensity)
-        fails this actor. Children stop before their parent, and a restarting parent
-        stops its children before its fresh instance starts.
-
-        Raises:
-            ActorError: this actor is stopping, draining or restarting (a child
-                spawned then would outlive the stop or restart that should end it).
-        """
-        cell = self._cell()
-        if unknown:
-            raise unknown_spawn_keyword(actor_factory, unknown)
-        return cell.system._spawn(
-            cell, actor_factory, args, name, supervision, mailbox, shutdown, restart
-        )
 
     @enable_ki_protection
     def tell_after(
@@ -356,4 +295,4 @@ class Actor:
         return cell
 
 
-__all__ = ["Actor"]
+__all__ = ["ActorBase", "cell_of_ref"]

@@ -9,7 +9,7 @@ fast paths read two flags of it (and, to activate an idle actor, who serves it).
 
 This module holds the record and what happens to its mailbox (queueing, asks,
 withdrawal and compaction, notices). How an actor stops is
-``lifecycle/_stopping.py``'s and how it restarts ``lifecycle/_restarting.py``'s:
+``_core/_stopping.py``'s and how it restarts ``_core/_restarting.py``'s:
 their functions are bound here as methods, so that every layer reaches them
 through the cell (the serving loop and supervision sit below the cell and cannot
 import them).
@@ -60,8 +60,8 @@ from ._state import TRANSITIONS, ActorState, LifecycleEvent, Serving, advance, h
 from ._timers import Timer, cancel_timers
 
 if TYPE_CHECKING:
-    from ..actors._system import ActorSystem
-    from ._actor import Actor
+    from ._actor import ActorBase
+    from ._host import Host
 
 _STARTING = ActorState.STARTING
 _STOPPING = ActorState.STOPPING
@@ -121,7 +121,7 @@ class ActorCell:
     args: tuple[Any, ...] = ()
     popped = 0  # items ever taken from the front of the deque (once it is used)
     # Tells from other threads waiting in the system's foreign inbox: while any
-    # does, the tell fast paths are off (mailbox._foreign).
+    # does, the tell fast paths are off (_core._foreign).
     foreign_pending = 0
     deferred_notices: list[Notice] | None = None  # see tell_notice_soon
     senders: WaitingSenders | None = None  # parked in send() (BoundedCell only)
@@ -169,7 +169,7 @@ class ActorCell:
     _task_done: trio.Event | None = None
 
     def __init__(
-        self, system: ActorSystem, instance: Actor, kinds: HandlerKinds, name: str | int
+        self, system: Host, instance: ActorBase, kinds: HandlerKinds, name: str | int
     ) -> None:
         # The system sets parent, supervision, factory and args where they are not
         # the class-level defaults (ActorSystem.spawn).
@@ -200,7 +200,7 @@ class ActorCell:
         # backlog and kept.
         self.head: Any = NO_MESSAGE
         self.mailbox: deque[Any] | None = None
-        self.serving = _IDLE  # who serves the mailbox (lifecycle._state.Serving)
+        self.serving = _IDLE  # who serves the mailbox (_core._state.Serving)
         # The tell paths (refresh_tell_paths, as it would compute them now).
         self.fast_tell = False
         self.activates = not kinds.needs_task
@@ -305,7 +305,7 @@ class ActorCell:
     def refresh_tell_paths(self) -> None:
         """Recompute the two flags the tell fast paths read (:meth:`ActorRef.tell`):
         their one definition. Unless a tell from another thread is still pending
-        (then both stay off until it is delivered, mailbox._foreign). The needs_task
+        (then both stay off until it is delivered, _core._foreign). The needs_task
         property is read before the test: from the test on there is no call, so no
         other thread can queue a tell in between.
 
@@ -567,7 +567,7 @@ class ActorCell:
         if not mailbox:
             return
         # No other thread's fast-path tell may append while the deque is walked and
-        # rewritten: those wait in the foreign inbox meanwhile (mailbox._foreign).
+        # rewritten: those wait in the foreign inbox meanwhile (_core._foreign).
         self.close_tell_paths()
         kept, positions = self._live_entries(mailbox)
         dropped = len(mailbox) - len(kept)
@@ -596,7 +596,7 @@ class ActorCell:
         """The serving loop reached a withdrawn envelope and skipped it."""
         self.withdrawn_queued -= 1
 
-    # --- stopping: the code is lifecycle/_stopping.py's; bound here as methods, so
+    # --- stopping: the code is _core/_stopping.py's; bound here as methods, so
     # that every layer (the serving loop, supervision) reaches it through the cell ---
 
     stop_and_wait = _stopping.stop_and_wait
@@ -611,7 +611,7 @@ class ActorCell:
     finished = _stopping.finished
     stop_hook_failed = _stopping.stop_hook_failed
 
-    # --- restarting: lifecycle/_restarting.py's, bound as above ---
+    # --- restarting: _core/_restarting.py's, bound as above ---
 
     hand_to_restart = _restarting.hand_to_restart
     restart_group = _restarting.restart_group

@@ -38,7 +38,7 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
   so a round overshoots its slice by at most a few handlers.
 * **An ask to an idle plain actor is answered in the asker's task** (``ask_idle``):
   no hop to the dispatcher and back, one checkpoint instead of two task switches.
-* **Stranded cleanup** (``lifecycle/_stranded.py``) has its own cadence and yields that cannot
+* **Stranded cleanup** (``_core/_stranded.py``) has its own cadence and yields that cannot
   be cancelled.
 
 Measured with pyperf against the floors of performance.md (``benchmarks/``, paired

@@ -31,11 +31,11 @@ import trio
 from .._errors import ActorError
 
 if TYPE_CHECKING:
-    from ..actors._system import ActorSystem
     from ._cell import ActorCell
+    from ._host import Host
 
 
-def current_task_of(system: ActorSystem, operation: str) -> trio.lowlevel.Task:
+def current_task_of(system: Host, operation: str) -> trio.lowlevel.Task:
     """The calling task, checked to belong to ``system``'s trio run.
 
     Raises:

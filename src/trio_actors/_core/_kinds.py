@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from .._supervision import ONE_FOR_ONE, GroupStrategy, check_children_strategy
-from ._actor import Actor
+from ._actor import ActorBase
 
 
 @attrs.frozen
@@ -52,7 +52,7 @@ def _is_async(function: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(function)
 
 
-def handler_kinds(cls: type[Actor]) -> HandlerKinds:
+def handler_kinds(cls: type[ActorBase]) -> HandlerKinds:
     """Return (and cache) the :class:`HandlerKinds` of an actor class.
 
     Raises:
@@ -60,7 +60,7 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
     """
     kinds = _cache.get(cls)
     if kinds is None:
-        if cls.receive is Actor.receive:
+        if cls.receive is ActorBase.receive:
             raise TypeError(
                 f"{cls.__qualname__} does not define receive(self, message); "
                 "every actor needs a receive method (plain or async def)"
@@ -78,9 +78,9 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
         _without_ki_protection(cls)
         kinds = HandlerKinds(
             receive_async=_is_async(cls.receive),
-            has_on_start=cls.on_start is not Actor.on_start,
+            has_on_start=cls.on_start is not ActorBase.on_start,
             on_start_async=_is_async(cls.on_start),
-            has_on_stop=cls.on_stop is not Actor.on_stop,
+            has_on_stop=cls.on_stop is not ActorBase.on_stop,
             on_stop_async=_is_async(cls.on_stop),
             class_name=cls.__name__,
             expected_errors=_expected_errors(cls),
@@ -91,7 +91,7 @@ def handler_kinds(cls: type[Actor]) -> HandlerKinds:
     return kinds
 
 
-def _expected_errors(cls: type[Actor]) -> tuple[type[Exception], ...]:
+def _expected_errors(cls: type[ActorBase]) -> tuple[type[Exception], ...]:
     """The class's ``expected_errors``, checked to be a tuple of ``Exception`` classes.
 
     Raises:
@@ -115,7 +115,7 @@ def _expected_errors(cls: type[Actor]) -> tuple[type[Exception], ...]:
     return value
 
 
-def _without_ki_protection(cls: type[Actor]) -> None:
+def _without_ki_protection(cls: type[ActorBase]) -> None:
     """Let Ctrl-C interrupt the class's own handlers, as it would any trio task.
 
     The runtime's code is protected from ``KeyboardInterrupt`` (trio then delivers
@@ -127,7 +127,7 @@ def _without_ki_protection(cls: type[Actor]) -> None:
     """
     for name in ("__init__", "receive", "on_start", "on_stop"):
         function = getattr(cls, name)
-        if function is not getattr(Actor, name) and hasattr(function, "__code__"):
+        if function is not getattr(ActorBase, name) and hasattr(function, "__code__"):
             trio.lowlevel.disable_ki_protection(function)
 
 

@@ -109,7 +109,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
             # who serves): the path of every activation of fan-out and ping-pong,
             # where the two calls cost ~10%. The thread is checked first: from the
             # reads on there is no call, so no other thread can change the cell in
-            # between (see mailbox._foreign).
+            # between (see _core._foreign).
             cell.head = message
             cell.serving = _DISPATCHER
             cell.fast_tell = cell.mailbox is not None

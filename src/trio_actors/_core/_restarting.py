@@ -49,7 +49,7 @@ from ._watch import unwatch
 _MAY_JOIN = (ActorState.STARTING, ActorState.RUNNING)
 
 if TYPE_CHECKING:
-    from ._actor import Actor
+    from ._actor import ActorBase
     from ._cell import ActorCell
     from ._kinds import HandlerKinds
 
@@ -63,7 +63,7 @@ def hand_to_restart(cell: ActorCell) -> None:
     cell.system._start_restart_task(cell, cell.restart_delay)
 
 
-def make_instance(cell: ActorCell) -> tuple[Actor, HandlerKinds]:
+def make_instance(cell: ActorCell) -> tuple[ActorBase, HandlerKinds]:
     """A fresh instance from the actor's factory and its kinds (for a restart).
 
     Raises:
@@ -73,7 +73,7 @@ def make_instance(cell: ActorCell) -> tuple[Actor, HandlerKinds]:
     return cell.system._make_instance(factory, cell.args)
 
 
-def install(cell: ActorCell, instance: Actor, kinds: HandlerKinds) -> None:
+def install(cell: ActorCell, instance: ActorBase, kinds: HandlerKinds) -> None:
     """Make ``instance`` (fresh from the factory) this actor's instance.
 
     The watches the old instance made are dropped, with any ``Terminated`` they

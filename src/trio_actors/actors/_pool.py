@@ -49,7 +49,6 @@ import outcome
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core._actor import Actor
 from .._core._bounded import Bounded
 from .._core._cell import ActorCell
 from .._core._envelope import NO_MESSAGE, Ask, Notice
@@ -61,9 +60,11 @@ from .._errors import ActorStopped
 from .._policy import positive_int
 from .._statistics import ActorStatistics, DeadLetterCounts
 from .._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
+from ._actor import Actor
 
 if TYPE_CHECKING:
     from .._core._ref import ActorRef
+    from ._system import ActorSystem
 
 Routing = Literal["round_robin", "smallest_mailbox", "balancing"]
 """The type of ``Pool(..., routing=...)``."""
@@ -228,6 +229,11 @@ class PoolCell(ActorCell):
     to :meth:`tell_forwarded`; the pool's own mailbox only ever holds the
     ``Terminated`` notices of its workers.
     """
+
+    # The kernel knows a cell's system as a Host; a pool spawns its workers and
+    # starts their feeders through the system itself.
+    system: ActorSystem
+    instance: Actor
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -1,42 +1,38 @@
-"""The actor system: where actors live, and the block that owns their lifetime.
+"""The actor system: where actors live -- spawning, the registry, statistics, and
+the stop of every actor when its block ends.
 
-``open_actor_system()`` opens a nursery that owns everything the runtime runs: the
-dispatcher task, the short-lived tasks of actors whose handlers are ``async def``,
-and stop tasks. Leaving the block stops every actor still alive (T16), newest first
-and one at a time (T29, T25), then cancels the nursery: no task is left behind.
+:func:`~trio_actors.open_actor_system` (``_opener.py``) makes one, in a nursery that
+owns everything the runtime runs. The kernel (``_core``) knows the system as its
+:class:`~trio_actors._core._host.Host`; the system knows its node, when it is one, as
+a :class:`ClusterNode` (the remote layer sits above this one).
 """
 
 from __future__ import annotations
 
-import math
 import random
 import re
-import secrets
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._cluster import Cluster, as_cluster, check_token
-from .._core._actor import Actor, cell_of_ref, unknown_spawn_keyword
+from .._core._actor import cell_of_ref
 from .._core._bounded import Bounded
 from .._core._bounded_cell import BoundedCell
 from .._core._cell import ActorCell
-from .._core._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
+from .._core._dead_letters import DeadLetters
 from .._core._dispatcher import Dispatcher
 from .._core._foreign import ForeignInbox
 from .._core._kinds import HandlerKinds, handler_kinds, known_kinds
 from .._core._ref import ActorRef
+from .._core._registry import Registry, wrong_system
 from .._core._restarting import run_restart
-from .._core._round_clock import is_default_clock
 from .._core._state import ActorState
 from .._core._stopping import DEFAULT_SHUTDOWN, check_shutdown, finish_idle_stop, finish_stop
 from .._core._stranded import CleanupCadence
 from .._core._timers import TimerService
-from .._core._turn_sampler import DEFAULT_TURN_SAMPLING, SAMPLER
 from .._errors import ActorError, ActorNotFound
 from .._policy import ServingPolicy
 from .._statistics import DeadLetterCounts, SystemStatistics
@@ -48,10 +44,10 @@ from .._supervision import (
     check_restart_type,
     check_strategy,
 )
-from ._registry import Registry, wrong_system
+from ._actor import Actor, unknown_spawn_keyword
 
 if TYPE_CHECKING:
-    from ..remote import Node
+    from .._core._registry import RegistryListener
 
 _NAME = re.compile(r"[^/\s]+")
 _new_object = object.__new__
@@ -61,6 +57,34 @@ _GENERATED_NAME = re.compile(r"(.+)-([1-9][0-9]{0,30})")
 # number instead, and its name is made when asked (see ActorRef.name).
 Siblings = dict[str | int, ActorCell]
 _STOPPED = ActorState.STOPPED
+
+
+class ClusterNode(Protocol):
+    """A system's node in a cluster, as ``system.node`` gives it (a
+    :class:`trio_actors.remote.Node`)."""
+
+    @property
+    def name(self) -> str:
+        """The node's name, unique in its cluster."""
+        ...
+
+    @property
+    def incarnation(self) -> str:
+        """This life of the node (a node that restarts is a new incarnation)."""
+        ...
+
+    @property
+    def unconfirmed(self) -> int:
+        """Tells whose fate a lost connection or a node that died left unknown."""
+        ...
+
+    async def flush(self) -> None:
+        """Wait until the cluster has had everything this node sent so far."""
+        ...
+
+    async def lookup(self, name: str) -> ActorRef:
+        """The ref registered under ``name`` anywhere in the cluster."""
+        ...
 
 
 class ActorSystem:
@@ -105,10 +129,10 @@ class ActorSystem:
         self.sampled_turn_path: str | None = None
         self._timer_service: TimerService | None = None  # made with the first timer
         self._registry = Registry()
-        self._node: Node | None = None  # with open_actor_system(cluster=...)
+        self._node: ClusterNode | None = None  # with open_actor_system(cluster=...)
 
     @property
-    def node(self) -> Node | None:
+    def node(self) -> ClusterNode | None:
         """This system's node in a cluster (``open_actor_system(cluster=...,
         node=...)``), or ``None``: its ``name`` and ``incarnation``."""
         return self._node
@@ -120,7 +144,7 @@ class ActorSystem:
         run under ``MockClock`` can be replayed exactly with ``seed=system.seed``."""
         return self._seed
 
-    # --- the registry (actors/_registry.py) ------------------------------------------
+    # --- the registry (_core/_registry.py) ------------------------------------------
 
     @enable_ki_protection
     def register(self, name: str, ref: ActorRef) -> None:
@@ -474,6 +498,25 @@ class ActorSystem:
             timers=self.timers_active(),
         )
 
+    # --- what the opener (_opener.py) does to the system --------------------------
+
+    def _join(self, node: ClusterNode, listener: RegistryListener) -> None:
+        """The system is ``node`` of a cluster, whose registry hears the names."""
+        self._node = node
+        self._registry.listener = listener
+
+    def _leave(self) -> None:
+        """The node is leaving: names registered from now on stay here."""
+        self._registry.listener = None
+
+    def _close(self) -> None:
+        """Every actor has stopped: close the inbox of other threads' tells, the
+        timers and the dispatcher (the nursery is cancelled next)."""
+        self._foreign.close()
+        if self._timer_service is not None:
+            self._timer_service.close()
+        self._dispatcher.close()
+
     def timers_active(self) -> int:
         """How many timers of this system's actors are active."""
         return 0 if self._timer_service is None else self._timer_service.active
@@ -557,213 +600,4 @@ def _describe(factory: object) -> str:
     return getattr(factory, "__qualname__", None) or repr(factory)
 
 
-def _checked_seed(seed: object) -> int:
-    """``seed`` if it is an int; a fresh one from the OS for ``None``."""
-    if seed is None:
-        return secrets.randbits(64)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int or None, got {seed!r}")
-    return seed
-
-
-def _checked_turn_sampling(turn_sampling: object) -> bool:
-    """Whether to sample (``turn_sampling`` is seconds, or ``None`` for no).
-
-    Raises:
-        TypeError: neither a number nor ``None``.
-        ValueError: under 1 ms (a thread waking more often would cost the trio
-            thread its GIL), or not finite.
-    """
-    if turn_sampling is None:
-        return False
-    if isinstance(turn_sampling, bool) or not isinstance(turn_sampling, int | float):
-        raise TypeError(f"turn_sampling must be seconds (a float) or None, got {turn_sampling!r}")
-    if not 0.001 <= turn_sampling < math.inf:
-        raise ValueError(
-            f"turn_sampling must be at least 0.001 seconds and finite, got {turn_sampling!r}"
-        )
-    return True
-
-
-def _real_clock() -> bool:
-    """Whether the run's clock is trio's default one (whose time is the wall
-    clock's: the turn sampler's readings are comparable with it)."""
-    return is_default_clock(trio.lowlevel.current_clock())
-
-
-def open_actor_system(
-    *,
-    serving: ServingPolicy | None = None,
-    dead_letters_kept: int = DEFAULT_RECENT_DEAD_LETTERS,
-    seed: int | None = None,
-    turn_sampling: float | None = DEFAULT_TURN_SAMPLING,
-    cluster: str | Cluster | None = None,
-    node: str | None = None,
-) -> AbstractAsyncContextManager[ActorSystem]:
-    """Open an actor system whose actors live as long as the ``async with`` block.
-
-    Entering is a checkpoint (it starts the system's dispatcher task in a nursery
-    of its own); cancelled there, no system is opened.
-
-    Args:
-        serving: how mailboxes are served; the default is ``ServingPolicy()``
-            (batch 64, cleanup batch 32, time slice 16 ms).
-        dead_letters_kept: how many recent dead letters ``dead_letters.recent``
-            keeps.
-        seed: seeds every random choice the runtime makes (today: the jitter of
-            :class:`~trio_actors.Backoff`), so that under ``MockClock`` a program
-            runs the same every time (contract T30). ``None`` (the default) draws
-            a fresh seed from the operating system, so that systems in different
-            processes do not restart in lockstep; :attr:`ActorSystem.seed` tells
-            which, to replay a run.
-        turn_sampling: seconds between the turn sampler's looks at the trio
-            thread (``mailbox/_turn_sampler.py``), which make a plain handler that
-            blocks it (a ``time.sleep``, a CPU-bound loop) show in its actor's
-            ``longest_turn_seconds``, at no cost to the serving paths; ``None``
-            for none. Sampled only under trio's default clock (its time is the
-            wall clock's).
-        cluster, node: make the system a node named ``node`` of a cluster of
-            systems in other processes or machines (``cluster``: a ``nats://`` URL
-            or a :class:`~trio_actors.Cluster`): refs travel in messages and work
-            across nodes, and the registry answers across them. Entering connects
-            (and fails as :func:`trio_actors.nats.connect` does); leaving stops
-            the actors first, then leaves the cluster.
-
-    Leaving the block stops every actor still alive, children before their parents,
-    newest first and one at a time (an actor not yet reached keeps serving): queued
-    asks fail
-    with :class:`~trio_actors.ActorStopped`, queued tells become dead letters,
-    running async handlers are cancelled, ``on_stop`` hooks run; then no task of the
-    system is left. This cleanup finishes even if the block is being cancelled.
-    Like a nursery, an exception leaving the block comes wrapped in an
-    ``ExceptionGroup``.
-
-    Used without ``async with`` (``system = open_actor_system()``, or ``await``-ed),
-    the first use says how to open it instead of failing obscurely.
-    """
-    return _SystemOpener(_open(serving, dead_letters_kept, seed, turn_sampling, cluster, node))
-
-
-class _SystemOpener:
-    """What :func:`open_actor_system` returns: an async context manager, only that."""
-
-    __slots__ = ("_manager",)
-
-    def __init__(self, manager: AbstractAsyncContextManager[ActorSystem]) -> None:
-        self._manager = manager
-
-    async def __aenter__(self) -> ActorSystem:
-        return await self._manager.__aenter__()
-
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
-        return await self._manager.__aexit__(*exc_info)
-
-    def __getattr__(self, name: str) -> Any:
-        raise AttributeError(
-            f"open_actor_system() returns an async context manager, not the system "
-            f"(no .{name}): write 'async with open_actor_system() as system:' and use "
-            f"system.{name} inside the block"
-        )
-
-    def __await__(self) -> Any:
-        raise TypeError(
-            "open_actor_system() is not awaited: write 'async with open_actor_system() as system:'"
-        )
-
-    def __enter__(self) -> Any:
-        raise TypeError(
-            "open_actor_system() is an async context manager: write "
-            "'async with open_actor_system() as system:' (inside a trio run)"
-        )
-
-    def __exit__(self, *exc_info: Any) -> None:  # pragma: no cover - __enter__ raised
-        pass
-
-
-@asynccontextmanager
-async def _open(
-    serving: ServingPolicy | None,
-    dead_letters_kept: int,
-    seed: int | None,
-    turn_sampling: float | None,
-    cluster: Any,
-    node: str | None,
-) -> AsyncIterator[ActorSystem]:
-    """The body of :func:`open_actor_system`."""
-    if serving is None:
-        serving = ServingPolicy()
-    elif not isinstance(serving, ServingPolicy):
-        raise TypeError(f"serving must be a ServingPolicy, got {serving!r}")
-    dead_letters = DeadLetters(dead_letters_kept)
-    seed = _checked_seed(seed)
-    sampled = _checked_turn_sampling(turn_sampling) and _real_clock()
-    if (cluster is None) != (node is None):
-        raise TypeError(
-            "a node needs both cluster= (a nats:// URL or a Cluster) and node= (its name); "
-            f"got cluster={cluster!r}, node={node!r}"
-        )
-    open_node = None
-    if cluster is not None:  # (checked here, so that a mistake is not in a group)
-        cluster = as_cluster(cluster)
-        check_token(node, "node")
-        open_node = _import_open_node()
-    async with trio.open_nursery() as nursery:
-        system = ActorSystem(nursery, serving, dead_letters, seed)
-        await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
-        if sampled:
-            assert turn_sampling is not None
-            SAMPLER.add(system.thread_id, turn_sampling)
-        try:
-            async with _node_of(system, open_node, cluster, node):
-                try:
-                    yield system
-                finally:
-                    await system._shutdown()  # (the node serves until its actors stopped)
-        finally:
-            if sampled:
-                assert turn_sampling is not None
-                SAMPLER.remove(system.thread_id, turn_sampling)
-            dead_letters.close_subscriptions()  # (the exit's own letters are in)
-            system._foreign.close()
-            if system._timer_service is not None:
-                system._timer_service.close()
-            system._dispatcher.close()
-            nursery.cancel_scope.cancel()
-
-
-def _import_open_node() -> Callable[..., AbstractAsyncContextManager[Node]]:
-    """``remote.open_node``: the one import of the remote layer, made only for a
-    system with ``cluster=`` (without one, nothing of it, nor msgspec, is imported)."""
-    try:
-        from ..remote import open_node
-    except ModuleNotFoundError as missing:
-        if missing.name != "msgspec":
-            raise
-        raise ModuleNotFoundError(
-            'a node needs msgspec (messages cross as msgpack): pip install "trio-actors[cluster]"',
-            name="msgspec",
-        ) from None
-    return open_node
-
-
-@asynccontextmanager
-async def _node_of(
-    system: ActorSystem,
-    open_node: Callable[..., AbstractAsyncContextManager[Node]] | None,
-    cluster: Cluster | None,
-    node: str | None,
-) -> AsyncIterator[None]:
-    """The system as a node of ``cluster`` for the block (nothing without one)."""
-    if open_node is None:
-        yield
-        return
-    async with open_node(system, cluster, node) as opened:
-        system._node = opened
-        system._registry.listener = opened
-        try:
-            yield
-        finally:
-            system._registry.listener = None
-
-
-__all__ = ["ActorSystem", "open_actor_system"]
+__all__ = ["ActorSystem", "ClusterNode"]

@@ -30,7 +30,7 @@ from .. import (
     Terminated,
     open_actor_system,
 )
-from ..remote import MemoryBus
+from ..remote import MemoryBus, Node
 from ._harness import require, run_virtual
 from ._registry import ContractViolation, contract
 
@@ -509,7 +509,7 @@ def remote_death_watch(policy: ServingPolicy) -> None:
                     nursery.start_soon(ask_pending)
                 await trio.sleep(1)
                 assert a.node is not None
-                bus.disconnect(a.node.transport)  # type: ignore[arg-type]
+                bus.disconnect(Node.of(a).transport)  # type: ignore[arg-type]
             require(outcomes == ["NodeDown"] * 3, f"asks pending on the dead node: {outcomes}")
             await trio.sleep(5)
             notices = await watcher.ask("notices")

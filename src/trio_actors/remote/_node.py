@@ -273,6 +273,20 @@ class Node:
             f"{self._unreachable}.*", self._on_unreachable
         )
 
+    @staticmethod
+    def of(system: ActorSystem) -> Node:
+        """The node ``system`` is (``system.node`` gives only its public face,
+        :class:`~trio_actors.actors.ClusterNode`: the actor system sits below the
+        remote layer and cannot name this class).
+
+        Raises:
+            ValueError: ``system`` is not a node (opened without ``cluster=``).
+        """
+        node = system.node
+        if not isinstance(node, Node):
+            raise ValueError(f"{system!r} is not a node: open it with cluster= and node=")
+        return node
+
     def __repr__(self) -> str:
         return f"<Node {self.name} ({self.incarnation}) of {self.cluster.name}>"
 

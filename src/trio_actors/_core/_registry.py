@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from .._errors import ActorError, ActorNotFound, ActorStopped
 
 if TYPE_CHECKING:
-    from .._core._cell import ActorCell
+    from ._cell import ActorCell
 
 
 class RegistryListener(Protocol):

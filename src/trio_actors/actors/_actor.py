@@ -1,0 +1,97 @@
+"""The :class:`Actor` base class that application actors subclass.
+
+An actor is a plain object with a ``receive`` method. The runtime guarantees that at
+most one of its handlers (``on_start``, ``receive``, ``on_stop``) runs at a time, so
+its state needs no locks. Users never call an actor's methods directly; they hold an
+:class:`~trio_actors.ActorRef` and send it messages.
+
+The kernel's half (handlers, ref, stop, watch, timers) is
+:class:`~trio_actors._core._actor.ActorBase`; this module adds the actor's place in
+its system -- :attr:`Actor.system` and :meth:`Actor.spawn` -- which the kernel, below
+the system, cannot name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from trio.lowlevel import enable_ki_protection
+
+from .._core._actor import ActorBase
+from .._core._bounded import Bounded
+from .._core._stopping import DEFAULT_SHUTDOWN
+from .._supervision import DEFAULT_RESTART_TYPE, DEFAULT_SUPERVISION, RestartType, Supervision
+
+if TYPE_CHECKING:
+    from .._core._ref import ActorRef
+    from ._system import ActorSystem
+
+__all__ = ["Actor", "unknown_spawn_keyword"]
+
+
+def unknown_spawn_keyword(factory: object, unknown: dict[str, Any]) -> TypeError:
+    """The error for ``spawn(Cls, key=value)``: spawn's own options are keywords, the
+    factory's arguments positional (trio's ``fn, *args`` convention)."""
+    given = ", ".join(f"{key}={value!r}" for key, value in unknown.items())
+    return TypeError(
+        f"spawn() got unexpected keyword arguments {sorted(unknown)!r}: its keywords are "
+        "name, supervision, mailbox, shutdown and restart; to pass keyword arguments to the "
+        "actor, spawn "
+        f"functools.partial({getattr(factory, '__qualname__', None) or repr(factory)}, {given})"
+    )
+
+
+class Actor(ActorBase):
+    """Base class for actors.
+
+    Subclasses define :meth:`receive` (plain or ``async def``) and may define
+    :meth:`on_start` and :meth:`on_stop` (each plain or ``async def``).
+
+    A plain handler runs inline in the runtime's serving loop: it is the fast path,
+    and it cannot be interrupted. An ``async def`` handler runs in a trio task of its
+    own while it awaits; it can be cancelled (by its asker, or by ``stop()``).
+
+    The runtime's code is protected from ``KeyboardInterrupt``; the handlers are
+    not (their code objects are marked unprotected when the class is first
+    spawned), so Ctrl-C can interrupt a handler stuck in a loop.
+    """
+
+    __slots__ = ()
+
+    @property
+    def system(self) -> ActorSystem:
+        """The :class:`~trio_actors.ActorSystem` this actor lives in."""
+        # The kernel knows its system as a Host; the only Host is an ActorSystem.
+        return cast("ActorSystem", self._cell().system)
+
+    @enable_ki_protection
+    def spawn(
+        self,
+        actor_factory: type[Actor] | Callable[..., Actor],
+        *args: Any,
+        name: str | None = None,
+        supervision: Supervision = DEFAULT_SUPERVISION,
+        mailbox: Bounded | None = None,
+        shutdown: float = DEFAULT_SHUTDOWN,
+        restart: RestartType = DEFAULT_RESTART_TYPE,
+        **unknown: Any,
+    ) -> ActorRef:
+        """Spawn a child of this actor and return its ref. Never a checkpoint.
+
+        Arguments as for :meth:`ActorSystem.spawn <trio_actors.ActorSystem.spawn>`;
+        ``name`` must be unique among this actor's live children. This actor
+        supervises the child: a child's ``Escalate`` (or exceeded restart intensity)
+        fails this actor. Children stop before their parent, and a restarting parent
+        stops its children before its fresh instance starts.
+
+        Raises:
+            ActorError: this actor is stopping, draining or restarting (a child
+                spawned then would outlive the stop or restart that should end it).
+        """
+        if unknown:
+            raise unknown_spawn_keyword(actor_factory, unknown)
+        cell = self._cell()
+        return self.system._spawn(
+            cell, actor_factory, args, name, supervision, mailbox, shutdown, restart
+        )
