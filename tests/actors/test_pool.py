@@ -419,7 +419,7 @@ async def test_a_pools_ask_stranded_in_a_worker_fails_back(
     # A balancing pool's asks are of its own kind of envelope (_PoolAsk): stranded
     # or dropped, they are failed back as asks, never made dead letters like tells
     # (their askers would wait forever). Queued here behind a busy worker's handler.
-    from trio_actors.actors._pool import _PoolAsk
+    from trio_actors.actors._pool._balancing import _PoolAsk
 
     class Busy(Actor):
         async def receive(self, message: Any) -> Any:

@@ -1,225 +1,36 @@
-"""Routers: a pool of workers behind one ref (Akka's pool routers).
-
-``system.spawn(Pool(Worker, size=8, routing="balancing"), name="workers")`` spawns an
-actor whose ref hands each message to one of ``size`` workers -- its children, each
-an instance of ``Worker`` supervised by the pool's ``supervision``. Three routings:
-
-``"round_robin"``
-   each message to the next worker in turn. Cheapest (a tell is the worker's tell),
-   but one slow worker holds every ``size``-th message while the others idle.
-``"smallest_mailbox"``
-   each message to an idle worker if there is one, else to the one with the fewest
-   queued (Akka's ``SmallestMailboxPool``; a scan of the workers per message).
-``"balancing"``
-   the workers share one queue (Akka's ``BalancingPool``): a message waits in the
-   pool until a worker is free, and each worker holds one message at a time -- so a
-   slow worker never holds work another could take. A tell reaches its worker as an
-   ask made by the worker's *feeder* task (which is how the pool learns that the
-   worker is free again); an ``ask`` waits in the shared queue for a free worker
-   and then asks it from the asker's own task, so cancellation works exactly as for
-   any ask (withdrawn while it waits, the worker's ``async`` handler cancelled once
-   it runs). A worker restarting (through its backoff) is given nothing until its
-   fresh instance has started, nor one still unwinding a handler whose asker was
-   cancelled, until the handler has ended.
-
-``Broadcast(message)`` told to the pool reaches every worker; ``Resize(size)`` grows
-or shrinks the pool (the workers removed, newest first, are stopped with
-``drain=True``). The pool stops when it is stopped (its workers stop first, newest
-first, as any children) or when its last worker has stopped. What is still queued in
-a balancing pool when it stops is stranded as any mailbox is: asks fail with
-:exc:`ActorStopped`, tells become dead letters.
-
-Decisions (the spec names the routings and ``broadcast``, nothing more): a pool is
-an actor (its ref is an :class:`ActorRef`, so it can be registered, watched,
-stopped, supervised); its workers are its children (``self.children`` from the
-pool's view, named ``worker-1`` ...); ``Broadcast`` and ``Resize`` are messages, as
-in Akka, because a ref's public names are pinned; the workers' own ``mailbox=`` and
-``shutdown=`` are the pool's arguments of those names.
-"""
+"""``PoolCell``: the cell of a pool -- routing, the workers, the pool's part of the
+stop sequence, and its statistics."""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import outcome
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core._bounded import Bounded
-from .._core._cell import ActorCell
-from .._core._envelope import NO_MESSAGE, Ask, Notice
-from .._core._foreign import current_task_of
-from .._core._state import ActorState, Serving
-from .._core._stopping import DEFAULT_SHUTDOWN, check_shutdown
-from .._core._watch import Terminated
-from .._errors import ActorStopped
-from .._policy import positive_int
-from .._statistics import ActorStatistics, DeadLetterCounts
-from .._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
-from ._actor import Actor
+from ..._core._cell import ActorCell
+from ..._core._envelope import NO_MESSAGE, Ask, Notice
+from ..._core._foreign import current_task_of
+from ..._core._state import ActorState, Serving
+from ..._errors import ActorStopped
+from ..._statistics import ActorStatistics, DeadLetterCounts
+from ._balancing import _Job, _PoolAsk, _Waiter
+from ._messages import Broadcast, Resize
 
 if TYPE_CHECKING:
-    from .._core._ref import ActorRef
-    from ._system import ActorSystem
+    from ..._core._ref import ActorRef
+    from .._system import ActorSystem
+    from ._actor import Pool, PoolActor
 
-Routing = Literal["round_robin", "smallest_mailbox", "balancing"]
-"""The type of ``Pool(..., routing=...)``."""
-ROUTINGS: tuple[Routing, ...] = ("round_robin", "smallest_mailbox", "balancing")
+__all__ = ["PoolCell"]
+
 _IDLE = Serving.IDLE
 _RETIRED_KEPT = 64  # stopped workers whose cells a pool keeps for its statistics
 _RUNNING = ActorState.RUNNING
-
-
-@attrs.frozen
-class Broadcast:
-    """Told to a pool: ``message`` goes to every worker (each its own copy of the
-    reference -- messages are shared, not copied)."""
-
-    message: Any
-
-
-@attrs.frozen
-class Resize:
-    """Told to a pool: grow or shrink it to ``size`` workers (``>= 1``)."""
-
-    size: int = attrs.field(validator=positive_int)
-
-
-def _check_routing(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value not in ROUTINGS:
-        raise ValueError(
-            f"Pool.routing must be 'round_robin', 'smallest_mailbox' or 'balancing', got {value!r}"
-        )
-
-
-@attrs.frozen
-class Pool:
-    """A pool of workers behind one ref; pass it to ``spawn`` as the factory.
-
-    Args:
-        worker: the workers' ``Actor`` subclass or factory (called once per worker,
-            and again for each restart), with ``args``.
-        size: how many workers (``>= 1``).
-        routing: ``"round_robin"`` (the default), ``"smallest_mailbox"`` or
-            ``"balancing"`` (see the module).
-        supervision: each worker's strategy (default ``Restart()``).
-        mailbox: each worker's mailbox (``None``: unbounded; a
-            :class:`~trio_actors.Bounded`).
-        shutdown: each worker's shutdown timeout.
-    """
-
-    worker: Callable[..., Actor]
-    args: tuple[Any, ...] = ()
-    size: int = attrs.field(default=4, validator=positive_int)
-    routing: Routing = attrs.field(default="round_robin", validator=_check_routing)
-    supervision: Supervision = DEFAULT_SUPERVISION
-    mailbox: Bounded | None = None
-    shutdown: float = DEFAULT_SHUTDOWN
-
-    def __attrs_post_init__(self) -> None:
-        if not callable(self.worker):
-            raise TypeError(
-                f"Pool.worker must be an Actor subclass or factory, got {self.worker!r}"
-            )
-        if not isinstance(self.args, tuple):
-            raise TypeError(f"Pool.args must be a tuple, got {self.args!r}")
-        if self.supervision is not DEFAULT_SUPERVISION:
-            check_strategy(self.supervision)
-        if self.mailbox is not None and not isinstance(self.mailbox, Bounded):
-            raise TypeError(f"Pool.mailbox must be None or a Bounded, got {self.mailbox!r}")
-        if self.shutdown is not DEFAULT_SHUTDOWN:
-            check_shutdown(self.shutdown)
-
-    def __call__(self) -> PoolActor:
-        return PoolActor(self)
-
-
-class PoolActor(Actor):
-    """The pool's own actor: spawns the workers, and hears of their ends."""
-
-    _trio_actors_cell_class: type[ActorCell]  # PoolCell, set below
-
-    def __init__(self, config: Pool) -> None:
-        self.config = config
-
-    def on_start(self) -> None:
-        pool = self._pool()
-        if pool.state is ActorState.DRAINING:
-            # Restarted while a drain was asked for: a draining actor spawns no
-            # children, and a pool without workers has nobody to drain to -- it
-            # stops (what it holds is stranded: asks fail back, tells are letters).
-            pool.ready.set()
-            pool.begin_stop(drain=False, cancel_handler=False)
-            return
-        pool.grow(self.config.size)
-
-    def on_stop(self) -> None:
-        # (Also when the pool restarts: its workers have stopped by now, and the
-        # fresh instance's on_start spawns new ones.)
-        self._pool().workers_gone()
-
-    def receive(self, message: Any) -> Any:
-        if type(message) is Terminated:  # a worker stopped
-            pool = self._pool()
-            pool.worker_notices += 1  # (the runtime's message, not counted as handled)
-            pool.worker_ended(message.ref)
-        return None
-
-    def _pool(self) -> PoolCell:
-        cell = self._trio_actors_cell
-        assert isinstance(cell, PoolCell)
-        return cell
-
-
-class _Waiter:
-    """An ask waiting in a balancing pool for a free worker (removed from the queue
-    if its asker is cancelled meanwhile)."""
-
-    __slots__ = ("task",)
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task = task
-
-
-class _PoolAsk(Ask):
-    """An ask a balancing pool gave a worker. The asker frees the worker when the
-    ask ends for it (answered, failed, withdrawn) -- but if it was cancelled while
-    the ``async`` handler ran, the handler's end frees it: a worker still unwinding
-    a cancelled handler is given no other work."""
-
-    __slots__ = ("pool",)
-
-    def __init__(self, worker: ActorCell, message: Any, task: Any, pool: PoolCell) -> None:
-        super().__init__(worker, message, task)
-        self.pool: PoolCell | None = pool
-
-    def handler_ended(self, error: BaseException) -> None:
-        super().handler_ended(error)
-        self.release()
-
-    def release(self) -> None:
-        """The worker is done with it (once: later calls do nothing)."""
-        pool, self.pool = self.pool, None
-        if pool is not None:
-            pool.worker_done(self.cell)
-
-
-class _Job:
-    """A tell a balancing pool gave a worker, queued there as a :class:`Notice`
-    whose sender this is: told when the worker is done with it -- handled, failed,
-    or stranded (then the worker makes it a dead letter)."""
-
-    __slots__ = ("done",)
-
-    def __init__(self) -> None:
-        self.done = trio.Event()
-
-    def notice_finished(self, notice: Notice) -> None:
-        self.done.set()
 
 
 class PoolCell(ActorCell):
@@ -233,7 +44,7 @@ class PoolCell(ActorCell):
     # The kernel knows a cell's system as a Host; a pool spawns its workers and
     # starts their feeders through the system itself.
     system: ActorSystem
-    instance: Actor
+    instance: PoolActor
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -259,9 +70,7 @@ class PoolCell(ActorCell):
 
     @property
     def config(self) -> Pool:
-        instance = self.instance
-        assert isinstance(instance, PoolActor)
-        return instance.config
+        return self.instance.config
 
     @property
     def balancing(self) -> bool:
@@ -705,8 +514,3 @@ def _load(worker: ActorCell) -> tuple[bool, int]:
     idle = worker.serving is Serving.IDLE and worker.accepting
     queued = (worker.head is not NO_MESSAGE) + len(worker.mailbox or ())
     return (not idle, queued)
-
-
-PoolActor._trio_actors_cell_class = PoolCell
-
-__all__ = ["ROUTINGS", "Broadcast", "Pool", "PoolActor", "PoolCell", "Resize", "Routing"]
