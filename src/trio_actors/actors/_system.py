@@ -10,7 +10,6 @@ a :class:`ClusterNode` (the remote layer sits above this one).
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -25,7 +24,7 @@ from .._core._cell import ActorCell
 from .._core._dead_letters import DeadLetters
 from .._core._dispatcher import Dispatcher
 from .._core._foreign import ForeignInbox
-from .._core._kinds import HandlerKinds, handler_kinds, known_kinds
+from .._core._kinds import HandlerKinds, known_kinds
 from .._core._ref import ActorRef
 from .._core._registry import Registry, wrong_system
 from .._core._restarting import run_restart
@@ -45,17 +44,12 @@ from .._supervision import (
     check_strategy,
 )
 from ._actor import Actor, unknown_spawn_keyword
+from ._naming import Siblings, check_instance, check_name, free_name
 
 if TYPE_CHECKING:
     from .._core._registry import RegistryListener
 
-_NAME = re.compile(r"[^/\s]+")
 _new_object = object.__new__
-# A name that could be a generated one, ``<class name>-<serial>``.
-_GENERATED_NAME = re.compile(r"(.+)-([1-9][0-9]{0,30})")
-# Sibling actors by name; an actor whose name is generated is keyed by its serial
-# number instead, and its name is made when asked (see ActorRef.name).
-Siblings = dict[str | int, ActorCell]
 _STOPPED = ActorState.STOPPED
 
 
@@ -319,7 +313,7 @@ class ActorSystem:
             )
         siblings = self._cells if parent is None else parent.children
         if name is not None:
-            self._check_name(name, siblings, parent)
+            check_name(name, siblings, parent, self._names_like_generated)
         try:
             instance = factory(*args)
         except TypeError:
@@ -333,7 +327,7 @@ class ActorSystem:
         # the common spawn the instance needs no further check than being new.
         kinds = known_kinds(type(instance))
         if kinds is None or instance._trio_actors_cell is not None:
-            kinds = self._check_instance(factory, instance)
+            kinds = check_instance(factory, instance)
         self._spawned += 1
         key: str | int
         if name is not None:
@@ -343,7 +337,7 @@ class ActorSystem:
             # hashing it here would be a tenth of the spawn (measured).
             key = self._spawned
         else:  # a name given explicitly may have taken the generated one: check now
-            key = self._free_name(f"{kinds.class_name}-{self._spawned}", siblings)
+            key = free_name(f"{kinds.class_name}-{self._spawned}", siblings)
         cell_class = ActorCell if mailbox is None else BoundedCell
         if kinds.cell_class is not None:  # a pool (actors/_pool.py)
             if mailbox is not None:
@@ -383,64 +377,7 @@ class ActorSystem:
     def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> tuple[Actor, HandlerKinds]:
         """Call the factory for a restart; return the checked instance and its kinds."""
         instance = factory(*args)
-        return instance, self._check_instance(factory, instance)
-
-    @staticmethod
-    def _check_instance(factory: Any, instance: object) -> HandlerKinds:
-        """Check that ``factory`` made a new actor; return its class's kinds.
-
-        Raises:
-            TypeError: it is not an ``Actor``, its class has no ``receive``, or it
-                is already spawned.
-        """
-        if not isinstance(instance, Actor):
-            raise TypeError(
-                f"spawn({_describe(factory)}) produced {instance!r} of type "
-                f"{type(instance).__name__}, not an Actor; the factory must return an "
-                "instance of a trio_actors.Actor subclass"
-            )
-        if instance._trio_actors_cell is not None:
-            raise TypeError(
-                f"spawn({_describe(factory)}) returned an actor that is already "
-                "spawned; the factory must return a new instance each time"
-            )
-        return handler_kinds(type(instance))
-
-    @staticmethod
-    def _free_name(base: str, siblings: Siblings | None) -> str:
-        """``base``, or ``base.2``, ``base.3`` ... if a sibling has that name."""
-        if not siblings or base not in siblings:
-            return base
-        suffix = 2
-        while f"{base}.{suffix}" in siblings:
-            suffix += 1
-        return f"{base}.{suffix}"
-
-    def _check_name(
-        self, name: object, siblings: Siblings | None, parent: ActorCell | None
-    ) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"actor name must be a str, got {name!r}")
-        if not _NAME.fullmatch(name):
-            raise ValueError(
-                f"actor name {name!r} is invalid: it must be non-empty and contain "
-                "no '/' or whitespace"
-            )
-        generated = _GENERATED_NAME.fullmatch(name)
-        if generated is not None:
-            # From now on, generated names of that class are made (and checked) at
-            # spawn: this one may take a future one.
-            self._names_like_generated.add(generated[1])
-        if siblings and (
-            name in siblings
-            or (
-                generated is not None
-                and (namesake := siblings.get(int(generated[2]))) is not None
-                and namesake.name == name
-            )
-        ):
-            where = "in this system" if parent is None else f"among the children of {parent.path}"
-            raise ValueError(f"an actor named {name!r} is already alive {where}")
+        return instance, check_instance(factory, instance)
 
     def _start_stop_task(self, cell: ActorCell) -> None:
         self._nursery.start_soon(self._stop_task, cell, name=f"stop {cell.path}")
@@ -594,10 +531,6 @@ class ActorSystem:
 
 async def _raise(error: BaseException) -> None:
     raise error
-
-
-def _describe(factory: object) -> str:
-    return getattr(factory, "__qualname__", None) or repr(factory)
 
 
 __all__ = ["ActorSystem", "ClusterNode"]
