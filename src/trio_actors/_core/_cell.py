@@ -661,7 +661,7 @@ class ActorCell:
     def handler_misused(self, error: BaseException, message: Any) -> None:
         """``receive`` failed, whatever the expected errors: raised an unexpected
         error, or broke the rules (returned a coroutine). Supervision decides."""
-        # The message's type only (api.md): its repr may raise, or be huge.
+        # The message's type only (docs/supervision.rst): its repr may raise, or be huge.
         handle_failure(self, error, f"handling a {type(message).__qualname__}")
 
     def start_failed(self, error: BaseException) -> None:

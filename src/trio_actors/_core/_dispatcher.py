@@ -11,7 +11,7 @@ Design
 ======
 
 In trio a task switch costs ~8 µs while a trivial handler costs ~0.2 µs, so the
-runtime is judged by how few hops it adds (performance.md, background.md). Hence:
+runtime is judged by how few hops it adds (``docs/design.rst``). Hence:
 
 * **One dispatcher task per system serves a run queue of actors that have work.**
   ``tell`` appends to the mailbox and, if the actor was idle, appends the actor to the
@@ -41,7 +41,7 @@ runtime is judged by how few hops it adds (performance.md, background.md). Hence
 * **Stranded cleanup** (``_core/_stranded.py``) has its own cadence and yields that cannot
   be cancelled.
 
-Measured with pyperf against the floors of performance.md (``benchmarks/``, paired
+Measured with pyperf against the floors of ``docs/performance.rst`` (``benchmarks/``, paired
 ratios, 2-core machine): when the architecture was chosen this design reached S3
 0.41 and S4 0.20 of their floors where a task per actor reached 0.035 and 0.020 -- a
 task switch per activation costs 10--12x (``docs/design.rst``). The fast paths since

@@ -13,7 +13,7 @@ anywhere else. Decisions:
   so ``lookup`` never returns an actor that would refuse the message; and it may be
   given to a successor at once. A restart keeps it (the ref is the same).
 * ``lookup`` is ``async`` and always a checkpoint, so that the cluster (a later
-  layer, ``remote.md``) can make the same call answer across nodes.
+  layer, ``docs/remote.rst``) can make the same call answer across nodes.
   ``register`` and ``unregister`` are synchronous and never checkpoints.
 """
 
