@@ -14,7 +14,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from ... import Actor, ActorRef, NodeDown, ServingPolicy, Terminated
+from ... import Actor, ActorRef, ActorSystem, NodeDown, ServingPolicy, Terminated
 from ...remote import MemoryBus
 from .._harness import require, run_virtual
 from .._registry import ContractViolation, contract
@@ -121,73 +121,104 @@ def remote_nothing_lost(policy: ServingPolicy) -> None:
                 "b": await reach(b, a, recorders["b"], "keeper-b"),
                 "c": await reach(c, a, recorders["c"], "keeper-c"),
             }
-            told: dict[str, list[int]] = {"b": [], "c": []}
-            sent_at: dict[int, float] = {}
-            outcomes: list[str] = []
-
-            async def ask(ref: ActorRef, message: Any) -> None:
-                try:
-                    await ref.ask(message)
-                    outcomes.append("value")
-                except Exception as error:
-                    outcomes.append(type(error).__name__)
-
+            stream = _Stream()
             stuck = await reach(c, a, c.spawn(_Gate, trio.Event()), "stuck")
-            with trio.move_on_after(60) as hang:
-                async with trio.open_nursery() as nursery:
-                    for _ in range(3):  # (pending when the node dies)
-                        nursery.start_soon(ask, stuck, "wait")
-                    for number in range(300):
-                        target = "bc"[number % 2]
-                        refs[target].tell(("told", number))
-                        if not (target == "c" and bus.cut_at is not None):  # (unreachable)
-                            told[target].append(number)
-                            sent_at[number] = trio.current_time()
-                        if number % 5 == 0:
-                            nursery.start_soon(ask, refs[target], ("asked", number))
-                        if number == 200:  # (node c dies with the next tells in flight)
-                            bus.cut_after_next(c.node)
-                        if number % 25 == 0:
-                            await trio.sleep(0.01)
-            require(not hang.cancelled_caught, f"asks hung; those that ended: {outcomes}")
-            require(
-                len(outcomes) == 63 and outcomes.count("NodeDown") >= 3,
-                f"the asks ended as {outcomes}",
-            )
+            await stream.run(bus, c, refs, stuck)
             await trio.sleep(5)  # (the accounting waits for a flush)
             assert a.node is not None
             unconfirmed = a.node.unconfirmed
-            handled = {
-                name: {m[1] for m in await recorders[name].ask("seen") if m[0] == "told"}
-                for name in ("b", "c")
-            }
-            dead = {
-                letter.message[1]
-                for system in (a, b, c)
-                for letter in system.dead_letters.recent
-                if isinstance(letter.message, tuple) and letter.message[0] == "told"
-            }
-            missing_b = sorted(set(told["b"]) - handled["b"] - dead)
-            require(not missing_b, f"tells to a live node silently gone: {missing_b}")
-            missing_c = sorted(set(told["c"]) - handled["c"] - dead)
-            require(
-                len(missing_c) <= unconfirmed,
-                f"{len(missing_c)} tells to the dead node are gone, {unconfirmed} counted "
-                f"unconfirmed: {missing_c}",
-            )
-            # Acknowledged every few milliseconds: only the last ones before the death
-            # may be counted (a tell handled there may be among them).
-            death = bus.cut_at
-            if death is None:
-                raise ContractViolation("node c was never cut: the program did not run")
-            recent = [n for n in told["c"] if sent_at[n] > death - 0.02]
-            require(
-                unconfirmed <= len(recent),
-                f"{unconfirmed} tells counted unconfirmed, but only {len(recent)} were sent "
-                "in the last 20 ms before the node died (acknowledgements lost?)",
-            )
+            await stream.check_accounted(unconfirmed, bus, (a, b, c), recorders)
 
     run_virtual(main)
+
+
+class _Stream:
+    """RT21's stream from node a to nodes b and c, and what it sent."""
+
+    def __init__(self) -> None:
+        self.told: dict[str, list[int]] = {"b": [], "c": []}
+        """The tells sent to each node's recorder while it could be reached."""
+        self.sent_at: dict[int, float] = {}
+        """When each of them was sent."""
+        self.outcomes: list[str] = []
+        """How each ask ended: ``"value"`` or the exception's type name."""
+
+    async def ask(self, ref: ActorRef, message: Any) -> None:
+        try:
+            await ref.ask(message)
+            self.outcomes.append("value")
+        except Exception as error:
+            self.outcomes.append(type(error).__name__)
+
+    async def run(
+        self, bus: _CuttingBus, c: ActorSystem, refs: dict[str, ActorRef], stuck: ActorRef
+    ) -> None:
+        """300 tells to b's and c's recorders in turn, an ask with every fifth, three
+        asks waiting on node c, and node c cut just after the first message routed
+        to it once 201 tells have gone: every ask must end within 60 virtual
+        seconds, at least the three waiting with ``NodeDown``."""
+        with trio.move_on_after(60) as hang:
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):  # (pending when the node dies)
+                    nursery.start_soon(self.ask, stuck, "wait")
+                for number in range(300):
+                    target = "bc"[number % 2]
+                    refs[target].tell(("told", number))
+                    if not (target == "c" and bus.cut_at is not None):  # (unreachable)
+                        self.told[target].append(number)
+                        self.sent_at[number] = trio.current_time()
+                    if number % 5 == 0:
+                        nursery.start_soon(self.ask, refs[target], ("asked", number))
+                    if number == 200:  # (node c dies with the next tells in flight)
+                        bus.cut_after_next(c.node)
+                    if number % 25 == 0:
+                        await trio.sleep(0.01)
+        require(not hang.cancelled_caught, f"asks hung; those that ended: {self.outcomes}")
+        require(
+            len(self.outcomes) == 63 and self.outcomes.count("NodeDown") >= 3,
+            f"the asks ended as {self.outcomes}",
+        )
+
+    async def check_accounted(
+        self,
+        unconfirmed: int,
+        bus: _CuttingBus,
+        systems: tuple[ActorSystem, ...],
+        recorders: dict[str, ActorRef],
+    ) -> None:
+        """Every tell to node b was handled or is a dead letter; those to node c
+        that were neither are at most the ``unconfirmed`` count, and that count is at
+        most the tells sent in the last 20 ms before the cut."""
+        told = self.told
+        handled = {
+            name: {m[1] for m in await recorders[name].ask("seen") if m[0] == "told"}
+            for name in ("b", "c")
+        }
+        dead = {
+            letter.message[1]
+            for system in systems
+            for letter in system.dead_letters.recent
+            if isinstance(letter.message, tuple) and letter.message[0] == "told"
+        }
+        missing_b = sorted(set(told["b"]) - handled["b"] - dead)
+        require(not missing_b, f"tells to a live node silently gone: {missing_b}")
+        missing_c = sorted(set(told["c"]) - handled["c"] - dead)
+        require(
+            len(missing_c) <= unconfirmed,
+            f"{len(missing_c)} tells to the dead node are gone, {unconfirmed} counted "
+            f"unconfirmed: {missing_c}",
+        )
+        # Acknowledged every few milliseconds: only the last ones before the death
+        # may be counted (a tell handled there may be among them).
+        death = bus.cut_at
+        if death is None:
+            raise ContractViolation("node c was never cut: the program did not run")
+        recent = [n for n in told["c"] if self.sent_at[n] > death - 0.02]
+        require(
+            unconfirmed <= len(recent),
+            f"{unconfirmed} tells counted unconfirmed, but only {len(recent)} were sent "
+            "in the last 20 ms before the node died (acknowledgements lost?)",
+        )
 
 
 __all__ = ["remote_death_watch", "remote_nothing_lost"]
