@@ -80,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
         "nodes of a cluster.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_contracts_command(commands)
+    _add_sweep_command(commands)
+    _add_node_commands(commands)
+    return parser
+
+
+def _add_contracts_command(commands: Any) -> None:
+    """``contracts``: the suite under one policy."""
     contracts = commands.add_parser(
         "contracts",
         help="run the lifecycle and ask-cancellation contract suite under one policy",
@@ -113,6 +121,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="IDS",
         help="comma-separated contract ids to run (default: all)",
     )
+
+
+def _add_sweep_command(commands: Any) -> None:
+    """``sweep``: the candidate policies to check and measure, and the outputs."""
     sweep = commands.add_parser(
         "sweep",
         help="check and measure candidate serving policies; recommend one",
@@ -159,8 +171,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--json", metavar="PATH", help="write the results as JSON")
     sweep.add_argument("--plot", metavar="PATH", help="write a PNG plot (needs matplotlib)")
-    _add_node_commands(commands)
-    return parser
 
 
 def _add_node_commands(commands: Any) -> None:
