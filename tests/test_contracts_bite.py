@@ -37,7 +37,7 @@ from trio_actors._core import (
     _task_serving,
 )
 from trio_actors._core._debug import collecting_violations
-from trio_actors.actors import _system
+from trio_actors.actors import _naming, _system
 from trio_actors.contracts import REGISTRY
 from trio_actors.remote import _codec, _inbound, _node
 
@@ -72,7 +72,7 @@ def on_start_is_skipped(mp: pytest.MonkeyPatch) -> None:
     def kinds(cls: type) -> Any:
         return attrs.evolve(original(cls), has_on_start=False, on_start_async=False)
 
-    mp.setattr(_system, "handler_kinds", kinds)
+    mp.setattr(_naming, "handler_kinds", kinds)  # (spawn checks a new instance there)
     mp.setattr(_system, "known_kinds", lambda cls: None)  # every spawn takes the checks
 
 

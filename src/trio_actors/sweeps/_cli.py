@@ -26,9 +26,15 @@ import importlib
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE, ServingPolicy
+
+if TYPE_CHECKING:  # (the sweep's modules import pyperf and rich: only when it runs)
+    from rich.console import Console
+
+    from ._recommend import Candidate
+    from ._sweep import Settings, Sweep
 
 
 def _positive_int(text: str) -> int:
@@ -74,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
         "nodes of a cluster.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_contracts_command(commands)
+    _add_sweep_command(commands)
+    _add_node_commands(commands)
+    return parser
+
+
+def _add_contracts_command(commands: Any) -> None:
+    """``contracts``: the suite under one policy."""
     contracts = commands.add_parser(
         "contracts",
         help="run the lifecycle and ask-cancellation contract suite under one policy",
@@ -107,6 +121,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="IDS",
         help="comma-separated contract ids to run (default: all)",
     )
+
+
+def _add_sweep_command(commands: Any) -> None:
+    """``sweep``: the candidate policies to check and measure, and the outputs."""
     sweep = commands.add_parser(
         "sweep",
         help="check and measure candidate serving policies; recommend one",
@@ -153,8 +171,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--json", metavar="PATH", help="write the results as JSON")
     sweep.add_argument("--plot", metavar="PATH", help="write a PNG plot (needs matplotlib)")
-    _add_node_commands(commands)
-    return parser
 
 
 def _add_node_commands(commands: Any) -> None:
@@ -217,17 +233,37 @@ def _require_sweep_extra() -> None:
 
 
 def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``trio-actors sweep``: plan, sweep with a progress bar, report. Exit 0 with a
+    recommendation, 1 without one, 2 when the sweep itself failed."""
     _require_sweep_extra()  # before the imports below, which need pyperf and rich
-    import json
-
-    import attrs
     from rich.console import Console
-    from rich.progress import Progress
 
-    from ._recommend import DEFAULT_BATCHES, DEFAULT_CLEANUP_BATCHES, DEFAULT_TIME_SLICES, to_json
+    candidates, settings = _sweep_plan(args, parser)
+    console = Console()
+    errors = Console(stderr=True)
+    errors.print(
+        f"sweeping {len(candidates)} candidates: contracts, then {settings.rounds} "
+        f"interleaved measuring round(s) at scale {settings.scale:g}"
+    )
+    sweep = _sweep_with_progress(candidates, settings, errors)
+    if sweep is None:
+        return 2
+    _report_sweep(args, sweep, settings, console)
+    return 0 if sweep.recommended is not None else 1
+
+
+def _sweep_plan(
+    args: argparse.Namespace, parser: argparse.ArgumentParser
+) -> tuple[list[Candidate], Settings]:
+    """The candidates and settings the options ask for; a bad option (no plotting
+    library for ``--plot``, a workload that does not load) exits through ``parser``
+    before anything is measured."""
+    import attrs
+
+    from ._recommend import DEFAULT_BATCHES, DEFAULT_CLEANUP_BATCHES, DEFAULT_TIME_SLICES
     from ._recommend import candidates as make_candidates
-    from ._report import PLOT_MISSING, plot, table
-    from ._sweep import QUICK, Settings, SweepError, run_sweep, steps_of
+    from ._report import PLOT_MISSING
+    from ._sweep import QUICK, Settings
     from ._workload import WorkloadError, load_workload, make_workload
     from .bench import tell_count
 
@@ -252,12 +288,18 @@ def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         except WorkloadError as error:
             parser.error(str(error))
         settings = attrs.evolve(settings, workload=args.workload)
-    console = Console()
-    errors = Console(stderr=True)
-    errors.print(
-        f"sweeping {len(candidates)} candidates: contracts, then {settings.rounds} "
-        f"interleaved measuring round(s) at scale {settings.scale:g}"
-    )
+    return candidates, settings
+
+
+def _sweep_with_progress(
+    candidates: list[Candidate], settings: Settings, errors: Console
+) -> Sweep | None:
+    """Run the sweep under a progress bar on ``errors``; ``None`` (said there) if it
+    failed."""
+    from rich.progress import Progress
+
+    from ._sweep import SweepError, run_sweep, steps_of
+
     with Progress(console=errors, transient=True) as progress:
         task = progress.add_task("starting", total=steps_of(candidates, settings))
         first = [True]
@@ -272,8 +314,21 @@ def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             sweep = run_sweep(candidates, settings, step)
         except SweepError as error:
             errors.print(f"trio-actors sweep: {error}")
-            return 2
+            return None
         progress.advance(task)
+    return sweep
+
+
+def _report_sweep(
+    args: argparse.Namespace, sweep: Sweep, settings: Settings, console: Console
+) -> None:
+    """The table and the recommendation on ``console``; the JSON and the plot where
+    the options ask for them."""
+    import json
+
+    from ._recommend import to_json
+    from ._report import plot, table
+
     console.print(table(sweep))
     if sweep.recommended is None:
         console.print("no candidate passed every contract: no recommendation")
@@ -293,7 +348,6 @@ def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         from pathlib import Path
 
         plot(sweep, Path(args.plot))
-    return 0 if sweep.recommended is not None else 1
 
 
 def _run_contracts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

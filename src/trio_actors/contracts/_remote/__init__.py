@@ -1,0 +1,23 @@
+"""Contracts RT1--RT21: what holds across nodes (listed in ``docs/contracts.rst``).
+
+Each runs two or three nodes of one cluster in one ``trio.run`` over the in-memory
+bus (:class:`trio_actors.remote.MemoryBus`: subjects, per-publisher order,
+no-responders, a node's connection cut as by ``kill -9``) under an autojumping
+``MockClock``: deterministic, no server. The same behaviour over a real
+``nats-server`` is what ``tests/remote`` checks. Registered only where the
+``cluster`` extra (msgspec) is installed.
+
+By group, as the contracts in one system are:
+
+* ``_messaging``: RT1 ask round trip, RT2 order, RT4 checkpoints, RT5 stopped or
+  unreachable actor;
+* ``_cancellation``: RT6 a cancelled ask withdrawn, RT7 one cancelled while handled,
+  RT9 stranded asks failed back and drain;
+* ``_node_death``: RT19 death watch and node death, RT21 nothing lost with a node
+  dying mid-stream;
+* ``_nodes`` and ``_actors``: the nodes they run on and the actors they share.
+"""
+
+from . import _cancellation, _messaging, _node_death
+
+del _cancellation, _messaging, _node_death  # (imported for their registration)

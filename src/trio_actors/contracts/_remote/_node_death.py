@@ -1,0 +1,224 @@
+"""Contracts across nodes, a node's death: RT19 death watch across nodes, RT21
+nothing lost across nodes.
+
+What a watcher of a remote actor is told when the actor stops and when its node dies
+(asks pending there fail with ``NodeDown``); and, with a node cut mid-stream as by
+``kill -9``, that every ask ends and every tell is handled, a dead letter, or counted
+in the sender's ``node.unconfirmed`` -- and no more counted than can have been lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+
+from ... import Actor, ActorRef, ActorSystem, NodeDown, ServingPolicy, Terminated
+from ...remote import MemoryBus, Node
+from .._harness import require, run_virtual
+from .._registry import ContractViolation, contract
+from ._actors import _Echo, _Gate, _Recorder
+from ._nodes import nodes, reach
+
+
+class _Watcher(Actor):
+    def __init__(self) -> None:
+        self.notices: list[Terminated] = []
+
+    def receive(self, message: Any) -> Any:
+        if isinstance(message, Terminated):
+            self.notices.append(message)
+        elif isinstance(message, tuple) and message[0] == "watch":
+            self.watch(message[1])
+        elif message == "notices":
+            return list(self.notices)
+        return None
+
+
+class _CuttingBus(MemoryBus):
+    """Cuts a node's connection just after a message to it was routed: that message
+    (and what else waited for the node) is lost in flight, as with a ``kill -9``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cut: tuple[Any, str] | None = None
+        self.cut_at: float | None = None  # (when it was cut)
+
+    def cut_after_next(self, node: Any) -> None:
+        """Cut ``node``'s connection after the next message to its actors."""
+        self._cut = (node.transport, node.subject)
+
+    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+        super()._route(subject, payload, reply)
+        if self._cut is not None and subject == self._cut[1]:
+            transport, _subject = self._cut
+            self._cut = None
+            self.cut_at = trio.current_time()
+            self.disconnect(transport)
+
+
+@contract(
+    "RT19",
+    "death watch across nodes",
+    "a remote actor's watcher gets exactly one Terminated when it stops; when its node "
+    "dies, every ask pending there fails with NodeDown and every watch of its actors "
+    "ends with one Terminated whose error is NodeDown",
+)
+def remote_death_watch(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        bus = MemoryBus()
+        async with nodes(policy, "b", bus=bus) as (b,), nodes(policy, "a", bus=bus) as (a,):
+            watcher = b.spawn(_Watcher)
+            stopping = await reach(a, b, a.spawn(_Echo), "stopping")
+            await watcher.ask(("watch", stopping))
+            await stopping.stop()
+            await trio.sleep(1)
+            notices = await watcher.ask("notices")
+            require(
+                [(n.ref, n.error) for n in notices] == [(stopping, None)],
+                f"after a remote stop the watcher got {notices}",
+            )
+            gate = trio.Event()
+            dying = await reach(a, b, a.spawn(_Gate, gate), "dying")
+            await watcher.ask(("watch", dying))
+            outcomes: list[str] = []
+
+            async def ask_pending() -> None:
+                try:
+                    await dying.ask("wait")
+                except NodeDown:
+                    outcomes.append("NodeDown")
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):
+                    nursery.start_soon(ask_pending)
+                await trio.sleep(1)
+                assert a.node is not None
+                bus.disconnect(Node.of(a).transport)  # type: ignore[arg-type]
+            require(outcomes == ["NodeDown"] * 3, f"asks pending on the dead node: {outcomes}")
+            await trio.sleep(5)
+            notices = await watcher.ask("notices")
+            errors = [type(n.error).__name__ for n in notices if n.ref == dying]
+            require(errors == ["NodeDown"], f"watching an actor of the dead node gave {errors}")
+
+    run_virtual(main)
+
+
+@contract(
+    "RT21",
+    "nothing lost across nodes",
+    "with a node dying mid-stream: every remote ask ends (a value, an exception or "
+    "NodeDown; none hangs); every tell is handled, a dead letter, or counted in the "
+    "sender's node.unconfirmed -- and only one its dead receiver may have lost is",
+)
+def remote_nothing_lost(policy: ServingPolicy) -> None:
+    async def main(clock: trio.testing.MockClock) -> None:
+        bus = _CuttingBus()
+        async with nodes(policy, "a", "b", "c", bus=bus) as (a, b, c):
+            recorders = {"b": b.spawn(_Recorder), "c": c.spawn(_Recorder)}
+            refs = {
+                "b": await reach(b, a, recorders["b"], "keeper-b"),
+                "c": await reach(c, a, recorders["c"], "keeper-c"),
+            }
+            stream = _Stream()
+            stuck = await reach(c, a, c.spawn(_Gate, trio.Event()), "stuck")
+            await stream.run(bus, c, refs, stuck)
+            await trio.sleep(5)  # (the accounting waits for a flush)
+            assert a.node is not None
+            unconfirmed = a.node.unconfirmed
+            await stream.check_accounted(unconfirmed, bus, (a, b, c), recorders)
+
+    run_virtual(main)
+
+
+class _Stream:
+    """RT21's stream from node a to nodes b and c, and what it sent."""
+
+    def __init__(self) -> None:
+        self.told: dict[str, list[int]] = {"b": [], "c": []}
+        """The tells sent to each node's recorder while it could be reached."""
+        self.sent_at: dict[int, float] = {}
+        """When each of them was sent."""
+        self.outcomes: list[str] = []
+        """How each ask ended: ``"value"`` or the exception's type name."""
+
+    async def ask(self, ref: ActorRef, message: Any) -> None:
+        try:
+            await ref.ask(message)
+            self.outcomes.append("value")
+        except Exception as error:
+            self.outcomes.append(type(error).__name__)
+
+    async def run(
+        self, bus: _CuttingBus, c: ActorSystem, refs: dict[str, ActorRef], stuck: ActorRef
+    ) -> None:
+        """300 tells to b's and c's recorders in turn, an ask with every fifth, three
+        asks waiting on node c, and node c cut just after the first message routed
+        to it once 201 tells have gone: every ask must end within 60 virtual
+        seconds, at least the three waiting with ``NodeDown``."""
+        with trio.move_on_after(60) as hang:
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):  # (pending when the node dies)
+                    nursery.start_soon(self.ask, stuck, "wait")
+                for number in range(300):
+                    target = "bc"[number % 2]
+                    refs[target].tell(("told", number))
+                    if not (target == "c" and bus.cut_at is not None):  # (unreachable)
+                        self.told[target].append(number)
+                        self.sent_at[number] = trio.current_time()
+                    if number % 5 == 0:
+                        nursery.start_soon(self.ask, refs[target], ("asked", number))
+                    if number == 200:  # (node c dies with the next tells in flight)
+                        bus.cut_after_next(c.node)
+                    if number % 25 == 0:
+                        await trio.sleep(0.01)
+        require(not hang.cancelled_caught, f"asks hung; those that ended: {self.outcomes}")
+        require(
+            len(self.outcomes) == 63 and self.outcomes.count("NodeDown") >= 3,
+            f"the asks ended as {self.outcomes}",
+        )
+
+    async def check_accounted(
+        self,
+        unconfirmed: int,
+        bus: _CuttingBus,
+        systems: tuple[ActorSystem, ...],
+        recorders: dict[str, ActorRef],
+    ) -> None:
+        """Every tell to node b was handled or is a dead letter; those to node c
+        that were neither are at most the ``unconfirmed`` count, and that count is at
+        most the tells sent in the last 20 ms before the cut."""
+        told = self.told
+        handled = {
+            name: {m[1] for m in await recorders[name].ask("seen") if m[0] == "told"}
+            for name in ("b", "c")
+        }
+        dead = {
+            letter.message[1]
+            for system in systems
+            for letter in system.dead_letters.recent
+            if isinstance(letter.message, tuple) and letter.message[0] == "told"
+        }
+        missing_b = sorted(set(told["b"]) - handled["b"] - dead)
+        require(not missing_b, f"tells to a live node silently gone: {missing_b}")
+        missing_c = sorted(set(told["c"]) - handled["c"] - dead)
+        require(
+            len(missing_c) <= unconfirmed,
+            f"{len(missing_c)} tells to the dead node are gone, {unconfirmed} counted "
+            f"unconfirmed: {missing_c}",
+        )
+        # Acknowledged every few milliseconds: only the last ones before the death
+        # may be counted (a tell handled there may be among them).
+        death = bus.cut_at
+        if death is None:
+            raise ContractViolation("node c was never cut: the program did not run")
+        recent = [n for n in told["c"] if self.sent_at[n] > death - 0.02]
+        require(
+            unconfirmed <= len(recent),
+            f"{unconfirmed} tells counted unconfirmed, but only {len(recent)} were sent "
+            "in the last 20 ms before the node died (acknowledgements lost?)",
+        )
+
+
+__all__ = ["remote_death_watch", "remote_nothing_lost"]
