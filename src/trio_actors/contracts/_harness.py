@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import trio
 import trio.testing
 
-from .. import ActorSystem, ServingPolicy, open_actor_system
+from .. import ServingPolicy, open_actor_system
 from ._registry import ContractViolation
 
 T = TypeVar("T")
@@ -131,7 +131,6 @@ async def settle() -> None:
 
 
 __all__ = [
-    "ActorSystem",
     "StepMeter",
     "captured_failures",
     "count_tasks",
