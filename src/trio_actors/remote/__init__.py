@@ -30,7 +30,8 @@ import trio
 
 from .. import nats
 from .._cluster import Cluster, as_cluster, check_token
-from ._node import Node, connection_name
+from ._node import Node
+from ._subjects import connection_name
 from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
 
 if TYPE_CHECKING:

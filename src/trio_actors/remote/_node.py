@@ -43,9 +43,7 @@ from ._subjects import (
     WATCH,
     Peer,
     Subjects,
-    connection_name,
     peer_of_advisory,
-    peer_of_connection,
 )
 from ._tells import Link, Tells
 from ._transport import Transport
@@ -56,7 +54,7 @@ if TYPE_CHECKING:
     from ..actors._cell import ActorCell
     from ..nats import Client, Msg
 
-__all__ = ["DISCONNECT_ADVISORIES", "Node", "Subjects", "connection_name", "peer_of_connection"]
+__all__ = ["Node"]
 
 _LEAVE_WITHIN: Final = 5.0  # seconds a leaving node gives the answers still being made
 

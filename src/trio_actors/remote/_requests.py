@@ -28,7 +28,7 @@ import msgspec
 import trio
 
 from .._errors import ActorNotFound, ActorStopped, NodeDown
-from ._subjects import ASK, CANCEL, NONE, STOP, Peer, encode, number_of
+from ._subjects import ASK, CANCEL, NONE, STOP, Peer, encode
 
 if TYPE_CHECKING:
     from ..actors import ActorRef
@@ -163,7 +163,7 @@ class Requests:
 
     def on_reply(self, message: Msg) -> None:
         """A reply came (called by the connection's reader)."""
-        waiter = self.waiting.get(number_of(message.subject))
+        waiter = self.waiting.get(int(message.subject.rpartition(".")[2]))  # (number_of)
         if waiter is not None and waiter.reply is None:
             waiter.reply = message
             waiter.event.set()
