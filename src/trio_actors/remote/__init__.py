@@ -6,7 +6,9 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
   parts below, and the dispatch of what arrives for its actors;
 * ``_subjects.py`` -- the subjects and the kinds of message on the wire;
 * ``_peers.py`` -- the other nodes: one ``PeerState`` each, one transition table,
-  one writer (heartbeats, advisories and silence are its input);
+  one writer;
+* ``_heartbeats.py`` -- heartbeats, silence and the server's advisories: what the
+  peer table hears;
 * ``_tells.py`` -- tells sent (the outbox, links, confirmations), everything else
   a node publishes, in order after them, and acknowledgements both ways;
 * ``_requests.py`` -- asks, stops and lookups waiting for their reply;

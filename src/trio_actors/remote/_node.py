@@ -2,23 +2,17 @@
 
 The node is made of one object per concept, each in its own module (the package's
 docstring lists them), and keeps only what ties them together: its subscriptions,
-its tasks, what it hears of its peers and of its connection, leaving, and the
-dispatch of messages for its actors (``P.n.<node>.<incarnation>``), as the
-connection's reader calls back, in order: tells go straight to a mailbox; asks and
-stops to ``_inbound.py`` (queued at once, in arrival order); watches to
-``_watches.py``.
-
-Heartbeats (``P.hb.<node>.<incarnation>``): every node publishes one every
-``Cluster.heartbeat`` seconds (and ``bye`` when it leaves); with the system
-account's disconnect advisories (milliseconds, not seconds, but they need
-credentials for that account) they are what the peer table hears (``_peers.py``).
+its tasks, what the peer table's decisions make it do, what it hears of its own
+connection, leaving, and the dispatch of messages for its actors
+(``P.n.<node>.<incarnation>``), as the connection's reader calls back, in order:
+tells go straight to a mailbox; asks and stops to ``_inbound.py`` (queued at once,
+in arrival order); watches to ``_watches.py``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import suppress
+from collections.abc import Awaitable, Callable
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,6 +24,7 @@ from .._errors import ActorError
 from ..nats import Disconnected, Reconnected
 from ._codec import Codec
 from ._exports import Exports
+from ._heartbeats import Heartbeats
 from ._inbound import Answers
 from ._names import ClusterNames
 from ._peers import Peers
@@ -37,13 +32,11 @@ from ._requests import Requests
 from ._subjects import (
     ASK,
     CANCEL,
-    DISCONNECT_ADVISORIES,
     STOP,
     TELL,
     WATCH,
     Peer,
     Subjects,
-    peer_of_advisory,
 )
 from ._tells import Link, Tells
 from ._transport import Transport
@@ -97,8 +90,8 @@ class Node:
         self.thread_id = system.thread_id  # (read by every remote tell)
         self._nursery = nursery
         self.closed = False
-        self.codec = self.new_codec()
         self.exports = Exports(self)
+        self.codec = self.new_codec()
         self.tells = Tells(self)
         self.requests = Requests(self)
         self.watches = Watches(self)
@@ -113,10 +106,11 @@ class Node:
         )
         self.names = ClusterNames(self, self.tells.publish)  # the cluster's names
         self.answers = Answers(self)  # (asks and stops from other nodes)
+        self.heartbeats = Heartbeats(self)  # (the peer table's input)
         self._unsubscribes = [
             transport.subscribe(self.subject, self._on_message),
             transport.subscribe(self.requests.subject, self.requests.on_reply),
-            transport.subscribe(subjects.heartbeats(), self._on_heartbeat),
+            transport.subscribe(subjects.heartbeats(), self.heartbeats.on_heartbeat),
             transport.subscribe(self.watches.subject, self.watches.on_terminated),
             transport.subscribe(subjects.acks(name, incarnation), self.tells.on_ack),
             transport.subscribe(self.names.subject, self.names.on_announcement),
@@ -153,8 +147,8 @@ class Node:
             types=cluster.types,
             errors=cluster.errors,
             pickle=cluster.pickle,
-            ref_to_wire=self.ref_to_wire,
-            ref_from_wire=self.ref_from_wire,
+            ref_to_wire=self.exports.ref_to_wire,
+            ref_from_wire=self.exports.ref_from_wire,
         )
 
     def start(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
@@ -179,31 +173,10 @@ class Node:
         """The node's own tasks: heartbeats and the watch over the nodes it waits
         on, confirming tells and acknowledging them (``_tells.py``)."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._beat)
+            nursery.start_soon(self.heartbeats.beat)
             nursery.start_soon(self.tells.run)
 
-    # --- peers: what the peer table hears, and what it makes the node do -----------
-
-    async def _beat(self) -> None:
-        heartbeat = self.subjects.heartbeat(self.name, self.incarnation)
-        while True:
-            self.tells.publish(heartbeat, b"")
-            await trio.sleep(self.cluster.heartbeat)
-            self.peers.check(self._waiting_on())
-
-    def _waiting_on(self) -> Iterator[tuple[Peer, float]]:
-        """What waits on each peer, and since when: requests, then watches."""
-        yield from self.requests.waiting_on()
-        yield from self.watches.waiting_on()
-
-    def _on_heartbeat(self, message: Msg) -> None:
-        _prefix, _, rest = message.subject.partition(".hb.")
-        node, _, incarnation = rest.partition(".")
-        peer = (node, incarnation)
-        if message.data == b"bye":
-            self.peers.down(peer, "it left the cluster")
-            return
-        self.peers.heartbeat(peer)
+    # --- peers: what the peer table makes the node do --------------------------------
 
     def _met(self, peer: Peer) -> None:
         """``peer`` is new to this node, or back after it was declared down: they
@@ -230,28 +203,7 @@ class Node:
     def follow_advisories(self, advisories: Transport) -> None:
         """Hear the server's disconnect advisories on ``advisories`` (until
         :meth:`close`)."""
-        self._unsubscribes.append(
-            advisories.subscribe(DISCONNECT_ADVISORIES, self.on_disconnect_advisory)
-        )
-
-    def on_disconnect_advisory(self, message: Msg) -> None:
-        """The server says a connection ended (the system account's
-        ``client_disconnect`` advisory): if it was a node's, that node is down --
-        within milliseconds of a ``kill -9``, not after missed heartbeats."""
-        peer = peer_of_advisory(self.cluster.name, message.data)
-        if peer is not None and peer != (self.name, self.incarnation):
-            self.start(self._down_by_advisory, peer, self.requests.made)  # (not once closed)
-
-    async def _down_by_advisory(self, peer: Peer, sent_up_to: int) -> None:
-        """Declare ``peer`` down, once this node's own connection has brought what
-        the server routed to it before (a flush: the server answers it after them).
-        The advisory comes on another connection: a reply the dead node sent just
-        before it died would otherwise arrive after its ``NodeDown``. What this node
-        asks it meanwhile is answered by NATS (no responders: ``ActorStopped``)."""
-        with suppress(Exception):  # (this node's connection is lost: that says enough)
-            await self.transport.flush()
-        why = "its connection ended (the server's disconnect advisory)"
-        self.peers.down(peer, why, sent_up_to=sent_up_to)
+        self._unsubscribes.append(self.heartbeats.follow_advisories(advisories))
 
     async def follow_connection(self, client: Client) -> None:
         """The node's task that hears its own connection's losses: what was in
@@ -368,7 +320,7 @@ class Node:
             return
         self.closed = self.tells.closed = True
         self.tells.send_acks()
-        self.tells.publish(self.subjects.heartbeat(self.name, self.incarnation), b"bye")
+        self.heartbeats.say_bye()
         for unsubscribe in self._unsubscribes:
             unsubscribe()
         self._unsubscribes.clear()
