@@ -29,7 +29,7 @@ counting subscriber. Every value is seconds per round trip or per message.
     process's counting subscriber (a callback subscription: no task hop), then
     requests its count on the same connection.
     Target: ``R2-remote-tell`` throughput >= 0.6 x this. (A burst of tells to a
-    node leaves as few NATS messages, ``remote/_outbox.py``; the floor publishes
+    node leaves as few NATS messages, ``remote/_tells.py``; the floor publishes
     one message per message, as a raw client does.)
 ``R2-lone-tell`` / ``R2-lone-floor``
     the same, but the sender yields after every tell (publish): each tell leaves

@@ -39,7 +39,7 @@ from trio_actors._core import (
 from trio_actors._core._debug import collecting_violations
 from trio_actors.actors import _naming, _system
 from trio_actors.contracts import REGISTRY
-from trio_actors.remote import _codec, _inbound, _node
+from trio_actors.remote import _codec, _inbound, _node, _requests, _subjects, _tells, _watches
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
 
@@ -573,18 +573,18 @@ def remote_tells_handled_in_tasks(mp: pytest.MonkeyPatch) -> None:
 
 
 def ask_from_a_closed_node_skips_the_checkpoint(mp: pytest.MonkeyPatch) -> None:
-    original = _node.Node.ask
+    original = _requests.Requests.ask
 
     async def ask(self: Any, cell: Any, message: Any) -> Any:
-        if self._closed:
+        if self._node.closed:
             raise ActorStopped("this node has left the cluster")
         return await original(self, cell, message)
 
-    mp.setattr(_node.Node, "ask", ask)
+    mp.setattr(_requests.Requests, "ask", ask)
 
 
 def unreachable_tells_vanish(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(_node.Node, "_on_unreachable", lambda self, message: None)
+    mp.setattr(_tells.Tells, "on_unreachable", lambda self, message: None)
 
 
 def remote_asks_queued_by_tasks(mp: pytest.MonkeyPatch) -> None:
@@ -598,17 +598,17 @@ def remote_sends_overtake_waiting_tells(mp: pytest.MonkeyPatch) -> None:
     def without_the_outbox(self: Any, subject: str, data: bytes, reply: Any = None) -> None:
         self.transport.publish(subject, data, reply=reply)
 
-    mp.setattr(_node.Node, "_out", without_the_outbox)
+    mp.setattr(_tells.Tells, "out", without_the_outbox)
 
 
 def remote_answers_overtake_waiting_tells(mp: pytest.MonkeyPatch) -> None:
     # (as the first outbox did: a handler's answer was published past the tells it made)
     def answer_at_once(self: Any, envelope: Any, value: Any, error: Any) -> None:
-        self.forget_ask(envelope)
-        answer = msgspec.Raw(self.codec.encode(value))
-        self.transport.publish(envelope.answer_to, _node._encode((True, answer)))
+        self.forget(envelope)
+        answer = msgspec.Raw(self._node.codec.encode(value))
+        self._node.transport.publish(envelope.answer_to, _subjects.encode((True, answer)))
 
-    mp.setattr(_node.Node, "answer_ask", answer_at_once)
+    mp.setattr(_inbound.Answers, "answer", answer_at_once)
 
 
 def remote_cancellation_is_ignored(mp: pytest.MonkeyPatch) -> None:
@@ -635,37 +635,37 @@ def remote_stranded_asks_not_failed_back(mp: pytest.MonkeyPatch) -> None:
 
 
 def remote_stop_ignores_drain(mp: pytest.MonkeyPatch) -> None:
-    original = _node.Node._receive_stop
+    original = _inbound.Answers.receive_stop
 
     def never_drained(self: Any, cell: Any, body: Any, reply: Any) -> None:
-        original(self, cell, _node._encode(False), reply)
+        original(self, cell, _subjects.encode(False), reply)
 
-    mp.setattr(_node.Node, "_receive_stop", never_drained)
+    mp.setattr(_inbound.Answers, "receive_stop", never_drained)
 
 
 def lost_tells_not_counted(mp: pytest.MonkeyPatch) -> None:
     async def nothing(self: Any, peer: Any, link: Any, told: int) -> None:
         await trio.lowlevel.checkpoint()
 
-    mp.setattr(_node.Node, "_count_lost_tells", nothing)
+    mp.setattr(_tells.Tells, "count_lost", nothing)
 
 
 def acknowledgements_ignored(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(_node.Node, "_on_ack", lambda self, message: None)
+    mp.setattr(_tells.Tells, "on_ack", lambda self, message: None)
 
 
 def node_death_ends_no_watch(mp: pytest.MonkeyPatch) -> None:
-    def fail_asks_only(self: Any, peer: Any, why: str) -> None:
-        for waiter in self._requests.values():
+    def fail_asks_only(self: Any, peer: Any, said: str, sent_up_to: Any, closed: Any) -> None:
+        for waiter in self.requests.waiting.values():
             if waiter.peer == peer and waiter.reply is None:
-                waiter.down = why
+                waiter.failed = said
                 waiter.event.set()
 
-    mp.setattr(_node.Node, "_declare_down", fail_asks_only)
+    mp.setattr(_node.Node, "_peer_down", fail_asks_only)
 
 
 def remote_watchers_told_twice(mp: pytest.MonkeyPatch) -> None:
-    original = _node.Node._terminated
+    original = _watches.Watches.terminated
 
     def twice(self: Any, remote: Any, error: Any) -> None:
         subscribers = list(remote.subscribers.values())
@@ -674,7 +674,7 @@ def remote_watchers_told_twice(mp: pytest.MonkeyPatch) -> None:
         for deliver in subscribers:
             deliver(notice)
 
-    mp.setattr(_node.Node, "_terminated", twice)
+    mp.setattr(_watches.Watches, "terminated", twice)
 
 
 MUTANTS: dict[str, list[Mutant]] = {

@@ -152,7 +152,7 @@ async def test_the_mistakes_of_opening_a_node_are_said_before_anything_starts(
 
 
 def test_a_node_s_connection_name_says_its_node_and_incarnation() -> None:
-    from trio_actors.remote._node import connection_name, peer_of_connection
+    from trio_actors.remote._subjects import connection_name, peer_of_connection
 
     name = connection_name("prod", "worker-1", "ab12cd")
     assert name == "ta.prod.worker-1.ab12cd"

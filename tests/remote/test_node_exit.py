@@ -19,6 +19,7 @@ from test_nodes import Echo
 
 import trio_actors as ta
 from trio_actors.remote import MemoryBus, Node
+from trio_actors.remote._peers import PeerState
 
 TELLS = 100
 
@@ -99,5 +100,6 @@ async def test_a_node_s_exit_sends_its_waiting_tells_also_after_a_ctrl_c(
         missing = set(range(TELLS)) - set(handled) - set(dead)
         assert len(missing) <= node.unconfirmed, (sorted(missing), node.unconfirmed)
         assert handled == list(range(TELLS))  # (here, over the in-memory bus: all went)
-        assert node._closed  # (closed: the outbox was sent, "bye" said)
-        assert ("a", node.incarnation) not in Node.of(b)._heard  # (b heard the bye)
+        assert node.closed  # (closed: the outbox was sent, "bye" said)
+        a_for_b = Node.of(b).peers.state(("a", node.incarnation))
+        assert a_for_b in {PeerState.DOWN, PeerState.UNKNOWN}  # (b heard the bye)

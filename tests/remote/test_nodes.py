@@ -18,6 +18,7 @@ import trio.testing
 
 import trio_actors as ta
 from trio_actors.remote import Node
+from trio_actors.remote._peers import PeerState
 
 
 class Order(msgspec.Struct):
@@ -788,9 +789,12 @@ async def test_the_record_of_tells_to_a_node_never_heard_from_goes_with_it(
         ghost.tell("anyone?")
         await trio.sleep(0.5)
         assert [d.reason for d in a.dead_letters.recent] == ["unreachable"]
-        assert ("ghost", "0123456789ab") in Node.of(a)._links
+        ghost_node = ("ghost", "0123456789ab")
+        assert Node.of(a).peers.current_link(ghost_node) is not None
+        assert Node.of(a).peers.state(ghost_node) is PeerState.EXPECTED
         await trio.sleep(cluster.heartbeat * (cluster.heartbeats_missed + 1))
-        assert ("ghost", "0123456789ab") not in Node.of(a)._links  # (declared down: gone)
+        assert Node.of(a).peers.current_link(ghost_node) is None  # (declared down: gone)
+        assert Node.of(a).peers.state(ghost_node) is PeerState.UNKNOWN
         assert a.node.unconfirmed == 0  # (its one tell came back: not counted)
 
 
@@ -805,7 +809,7 @@ async def test_tells_after_a_wrong_node_down_are_accounted_if_it_really_dies(
         assert a.node is not None
         assert b.node is not None
         peer = (a.node.name, a.node.incarnation)
-        Node.of(b)._declare_down(peer, "wrongly, for the test")  # (node a is alive)
+        Node.of(b).peers.down(peer, "wrongly, for the test")  # (node a is alive)
         await trio.sleep(1)
         await trio.testing.wait_all_tasks_blocked()  # (nothing waits to be written)
         there.tell("after the wrong down")  # (leaves at once: routed to node a)
@@ -837,10 +841,10 @@ async def test_remote_watches_end_with_their_watchers_restart_or_stop(
         watcher = b.spawn(FlakyWatcher, name="watcher")
         await watcher.ask(("watch", first))
         await watcher.ask(("watch", second))
-        assert len(Node.of(b)._watches) == 2
+        assert len(Node.of(b).watches.watching) == 2
         with pytest.raises(RuntimeError):
             await watcher.ask("fail")  # (restarted: its watches go, as locally -- Akka's)
-        await eventually(lambda: not b.node._watches)  # type: ignore[union-attr]
+        await eventually(lambda: not b.node.watches.watching)  # type: ignore[union-attr]
         await watcher.ask(("watch", second))  # (the fresh instance watches what it wants)
         await first.stop()
         await second.stop()
@@ -850,8 +854,8 @@ async def test_remote_watches_end_with_their_watchers_restart_or_stop(
         a.register("third", a.spawn(Echo, name="third"))
         third = await remote_ref(a, b, "third")
         await other.ask(("watch", third))
-        assert len(Node.of(b)._watches) == 1
+        assert len(Node.of(b).watches.watching) == 1
         await other.stop()  # (its watches go with it)
-        assert Node.of(b)._watches == {}
+        assert Node.of(b).watches.watching == {}
         await third.stop()
         assert b.dead_letters.count == 0  # (nobody was told)

@@ -1,4 +1,4 @@
-"""Remote tells coalesced (``remote/_outbox.py``), over the in-memory bus under an
+"""Remote tells coalesced (``remote/_tells.py``), over the in-memory bus under an
 autojumping MockClock: a lone tell leaves at once; tells made while what the node
 published waits for its connection's writer leave as few messages, in order, at the
 writer's turn; anything else the node sends leaves after the tells before it; what
@@ -20,7 +20,7 @@ from test_nodes import Echo  # (records what it is told; "seen" answers the reco
 import trio_actors as ta
 from trio_actors.nats import BufferFull
 from trio_actors.remote import MemoryBus, Node
-from trio_actors.remote._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE
+from trio_actors.remote._tells import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE
 
 
 class Held(ta.Actor):
@@ -201,10 +201,10 @@ async def test_waiting_tells_the_connection_refuses_are_dead_letters_unreachable
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise BufferFull("full, for the test")
 
-    sent = nodes.node._tells_sent
+    sent = nodes.node.tells.sent
     monkeypatch.setattr(nodes.node.transport, "publish", refuse)
     await trio.testing.wait_all_tasks_blocked()  # (the writer's turn: refused)
-    assert nodes.node._tells_sent == sent  # (not numbered, not counted as sent)
+    assert nodes.node.tells.sent == sent  # (not numbered, not counted as sent)
     letters = [(letter.reason, letter.message) for letter in nodes.a.dead_letters.recent]
     assert letters == [("unreachable", "refused 1"), ("unreachable", "refused 2")]
     assert "2 tell(s) to node b not sent" in caplog.text

@@ -1,10 +1,24 @@
-"""Actors across processes and machines: nodes on NATS (``remote.md``).
+"""Actors across processes and machines: nodes on NATS (``docs/remote.rst``).
 
-Imported only when a system is opened with ``cluster=``. A node (``_node.py``) is a
-system's presence in a cluster; refs to actors of other nodes are ``ActorRef``\\ s
-whose record is a :class:`~trio_actors.remote._remote_cell.RemoteCell`; what
-crosses is encoded by ``_codec.py``; the connection is NATS or, for tests, an
-in-memory bus (``_transport.py``).
+Imported only when a system is opened with ``cluster=``. One concept per module:
+
+* ``_node.py`` -- a node, a system's presence in a cluster: the wiring of the
+  parts below, and the dispatch of what arrives for its actors;
+* ``_subjects.py`` -- the subjects and the kinds of message on the wire;
+* ``_peers.py`` -- the other nodes: one ``PeerState`` each, one transition table,
+  one writer;
+* ``_heartbeats.py`` -- heartbeats, silence and the server's advisories: what the
+  peer table hears;
+* ``_tells.py`` -- tells sent (the outbox, links, confirmations), everything else
+  a node publishes, in order after them, and acknowledgements both ways;
+* ``_requests.py`` -- asks, stops and lookups waiting for their reply;
+* ``_watches.py`` -- death watch across nodes, both sides;
+* ``_exports.py`` -- refs on the wire, both ways;
+* ``_inbound.py`` -- asks and stops from other nodes, queued and answered;
+* ``_names.py`` -- the cluster's registered names;
+* ``_remote_cell.py`` -- the record behind a ref to an actor of another node;
+* ``_codec.py`` -- what crosses, encoded;
+* ``_transport.py`` -- NATS, or for tests an in-memory bus.
 """
 
 from __future__ import annotations
@@ -18,7 +32,8 @@ import trio
 
 from .. import nats
 from .._cluster import Cluster, as_cluster, check_token
-from ._node import Node, connection_name
+from ._node import Node
+from ._subjects import connection_name
 from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
 
 if TYPE_CHECKING:

@@ -1,12 +1,13 @@
-"""An ask from another node, queued in a local mailbox like any ask.
+"""Asks and stops from other nodes: queued like local ones, answered by publishing.
 
 A local ask parks its asker's task in the envelope (:class:`~trio_actors.mailbox.
-_envelope.Ask`); an ask from another node has no task here: its envelope is queued
-by the connection's reader, synchronously, in the order the node's messages
-arrive -- so a tell sent after an ask is handled after it, as locally (T2) -- and
-the envelope hands its end to the node, which publishes the answer to the asker's
-reply subject. The asker's cancellation arrives as a ``CANCEL`` and does what a
-local asker's does (the state table of ``_envelope.py``):
+_envelope.Ask`); an ask from another node has no task here: its envelope
+(:class:`RemoteAsk`) is queued by the connection's reader, synchronously, in the
+order the node's messages arrive -- so a tell sent after an ask is handled after
+it, as locally (T2) -- and the envelope hands its end to :class:`Answers`, which
+publishes the answer to the asker's reply subject. The asker's cancellation arrives
+as a ``CANCEL`` and does what a local asker's does (the state table of
+``_envelope.py``):
 
 ===========  ==================================================================
 state        what the asker's ``CANCEL`` does
@@ -19,18 +20,28 @@ DONE         nothing: the answer has been published
 
 Every envelope ends exactly once -- answered, failed back (the handler raised, the
 actor stopped first, a full bounded mailbox refused it), withdrawn or abandoned --
-and the node forgets it then (``Node.leave`` waits for the ones still owed).
+and :class:`Answers` forgets it then (``Node.leave`` waits for the ones still owed).
+A stop from another node stops the actor, and answers once it has (a ``stop``), or
+answers nothing (a ``stop_nowait``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+import trio
+
 from .._core._envelope import Ask, AskState
+from .._core._ref import new_ref
+from .._errors import ActorStopped
+from ._subjects import NONE, encode
 
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
     from ._node import Node
+
+__all__ = ["Answers", "RemoteAsk"]
 
 _QUEUED = AskState.QUEUED
 _RUNNING = AskState.RUNNING
@@ -40,29 +51,126 @@ _DONE = AskState.DONE
 class RemoteAsk(Ask):
     """An ask from another node: answered by publishing to ``answer_to``."""
 
-    __slots__ = ("answer_to", "node")
+    __slots__ = ("answer_to", "answers")
 
-    def __init__(self, cell: ActorCell, message: Any, node: Node, answer_to: str) -> None:
+    def __init__(self, cell: ActorCell, message: Any, answers: Answers, answer_to: str) -> None:
         super().__init__(cell, message, None)  # type: ignore[arg-type]  # (no task waits)
-        self.node = node
+        self.answers = answers
         self.answer_to = answer_to
 
     def cancel(self) -> None:
         """The asker's ``CANCEL``: see the table above. Never a checkpoint."""
         if self.asker_cancelled():
-            self.node.forget_ask(self)
+            self.answers.forget(self)
 
     def reply(self, value: Any) -> None:
         if self.state is _RUNNING:
             self.state = _DONE
-            self.node.answer_ask(self, value, None)
+            self.answers.answer(self, value, None)
 
     def fail(self, error: BaseException) -> bool:
         if self.state is _RUNNING or self.state is _QUEUED:
             self.state = _DONE
-            self.node.answer_ask(self, None, error)
+            self.answers.answer(self, None, error)
             return True
         return False
 
 
-__all__ = ["RemoteAsk"]
+class Answers:
+    """The asks from other nodes this node owes an answer, by reply subject; and
+    the stops from other nodes."""
+
+    __slots__ = ("_all_answered", "_node", "owed")
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self.owed: dict[str, RemoteAsk] = {}
+        self._all_answered: trio.Event | None = None  # (leave() waits for it)
+
+    def receive_ask(self, cell: ActorCell | None, path: str, body: Any, reply: str) -> None:
+        """Queue an ask from another node, now, in arrival order."""
+        node = self._node
+        try:
+            message = node.codec.decode(body)
+            if cell is None:
+                raise ActorStopped(f"{node.name}:{path} has stopped; ask not accepted")
+        except Exception as error:
+            error_body = msgspec.Raw(node.codec.encode_error(error))
+            node.tells.publish(reply, encode((False, error_body)))
+            return
+        envelope = self.owed[reply] = RemoteAsk(cell, message, self, reply)
+        if not cell.accept_ask(envelope):
+            envelope.start()  # (running from now on: a task asks for it)
+            envelope.scope = trio.CancelScope()
+            node.start(self._ask_by_task, envelope)
+
+    def cancel(self, reply: str) -> None:
+        """The asker's ``CANCEL`` of the ask it made with ``reply``."""
+        envelope = self.owed.get(reply)
+        if envelope is not None:
+            envelope.cancel()
+
+    async def _ask_by_task(self, envelope: RemoteAsk) -> None:
+        """Ask ``envelope``'s actor from a task of the node (an actor that takes
+        asks only so: a pool). Its asker's ``CANCEL`` cancels the task's ask."""
+        assert envelope.scope is not None
+        try:
+            with envelope.scope:
+                try:
+                    value = await new_ref(envelope.cell).ask(envelope.message)
+                except Exception as error:
+                    envelope.fail(error)
+                else:
+                    envelope.reply(value)
+        finally:  # (cancelled with the node: nobody will answer any more)
+            envelope.handler_ended(ActorStopped(f"{envelope.cell.path} stopped while answering"))
+
+    def answer(self, envelope: RemoteAsk, value: Any, error: BaseException | None) -> None:
+        """Publish the end of an ask from another node: ``value``, or ``error``
+        (also when the value, or the answer, cannot go). Never raises."""
+        self.forget(envelope)
+        tells, codec, reply = self._node.tells, self._node.codec, envelope.answer_to
+        if error is None:
+            try:
+                tells.out(reply, encode((True, msgspec.Raw(codec.encode(value)))))
+                return
+            except Exception as cannot_go:  # (unencodable, over max_payload, closed)
+                error = cannot_go
+        tells.publish(reply, encode((False, msgspec.Raw(codec.encode_error(error)))))
+
+    def forget(self, envelope: RemoteAsk) -> None:
+        """An ask from another node ended: answered, withdrawn or abandoned."""
+        self.owed.pop(envelope.answer_to, None)
+        if not self.owed and self._all_answered is not None:
+            self._all_answered.set()
+
+    async def all_answered(self, within: float) -> None:
+        """Wait until every ask owed is answered, at most ``within`` seconds. A
+        checkpoint if something is owed."""
+        if self.owed:
+            self._all_answered = trio.Event()
+            with trio.move_on_after(within):
+                await self._all_answered.wait()
+
+    def receive_stop(self, cell: ActorCell | None, body: Any, reply: str | None) -> None:
+        """A stop of a local actor from another node (answered on ``reply``, if
+        given, once the actor has stopped)."""
+        try:
+            drain = msgspec.msgpack.decode(body) is True
+        except msgspec.DecodeError:
+            drain = False
+        node = self._node
+        if cell is None:
+            if reply:
+                node.tells.publish(reply, encode((True, NONE)))
+            return
+        ref = new_ref(cell)
+        if reply is None:
+            ref.stop_nowait(drain=drain)
+            return
+
+        async def stop_and_answer() -> None:
+            await ref.stop(drain=drain)
+            node.tells.publish(reply, encode((True, NONE)))
+
+        node.start(stop_and_answer)

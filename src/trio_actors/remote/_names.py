@@ -29,12 +29,16 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from .._core._ref import new_ref
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .._core._cell import ActorCell
     from ..nats import Msg
     from ._codec import WireRef
-    from ._node import Node, Peer
+    from ._node import Node
+    from ._subjects import Peer
 
 __all__ = ["ClusterNames"]
 
@@ -50,13 +54,15 @@ _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int])
 class ClusterNames:
     """One node's side of the cluster's names: its announcements and its view."""
 
-    __slots__ = ("_node", "_publish", "_subject", "held")
+    __slots__ = ("_node", "_publish", "_subject", "_subscriptions", "held")
 
     def __init__(self, node: Node, publish: Callable[[str, bytes], None]) -> None:
         self._node = node
         self._publish = publish  # (the node's own: what cannot go is logged)
-        self._subject = f"{node.subjects.prefix}.names"
+        self._subject = node.subjects.names()
         self.held: dict[str, WireRef] = {}  # names other nodes hold: name -> their ref
+        # Names registered here: name -> what unsubscribes its lookups' subject.
+        self._subscriptions: dict[str, Callable[[], None]] = {}
 
     @property
     def subject(self) -> str:
@@ -69,7 +75,7 @@ class ClusterNames:
             ValueError: naming the node.
         """
         wire = self.held.get(name)
-        if wire is not None and self._node.silent((wire[0], wire[1])):
+        if wire is not None and self._node.peers.silent((wire[0], wire[1])):
             wire = None  # (its node went silent: down now, its names free)
         if wire is not None:
             node, incarnation, path, _number = wire
@@ -78,6 +84,40 @@ class ClusterNames:
                 f"({incarnation}); names are cluster-wide (unregister it there first, or "
                 "wait for that actor, or its node, to stop)"
             )
+
+    def claimed(self, name: str, cell: ActorCell) -> None:
+        """A local actor takes ``name``: refuse it if another node holds it (as far as
+        this node has heard), else answer lookups of it from other nodes and tell
+        them it is taken.
+
+        Raises:
+            ValueError: another node holds ``name``.
+        """
+        self.check(name)
+        node = self._node
+        wire = node.ref_to_wire(new_ref(cell))
+        publish = self._publish
+
+        def answer(message: Msg) -> None:
+            if message.reply:
+                publish(message.reply, _encode((True, wire)))
+
+        self._subscriptions[name] = node.transport.subscribe(node.subjects.name(name), answer)
+        self.claim(name, wire)
+
+    def released(self, name: str) -> None:
+        """A local actor's ``name`` is free: no more lookups of it here; the others
+        hear it."""
+        unsubscribe = self._subscriptions.pop(name, None)
+        if unsubscribe is not None:
+            unsubscribe()
+            self.release(name)
+
+    def close(self) -> None:
+        """The node left: no more lookups answered here (its names go with it)."""
+        for unsubscribe in self._subscriptions.values():
+            unsubscribe()
+        self._subscriptions.clear()
 
     def claim(self, name: str, wire: WireRef) -> None:
         self._announce(CLAIM, name, wire)
@@ -119,7 +159,7 @@ class ClusterNames:
             return
         if peer == me:
             return
-        node.heard_from(peer)
+        node.peers.claim(peer)
         if kind == RELEASE:
             held = self.held.get(name)
             if held is not None and (held[0], held[1]) == peer:

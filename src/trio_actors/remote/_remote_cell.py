@@ -55,6 +55,7 @@ class RemoteCell:
         "node",
         "node_name",
         "subject",
+        "tells",
     )
 
     fast_tell = False
@@ -65,7 +66,8 @@ class RemoteCell:
         self.node = node
         self.node_name, self.incarnation, self.local_path, self.eid = wire
         self.subject = node.subjects.node(self.node_name, self.incarnation)
-        self.link = node.link_to(self.peer)  # (its node's record of tells sent)
+        self.tells = node.tells  # (a tell's path: one attribute away)
+        self.link = node.peers.link_to(self.peer)  # (its node's record of tells sent)
 
     @property
     def peer(self) -> tuple[str, str]:
@@ -90,40 +92,38 @@ class RemoteCell:
 
     def tell(self, message: Any) -> None:
         if get_ident() != self.node.thread_id:
-            self.node.tell_from_elsewhere(self, message)  # (to the node's thread, in order)
+            self.tells.tell_from_elsewhere(self, message)  # (to the node's thread, in order)
             return
-        self.node.tell(self, message)
+        self.tells.tell(self, message)
 
     def ask_message(self, message: Any) -> Coroutine[Any, Any, Any]:
-        return self.node.ask(self, message)
+        return self.node.requests.ask(self, message)
 
     async def send_message(self, message: Any) -> None:
         """``send``: a remote mailbox gives no backpressure across the network (yet);
         a tell and a checkpoint."""
         self.node.check_thread("send")
-        self.node.tell(self, message)
+        self.tells.tell(self, message)
         await trio.lowlevel.checkpoint()
 
     async def stop_and_wait(self, *, drain: bool) -> None:
-        await self.node.stop(self, drain=drain)
+        await self.node.requests.stop(self, drain=drain)
 
     def request_stop(self, *, drain: bool) -> None:
-        self.node.check_thread("stop_nowait")
-        self.node.request_stop(self, drain=drain)
+        self.node.requests.request_stop(self, drain=drain)
 
     async def wait_terminated(self) -> Terminated:
-        self.node.check_thread("wait_stopped")
-        return await self.node.wait_terminated(self)
+        return await self.node.watches.wait_terminated(self)
 
     def watch_from(self, watcher: ActorCell) -> None:
-        self.node.watch(self, watcher)
+        self.node.watches.watch(self, watcher)
 
     def unwatch_from(self, watcher: ActorCell) -> None:
-        self.node.unwatch(self, watcher)
+        self.node.watches.unwatch(self, watcher)
 
     def forget_watcher(self, watcher: ActorCell) -> None:
         """``watcher`` stopped: its watch goes (nothing to withdraw from it)."""
-        self.node.forget_watcher(self, watcher)
+        self.node.watches.forget_watcher(self, watcher)
 
     def snapshot(self) -> ActorStatistics:
         raise ActorError(

@@ -1,0 +1,95 @@
+"""How a node learns that the others live or die: the peer table's input.
+
+* **Heartbeats** (``P.hb.<node>.<incarnation>``): every node publishes one every
+  ``Cluster.heartbeat`` seconds, and ``bye`` when it leaves. A heartbeat is the
+  ``HEARTBEAT`` event of its node's peer; ``bye`` is ``DOWN`` ("it left the
+  cluster").
+* **Silence**: after each beat, every peer silent for ``heartbeats_missed`` beats
+  is declared down -- one that a request or a watch waits on (since it was sent,
+  if never heard), and one heard before (also if nothing waits on it: its names).
+  This works on any NATS account and covers a node that hangs with its connection
+  open.
+* **Advisories**: given a user of the servers' system account, the server says
+  when a connection ends (``$SYS.ACCOUNT.*.DISCONNECT``); a node's connection is
+  named after it (``_subjects.connection_name``), so its death is known within
+  milliseconds of a ``kill -9``, not after missed heartbeats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._subjects import DISCONNECT_ADVISORIES, Peer, peer_of_advisory
+
+if TYPE_CHECKING:
+    from ..nats import Msg
+    from ._node import Node
+    from ._transport import Transport
+
+__all__ = ["Heartbeats"]
+
+
+class Heartbeats:
+    """One node's failure detector: its beats, and what it hears of the others'."""
+
+    __slots__ = ("_node", "subject")
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self.subject = node.subjects.heartbeat(node.name, node.incarnation)
+
+    async def beat(self) -> None:
+        """Beat, and after each beat declare down the peers silent too long."""
+        node = self._node
+        while True:
+            node.tells.publish(self.subject, b"")
+            await trio.sleep(node.cluster.heartbeat)
+            node.peers.check(self._waiting_on())
+
+    def _waiting_on(self) -> Iterator[tuple[Peer, float]]:
+        """What waits on each peer, and since when: requests, then watches."""
+        yield from self._node.requests.waiting_on()
+        yield from self._node.watches.waiting_on()
+
+    def say_bye(self) -> None:
+        """This node leaves: the others hear it (after what it sent before)."""
+        self._node.tells.publish(self.subject, b"bye")
+
+    def on_heartbeat(self, message: Msg) -> None:
+        """A heartbeat of any node (this one's too), or its ``bye``."""
+        _prefix, _, rest = message.subject.partition(".hb.")
+        node, _, incarnation = rest.partition(".")
+        peer = (node, incarnation)
+        if message.data == b"bye":
+            self._node.peers.down(peer, "it left the cluster")
+            return
+        self._node.peers.heartbeat(peer)
+
+    def follow_advisories(self, advisories: Transport) -> Callable[[], None]:
+        """Hear the server's disconnect advisories on ``advisories``; return what
+        stops hearing them."""
+        return advisories.subscribe(DISCONNECT_ADVISORIES, self.on_disconnect_advisory)
+
+    def on_disconnect_advisory(self, message: Msg) -> None:
+        """The server says a connection ended (the system account's
+        ``client_disconnect`` advisory): if it was a node's, that node is down."""
+        node = self._node
+        peer = peer_of_advisory(node.cluster.name, message.data)
+        if peer is not None and peer != (node.name, node.incarnation):
+            node.start(self._down_by_advisory, peer, node.requests.made)  # (not once closed)
+
+    async def _down_by_advisory(self, peer: Peer, sent_up_to: int) -> None:
+        """Declare ``peer`` down, once this node's own connection has brought what
+        the server routed to it before (a flush: the server answers it after them).
+        The advisory comes on another connection: a reply the dead node sent just
+        before it died would otherwise arrive after its ``NodeDown``. What this node
+        asks it meanwhile is answered by NATS (no responders: ``ActorStopped``)."""
+        node = self._node
+        with suppress(Exception):  # (this node's connection is lost: that says enough)
+            await node.transport.flush()
+        why = "its connection ended (the server's disconnect advisory)"
+        node.peers.down(peer, why, sent_up_to=sent_up_to)

@@ -1,0 +1,211 @@
+"""Death watch across nodes: both sides.
+
+**The watcher's side.** This node keeps one :class:`_RemoteWatch` per remote actor
+watched from here, whoever watches it (watcher cells, and ``wait_stopped`` callers
+by a token of their own). The first subscriber sends a ``WATCH`` whose reply
+subject is ``P.t.<node>.<incarnation>.<n>``; the watched actor's node answers there
+once, when the actor stops (at once if it has), and NATS answers no-responders
+there if that node is gone. Every subscriber then gets one ``Terminated``. Watches
+of actors on a node declared down (``_peers.py``) end with
+``Terminated(ref, error=NodeDown(...))``. After this node's connection comes back,
+the watches are sent again (the server forgot them with the connection).
+
+**The watched side.** A ``WATCH`` of a local actor: its node answers the reply
+subject when the actor stops (at once if it has stopped) -- one task per watched
+actor, whatever the watchers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
+import trio
+
+from .._core._ref import new_ref
+from .._errors import NodeDown, RemoteError
+from ..lifecycle import Terminated
+from ._subjects import NONE, WATCH, Peer, encode, number_of
+
+if TYPE_CHECKING:
+    from .._core._cell import ActorCell
+    from ..nats import Msg
+    from ._node import Node
+    from ._remote_cell import RemoteCell
+
+__all__ = ["Watches"]
+
+
+class _RemoteWatch:
+    """This node's watch of one remote actor: who here wants its ``Terminated``
+    (watcher cells, and ``wait_stopped`` callers by a token of their own)."""
+
+    __slots__ = ("cell", "number", "since", "subscribers")
+
+    def __init__(self, cell: RemoteCell, number: int) -> None:
+        self.cell = cell
+        self.number = number
+        self.since = trio.current_time()
+        self.subscribers: dict[object, Callable[[Terminated], None]] = {}
+
+
+class Watches:
+    """One node's watches across nodes.
+
+    Attributes:
+        watching: remote actors watched from here, by wire.
+        watched: local actors watched from other nodes, by export number: the
+            termination subjects to answer when they stop.
+    """
+
+    __slots__ = ("_by_number", "_count", "_node", "_terminations", "watched", "watching")
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._terminations = node.subjects.terminations(node.name, node.incarnation)
+        self.watching: dict[tuple[str, str, str, int], _RemoteWatch] = {}
+        self._by_number: dict[int, _RemoteWatch] = {}
+        self._count = itertools.count(1)
+        self.watched: dict[int, list[str]] = {}
+
+    @property
+    def subject(self) -> str:
+        """The subjects of the stops of actors watched from here."""
+        return f"{self._terminations}.*"
+
+    # --- the watcher's side -----------------------------------------------------
+
+    def _send_watch(self, remote: _RemoteWatch) -> None:
+        reply = f"{self._terminations}.{remote.number}"
+        self._node.tells.send(remote.cell, WATCH, NONE, reply)
+
+    def _subscribe(
+        self, cell: RemoteCell, key: object, callback: Callable[[Terminated], None]
+    ) -> None:
+        remote = self.watching.get(cell.wire)
+        if remote is None:
+            remote = _RemoteWatch(cell, next(self._count))
+            self.watching[cell.wire] = remote
+            self._by_number[remote.number] = remote
+            self._send_watch(remote)
+        remote.subscribers[key] = callback
+
+    def watch(self, cell: RemoteCell, watcher: ActorCell) -> None:
+        """``watcher`` gets one ``Terminated`` when the remote actor stops (or its
+        node dies). Never a checkpoint; idempotent."""
+
+        def deliver(notice: Terminated) -> None:
+            if watcher.watching is not None:
+                watcher.watching.discard(cell)
+            if watcher.accepting:  # (a watcher that stopped first gets nothing)
+                watcher.tell_notice(notice)
+
+        self._subscribe(cell, watcher, deliver)
+
+    def unwatch(self, cell: RemoteCell, watcher: ActorCell) -> None:
+        """Withdraw ``watcher``'s watch, and a ``Terminated`` of it already queued."""
+        self.forget_watcher(cell, watcher)
+        ref = new_ref(cell)  # type: ignore[arg-type]
+        watcher.withdraw_notices(lambda item: isinstance(item, Terminated) and item.ref == ref)
+
+    def forget_watcher(self, cell: RemoteCell, key: object) -> None:
+        """Withdraw one subscriber's watch of ``cell``; the last one gone, this node
+        forgets the watch (the other node keeps its side until the actor stops:
+        then this node finds nobody to tell)."""
+        remote = self.watching.get(cell.wire)
+        if remote is None:
+            return
+        remote.subscribers.pop(key, None)
+        if not remote.subscribers:
+            del self.watching[cell.wire]
+            del self._by_number[remote.number]
+
+    async def wait_terminated(self, cell: RemoteCell) -> Terminated:
+        """``wait_stopped`` of a remote actor. A checkpoint."""
+        self._node.check_thread("wait_stopped")
+        done = trio.Event()
+        outcome: list[Terminated] = []
+        key = object()
+
+        def deliver(notice: Terminated) -> None:
+            outcome.append(notice)
+            done.set()
+
+        self._subscribe(cell, key, deliver)
+        try:
+            await done.wait()
+        finally:
+            self.forget_watcher(cell, key)
+        return outcome[0]
+
+    def terminated(self, remote: _RemoteWatch, error: BaseException | None) -> None:
+        """The remote actor has stopped: tell every subscriber once, then forget."""
+        if self.watching.pop(remote.cell.wire, None) is None:
+            return
+        del self._by_number[remote.number]
+        notice = Terminated(new_ref(remote.cell), error)  # type: ignore[arg-type]
+        for deliver in list(remote.subscribers.values()):
+            deliver(notice)
+
+    def on_terminated(self, message: Msg) -> None:
+        """A watched actor's node says it stopped (or NATS: nothing serves it)."""
+        remote = self._by_number.get(number_of(message.subject))
+        if remote is None:
+            return
+        if message.status == 503:
+            node, incarnation = remote.cell.peer
+            error: BaseException | None = NodeDown(
+                f"node {node!r} ({incarnation}) cannot be reached: nothing serves it"
+            )
+        else:
+            try:
+                encoded = msgspec.msgpack.decode(message.data, type=bytes | None)
+                error = None if encoded is None else self._node.codec.decode_error(encoded)
+            except Exception as undecodable:  # (its error holds what this node cannot read)
+                error = RemoteError("undecodable", str(undecodable))
+        self.terminated(remote, error)
+
+    def waiting_on(self) -> Iterator[tuple[Peer, float]]:
+        """The peers whose actors are watched, each with when the watch began."""
+        for remote in list(self.watching.values()):
+            yield remote.cell.peer, remote.since
+
+    def peer_down(self, peer: Peer, said: str) -> None:
+        """``peer`` is down: the watches of its actors end with ``NodeDown``."""
+        for remote in [w for w in self.watching.values() if w.cell.peer == peer]:
+            self.terminated(remote, NodeDown(said))
+
+    def send_again(self) -> None:
+        """This node's connection is back: the server forgot the watches with the
+        old one; the watched nodes hear them again (a watch already there is kept
+        once: its answer comes once)."""
+        for remote in self.watching.values():
+            self._send_watch(remote)
+
+    # --- the watched side ---------------------------------------------------------
+
+    def receive_watch(self, cell: ActorCell | None, number: int, reply: str) -> None:
+        """Another node watches a local actor: answer ``reply`` when it stops (at
+        once if it has). One task per watched actor, whatever the watchers."""
+        node = self._node
+        if cell is None:
+            node.tells.publish(reply, encode(None))
+            return
+        subjects = self.watched.get(number)
+        if subjects is not None:
+            subjects.append(reply)
+            return
+        self.watched[number] = [reply]
+        node.start(self._report_stop, cell, number)
+
+    async def _report_stop(self, cell: ActorCell, number: int) -> None:
+        try:
+            terminated = await new_ref(cell).wait_stopped()
+            error = terminated.error
+            answer = encode(None if error is None else self._node.codec.encode_error(error))
+            for subject in self.watched.get(number, ()):
+                self._node.tells.publish(subject, answer)
+        finally:
+            self.watched.pop(number, None)
