@@ -28,6 +28,14 @@ The paths, each next to the floor it is measured against in performance.md:
 ``spawn``
     one idle actor spawned (garbage collection included: the collector's walks
     over the live actors are part of what a spawn costs).
+``S1-det``, ``S3-det``
+    S1 and S3 with counts that do not depend on the machine's load, for comparing
+    commits: the turn sampler off (its thread samples every 10 ms of *wall* time,
+    so under valgrind's ~50x slowdown it is counted ~50x too often: S1 3,344 ->
+    3,724 instructions per message on a loaded machine) and a time slice of
+    1,000 s (under valgrind a 16 ms slice ends S3's rounds every few dozen
+    messages, and how many depends on the load; natively a round is tens of
+    thousands of messages, so a slice that never ends a round is the faithful one).
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -64,6 +73,8 @@ PATHS = [
     Path("S2-floor", (5_000, 15_000), "round trip"),
     Path("checkpoint", (5_000, 15_000), "checkpoint"),
     Path("spawn", (5_000, 10_000), "spawn"),
+    Path("S1-det", (100_000, 300_000)),
+    Path("S3-det", (100_000, 300_000)),
 ]
 S4_ACTORS = 5_000
 
@@ -78,7 +89,14 @@ def run_path(name: str, size: int) -> None:
 
     from . import shapes, vs_pykka
 
-    if name == "S1-noslice":
+    if name in ("S1-det", "S3-det"):
+        policy = ta.ServingPolicy(time_slice=1000.0)
+
+        def open_deterministic() -> Any:
+            return ta.open_actor_system(serving=policy, turn_sampling=None)
+
+        (shapes.s1 if name == "S1-det" else shapes.s3)(open_deterministic, 1, size)
+    elif name == "S1-noslice":
         policy = ta.ServingPolicy(time_slice=None)
         shapes.s1(lambda: ta.open_actor_system(serving=policy), 1, size)
     elif name in ("S4", "S4-floor"):
