@@ -43,10 +43,8 @@ import itertools
 import logging
 import os
 import random
-import secrets
 import ssl
 import sys
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -56,6 +54,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from ._connection import Connection, ConnectionState, Request
 from ._events import (
     ConnectionEvent,
     Disconnected,
@@ -74,14 +73,12 @@ from ._handshake import (
     parse_url,
 )
 from ._protocol import (
-    ClientProtocol,
     Err,
     Event,
     Headers,
     Info,
     Msg,
     Ping,
-    Pong,
     ProtocolError,
     check_subject,
 )
@@ -102,7 +99,9 @@ DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_PENDING_MESSAGES = 65_536
 _READ_SIZE = 65_536
 _log = logging.getLogger("trio_actors.nats")
-_MESSAGE_FRAMES = (b"PUB ", b"HPUB ")  # kept while disconnected; the rest is made again
+_CONNECTED = ConnectionState.CONNECTED
+_CLOSED = ConnectionState.CLOSED
+_random = random.Random()  # (the reconnect backoff's jitter)
 _CLOSE_WITHIN = 5.0  # seconds close() waits for the server to have what was published
 
 Status = Literal["connected", "reconnecting", "closed"]
@@ -144,16 +143,6 @@ class ClientStatistics:
     unsent: int  # published messages never sent: buffered when the client closed
 
 
-class _Request:
-    __slots__ = ("event", "frame", "lost", "reply")
-
-    def __init__(self) -> None:
-        self.event = trio.Event()
-        self.frame: bytes | None = None  # its PUB, to tell whether it went out
-        self.reply: Msg | None = None
-        self.lost = False
-
-
 def _socket_fd(stream: trio.abc.Stream) -> int | None:
     """The file descriptor :meth:`Client.publish` may write through to: a plain
     TCP connection's, where ``os.write`` takes a socket (not Windows); ``None`` for
@@ -164,61 +153,58 @@ def _socket_fd(stream: trio.abc.Stream) -> int | None:
 
 
 @attrs.define(eq=False)
-class _Connection:
+class _Stream:
+    """One stream a connection runs on (a reconnect opens the next)."""
+
     stream: trio.abc.Stream
-    protocol: ClientProtocol
     server: ServerAddress
-    error: str | None = None  # the latest -ERR on it
     fd: int | None = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.fd = _socket_fd(self.stream)
 
 
+@attrs.frozen
+class _Options:
+    """What :func:`connect` was told about timing and buffering."""
+
+    reconnect: Reconnect | None
+    max_pending_bytes: int
+    connect_timeout: float
+    ping_interval: float
+    max_outstanding_pings: int
+
+
 class Client:
-    """A connection to a NATS server that reconnects (made by :func:`connect`)."""
+    """A connection to a NATS server that reconnects (made by :func:`connect`).
+
+    The trio side of a :class:`~trio_actors.nats._connection.Connection`, which
+    holds the state (the handshake's, the sids, the pings, the requests, the
+    frames to send and to replay): the client holds the stream, the tasks, the
+    writer's flags and the listeners.
+    """
 
     def __init__(
         self,
-        connection: _Connection,
+        connection: Connection,
+        stream: _Stream,
         pool: ServerPool,
         settings: ConnectSettings,
-        *,
-        reconnect: Reconnect | None,
-        max_pending_bytes: int,
-        connect_timeout: float,
-        ping_interval: float,
-        max_outstanding_pings: int,
+        options: _Options,
     ) -> None:
-        self._connection: _Connection | None = connection
-        self._protocol = connection.protocol  # makes the frames; the latest INFO's limits
-        self._server = connection.server  # connected to, or the latest lost
+        self._conn = connection
+        self._stream: _Stream | None = stream  # None: reconnecting (or closed after it)
+        self._server = stream.server  # connected to, or the latest lost
         self._pool = pool
         self._settings = settings
-        self._reconnect = reconnect
-        self._random = random.Random()
-        self.max_pending_bytes = max_pending_bytes
-        self.connect_timeout = connect_timeout
-        self.ping_interval = ping_interval
-        self.max_outstanding_pings = max_outstanding_pings
+        self._options = options
         self._thread = get_ident()  # its buffers and events are the trio thread's
-        self._out: list[bytes | bytearray] = []  # (a bytearray: the rest of a frame)
-        self._pending_bytes = 0
         self._wake_writer = trio.Event()
         self._writing = False  # the writer is in send_all
         self._write_through = True  # see _queue
         self._before_writing: list[Callable[[], object]] = []  # see before_writing
-        self._sids = itertools.count(1)
-        self._subscriptions: dict[int, Subscription] = {}
-        self._pongs: deque[trio.Event | None] = deque()  # None: the pinger's PING
-        self._outstanding_pings = 0
-        self._inbox_prefix = f"_INBOX.{secrets.token_hex(11)}"
-        self._inbox_sid: int | None = None
-        self._requests: dict[str, _Request] = {}
-        self._tokens = itertools.count(1)
         self._listeners: set[EventStream] = set()
         self._status_changed = trio.Event()
-        self._closed = False
         self._closing = False  # close() was called: the connection's end is no error
         self._reconnecting = trio.CancelScope()
         # The connection's tasks ignore a cancellation from outside the ``connect``
@@ -226,30 +212,76 @@ class Client:
         # (a node's last answers and "bye") can still be sent -- and are cancelled
         # by its end (``connect``).
         self._io = trio.CancelScope(shield=True)
-        self.last_error: str | None = None
-        # Statistics.
-        self.messages_in = self.bytes_in = self.messages_out = self.bytes_out = 0
-        self.reconnects = self.server_errors = self.unsent = 0
-        self._dropped_by_ended = 0
 
     def __repr__(self) -> str:
         return f"<nats.Client {self.status} {self._server.url}>"
 
+    # --- what connect() was told, and the counters (the connection's) ------------------
+
+    @property
+    def max_pending_bytes(self) -> int:
+        return self._options.max_pending_bytes
+
+    @property
+    def connect_timeout(self) -> float:
+        return self._options.connect_timeout
+
+    @property
+    def ping_interval(self) -> float:
+        return self._options.ping_interval
+
+    @property
+    def max_outstanding_pings(self) -> int:
+        return self._options.max_outstanding_pings
+
+    @property
+    def last_error(self) -> str | None:
+        """The latest server ``-ERR`` (``None``: none yet)."""
+        return self._conn.last_error
+
+    @property
+    def messages_in(self) -> int:
+        return self._conn.counters.messages_in
+
+    @property
+    def bytes_in(self) -> int:
+        return self._conn.counters.bytes_in
+
+    @property
+    def messages_out(self) -> int:
+        return self._conn.counters.messages_out
+
+    @property
+    def bytes_out(self) -> int:
+        return self._conn.counters.bytes_out
+
+    @property
+    def reconnects(self) -> int:
+        return self._conn.counters.reconnects
+
+    @property
+    def server_errors(self) -> int:
+        return self._conn.counters.server_errors
+
+    @property
+    def unsent(self) -> int:
+        return self._conn.counters.unsent
+
     @property
     def server_info(self) -> dict[str, Any]:
         """The latest ``INFO`` of the server connected to (or last connected to)."""
-        return self._protocol.server_info
+        return self._conn.protocol.server_info
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._conn.state is _CLOSED
 
     @property
     def status(self) -> Status:
         """``"connected"``, ``"reconnecting"`` or ``"closed"``."""
-        if self._closed:
+        if self._conn.state is _CLOSED:
             return "closed"
-        return "reconnecting" if self._connection is None else "connected"
+        return "reconnecting" if self._stream is None else "connected"
 
     @property
     def servers(self) -> list[str]:
@@ -261,7 +293,7 @@ class Client:
         """Whether published frames wait in the buffer for the writer's next turn
         on a live connection (not while reconnecting, when a publish may raise
         ``BufferFull``, nor once closed)."""
-        return bool(self._out) and self._connection is not None and not self._closed
+        return bool(self._conn.out) and self._stream is not None and not self.closed
 
     def before_writing(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Call ``callback()`` at each turn of the writer, before it takes what waits
@@ -279,19 +311,21 @@ class Client:
 
     def statistics(self) -> ClientStatistics:
         """The counters now. Never a checkpoint."""
+        conn = self._conn
+        counters = conn.counters
         return ClientStatistics(
             status=self.status,
-            server=None if self._connection is None else self._connection.server.url,
-            messages_in=self.messages_in,
-            bytes_in=self.bytes_in,
-            messages_out=self.messages_out,
-            bytes_out=self.bytes_out,
-            reconnects=self.reconnects,
-            pending_bytes=self._pending_bytes,
-            subscriptions=len(self._subscriptions),
-            dropped=self._dropped_by_ended + sum(s.dropped for s in self._subscriptions.values()),
-            server_errors=self.server_errors,
-            unsent=self.unsent,
+            server=None if self._stream is None else self._stream.server.url,
+            messages_in=counters.messages_in,
+            bytes_in=counters.bytes_in,
+            messages_out=counters.messages_out,
+            bytes_out=counters.bytes_out,
+            reconnects=counters.reconnects,
+            pending_bytes=conn.pending_bytes,
+            subscriptions=len(conn.subscriptions),
+            dropped=counters.dropped_by_ended + sum(s.dropped for s in conn.subscriptions.values()),  # type: ignore[attr-defined]
+            server_errors=counters.server_errors,
+            unsent=counters.unsent,
         )
 
     async def wait_connected(self) -> None:
@@ -301,8 +335,8 @@ class Client:
             ConnectionClosed: the client closed (or gave up reconnecting) first.
         """
         await trio.lowlevel.checkpoint()
-        while self._connection is None:
-            if self._closed:
+        while self._stream is None:
+            if self.closed:
                 raise ConnectionClosed("the client is closed")
             await self._status_changed.wait()
 
@@ -318,7 +352,7 @@ class Client:
             raise ValueError(f"events(buffer=...) is a whole number >= 1, got {buffer!r}")
         stream = EventStream(buffer)
         self._listeners.add(stream)
-        if self._closed:
+        if self.closed:
             stream._close()
         try:
             yield stream
@@ -353,35 +387,37 @@ class Client:
                 "a NATS client is used from the trio thread that connected it only; from "
                 "another thread, call trio.from_thread.run_sync(nc.publish, ...)"
             )
-        if self._closed:
+        conn = self._conn
+        if conn.state is _CLOSED:
             raise ConnectionClosed("the connection is closed")
+        stream = self._stream
         if not message:  # (small, and never refused: a PONG, a PING, a SUB)
-            if self._connection is None:
+            if stream is None:
                 return False
-        elif self._connection is None:
-            assert self._reconnect is not None  # (disconnected only while reconnecting)
-            if self._pending_bytes + len(data) > self._reconnect.buffer_bytes:
+        elif stream is None:
+            reconnect = self._options.reconnect
+            assert reconnect is not None  # (disconnected only while reconnecting)
+            if conn.pending_bytes + len(data) > reconnect.buffer_bytes:
                 raise BufferFull(
                     f"disconnected from {self._server.url} (reconnecting): "
-                    f"{self._pending_bytes} bytes wait to be sent; {len(data)} more would be "
-                    f"over Reconnect.buffer_bytes={self._reconnect.buffer_bytes}"
+                    f"{conn.pending_bytes} bytes wait to be sent; {len(data)} more would be "
+                    f"over Reconnect.buffer_bytes={reconnect.buffer_bytes}"
                 )
-        elif self._pending_bytes + len(data) > self.max_pending_bytes:
+        elif conn.pending_bytes + len(data) > self._options.max_pending_bytes:
             raise BufferFull(
-                f"{self._pending_bytes} bytes wait to be sent; {len(data)} more would be over "
-                f"max_pending_bytes={self.max_pending_bytes}"
+                f"{conn.pending_bytes} bytes wait to be sent; {len(data)} more would be over "
+                f"max_pending_bytes={self._options.max_pending_bytes}"
             )
-        connection = self._connection
         if (
             self._write_through
-            and not self._out
+            and not conn.out
             and not self._writing
-            and connection is not None
-            and connection.fd is not None
+            and stream is not None
+            and stream.fd is not None
         ):
             self._write_through = False
             try:
-                sent = os.write(connection.fd, data)
+                sent = os.write(stream.fd, data)
             except OSError:  # (full: BlockingIOError; broken: the writer will find out)
                 sent = 0
             if sent == len(data):
@@ -389,16 +425,12 @@ class Client:
             if sent:
                 # The rest of a frame the socket took in part: a bytearray, so that
                 # it is never taken for a whole message to keep across a reconnect
-                # (_lose), even where its bytes happen to begin "PUB ".
-                self._buffer(bytearray(data[sent:]))
-                return True
-        self._buffer(data)
-        return True
-
-    def _buffer(self, frame: bytes | bytearray) -> None:
-        self._out.append(frame)
-        self._pending_bytes += len(frame)
+                # (Connection.lost), even where its bytes happen to begin "PUB ".
+                data = bytearray(data[sent:])  # type: ignore[assignment]
+        conn.out.append(data)
+        conn.pending_bytes += len(data)
         self._wake_writer.set()
+        return True
 
     def publish(
         self,
@@ -433,10 +465,12 @@ class Client:
     ) -> bytes | None:
         """:meth:`publish`; return the frame if it was buffered (``None``: handed
         to the socket)."""
-        data = self._protocol.publish(subject, payload, reply=reply, headers=headers)
+        conn = self._conn
+        data = conn.protocol.publish(subject, payload, reply=reply, headers=headers)
         buffered = self._queue(data, message=True)
-        self.messages_out += 1
-        self.bytes_out += len(payload)
+        counters = conn.counters
+        counters.messages_out += 1
+        counters.bytes_out += len(payload)
         return data if buffered else None
 
     @asynccontextmanager
@@ -488,20 +522,25 @@ class Client:
             )
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable (it is given each Msg), got {callback!r}")
-        sid = next(self._sids)
-        self._queue(self._protocol.subscribe(sid, subject, queue=queue), message=False)
-        subscription = Subscription(self, sid, subject, queue, pending, callback)
-        self._subscriptions[sid] = subscription
+        conn = self._conn
+        subscription = Subscription(self, conn.next_sid(), subject, queue, pending, callback)
+        frame = conn.subscribe(subscription)
+        try:
+            self._queue(frame, message=False)
+        except BaseException:
+            conn.unsubscribe(subscription.sid)
+            raise
         return subscription
 
     def _unsubscribe(self, subscription: Subscription, *, send: bool = True) -> None:
         """End ``subscription`` (``send``: and send its ``UNSUB``; drain has)."""
-        if self._subscriptions.pop(subscription.sid, None) is None:
+        conn = self._conn
+        if conn.unsubscribe(subscription.sid) is None:
             return
-        self._dropped_by_ended += subscription.dropped
+        conn.counters.dropped_by_ended += subscription.dropped
         subscription._end()
-        if send and not self._closed:
-            self._queue(self._protocol.unsubscribe(subscription.sid), message=False)
+        if send and conn.state is not _CLOSED:
+            self._queue(conn.unsubscribe_frame(subscription.sid), message=False)
 
     async def request(
         self,
@@ -521,23 +560,20 @@ class Client:
             ConnectionClosed: the client closed before a reply came.
         """
         check_subject(subject)
-        if self._inbox_sid is None:
-            self._inbox_sid = next(self._sids)
-            self._queue(
-                self._protocol.subscribe(self._inbox_sid, f"{self._inbox_prefix}.*"),
-                message=False,
-            )
-        reply_subject = f"{self._inbox_prefix}.{next(self._tokens)}"
-        waiter = _Request()
-        self._requests[reply_subject] = waiter
+        conn = self._conn
+        inbox = conn.inbox_subscription()
+        if inbox is not None:
+            self._queue(inbox, message=False)
+        event = trio.Event()
+        request: Request = conn.add_request(event)
         try:
-            waiter.frame = self._publish(subject, payload, reply_subject, headers)
-            await waiter.event.wait()
+            request.frame = self._publish(subject, payload, request.subject, headers)
+            await event.wait()
         finally:
-            del self._requests[reply_subject]
-        reply = waiter.reply
+            conn.remove_request(request)
+        reply = request.reply
         if reply is None:
-            if waiter.lost:
+            if request.lost:
                 raise ConnectionLost(
                     f"the connection to {self._server.url} was lost after the request to "
                     f"{subject!r} went out: it may or may not have been handled"
@@ -556,10 +592,11 @@ class Client:
             ConnectionClosed: the client closed first.
         """
         pong = trio.Event()
-        self._queue(self._protocol.ping(), message=False)
-        self._pongs.append(pong)
+        conn = self._conn
+        self._queue(conn.protocol.ping(), message=False)
+        conn.flush_ping(pong)
         await pong.wait()
-        if self._closed:
+        if self.closed:
             raise ConnectionClosed("the connection closed before the server answered")
 
     async def drain(self) -> None:
@@ -568,13 +605,13 @@ class Client:
         subscriptions -- nothing in flight is dropped), end them (each iteration
         ends after the messages it has), then send what is buffered and close (as
         :meth:`close`, within its time). A checkpoint."""
-        draining = list(self._subscriptions.values())
+        draining = list(self._conn.subscriptions.values())
         for subscription in draining:
-            self._queue(self._protocol.unsubscribe(subscription.sid), message=False)
+            self._queue(self._conn.unsubscribe_frame(subscription.sid), message=False)
         with trio.move_on_after(_CLOSE_WITHIN), suppress(ConnectionClosed):
             await self.flush()
         for subscription in draining:
-            self._unsubscribe(subscription, send=False)
+            self._unsubscribe(subscription, send=False)  # type: ignore[arg-type]
         await self.close()
 
     async def close(self, *, send_within: float = _CLOSE_WITHIN) -> None:
@@ -588,53 +625,43 @@ class Client:
             ConnectionClosed: published messages could not be sent in time (how
                 many: in the message and in ``statistics().unsent``).
         """
-        if self._closed:
+        if self.closed:
             await trio.lowlevel.checkpoint()
             return
+        conn = self._conn
         with trio.move_on_after(send_within), suppress(ConnectionClosed):
-            while self._connection is not None or self._unsent_messages():
+            while self._stream is not None or conn.unsent_messages():
                 await self.flush()
-                if not self._out:
+                if not conn.out:
                     break
-        unsent = self._unsent_messages()
+        unsent = conn.unsent_messages()
         self._closing = True
         self._close()
-        if self._connection is not None:
-            await trio.aclose_forcefully(self._connection.stream)
+        if self._stream is not None:
+            await trio.aclose_forcefully(self._stream.stream)
         else:
             await trio.lowlevel.checkpoint()
         if unsent:
-            self.unsent += unsent
+            conn.counters.unsent += unsent
             raise ConnectionClosed(
                 f"closed with {unsent} published messages never sent: the server "
                 f"({self._server.url}) did not take them within {send_within} s"
             )
 
-    def _unsent_messages(self) -> int:
-        return sum(frame.startswith(_MESSAGE_FRAMES) for frame in self._out)
-
     def _close(self) -> None:
         """Closed: wake everyone who waits on the client."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self._conn.close()  # (wakes the flushes and requests, ends the subscriptions)
         self._reconnecting.cancel()
-        for pong in self._pongs:
-            if pong is not None:
-                pong.set()
-        self._pongs.clear()
-        for waiter in self._requests.values():
-            waiter.event.set()
-        for subscription in list(self._subscriptions.values()):
-            subscription._end()
         for listener in self._listeners:
             listener._close()
         self._status_changed.set()
 
     # --- one connection's tasks -------------------------------------------------------
 
-    async def _write(self, connection: _Connection) -> None:
-        stream = connection.stream
+    async def _write(self, stream: _Stream) -> None:
+        conn = self._conn
         while True:
             await self._wake_writer.wait()
             for callback in tuple(self._before_writing):  # (their publishes join this write)
@@ -643,75 +670,54 @@ class Client:
                 except Exception:  # (a bug of the callback's: not the connection's end)
                     _log.exception("nats: a before_writing callback raised; ignored")
             self._wake_writer = trio.Event()
-            out = self._out
+            out = conn.out
             if out:
-                self._out = []
-                self._pending_bytes = 0
+                conn.out = []
+                conn.pending_bytes = 0
                 self._writing = True
                 try:
-                    await stream.send_all(b"".join(out))
+                    await stream.stream.send_all(b"".join(out))
                 finally:
                     self._writing = False
             self._write_through = True
 
-    async def _read(self, connection: _Connection) -> None:
-        protocol = connection.protocol
-        stream = connection.stream
+    async def _read(self, stream: _Stream) -> None:
+        conn = self._conn
+        receive_some = stream.stream.receive_some
         while True:
-            data = await stream.receive_some(_READ_SIZE)
+            data = await receive_some(_READ_SIZE)
             if not data:
-                if connection.error is not None:
-                    raise _Lost(f"the server closed the connection after: {connection.error}")
+                if conn.error is not None:
+                    raise _Lost(f"the server closed the connection after: {conn.error}")
                 raise _Lost("the server closed the connection")
-            protocol.receive_data(data)
+            conn.receive_data(data)
             self._write_through = True
-            self._handle(protocol.events(), connection)
+            events = conn.events()  # (messages handed to their subscriptions and requests)
+            if events:
+                self._handle(events, stream)
 
-    async def _ping(self, connection: _Connection) -> None:
+    async def _ping(self, stream: _Stream) -> None:
+        conn = self._conn
         while True:
-            await trio.sleep(self.ping_interval)
-            if self._outstanding_pings >= self.max_outstanding_pings:
+            await trio.sleep(self._options.ping_interval)
+            frame = conn.keepalive_ping(self._options.max_outstanding_pings)
+            if frame is None:
                 raise _Lost(
-                    f"stale connection: the server answered none of {self._outstanding_pings} "
-                    f"PINGs sent {self.ping_interval} s apart"
+                    f"stale connection: the server answered none of {conn.outstanding_pings} "
+                    f"PINGs sent {self._options.ping_interval} s apart"
                 )
-            self._outstanding_pings += 1
-            self._queue(connection.protocol.ping(), message=False)
-            self._pongs.append(None)
+            self._queue(frame, message=False)
 
-    def _handle(self, events: list[Event], connection: _Connection) -> None:
-        """Act on what one read brought: messages to their subscriptions (or to the
-        request waiting for them), then the rest. Never a checkpoint."""
-        subscriptions = self._subscriptions
-        received = received_bytes = 0
+    def _handle(self, events: list[Event], stream: _Stream) -> None:
+        """Act on what one read brought besides messages (the connection has
+        recorded it). Never a checkpoint."""
         for event in events:
-            if type(event) is Msg:
-                received += 1
-                received_bytes += len(event.data)
-                subscription = subscriptions.get(event.sid)
-                if subscription is not None:
-                    subscription._deliver(event)
-                elif event.sid == self._inbox_sid:
-                    waiter = self._requests.get(event.subject)
-                    if waiter is not None and waiter.reply is None:
-                        waiter.reply = event
-                        waiter.event.set()
-            elif type(event) is Ping:
-                self._queue(connection.protocol.pong(), message=False)
-            elif type(event) is Pong:
-                self._outstanding_pings = 0
-                if self._pongs:
-                    pong = self._pongs.popleft()
-                    if pong is not None:
-                        pong.set()
+            if type(event) is Ping:
+                self._queue(self._conn.protocol.pong(), message=False)
             elif type(event) is Err:
-                self.last_error = connection.error = event.message
-                self.server_errors += 1
                 self._report(ServerErrorReported(event.message))
             elif type(event) is Info:
-                self._learn(event.options, connection.server)
-        self.messages_in += received
-        self.bytes_in += received_bytes
+                self._learn(event.options, stream.server)
 
     def _learn(self, info: dict[str, Any], server: ServerAddress) -> None:
         """What an ``INFO`` says beyond its limits: other servers, lame-duck mode."""
@@ -722,23 +728,21 @@ class Client:
             self._pool.lame_duck(server)
             self._report(LameDuck(server.url))
 
-    async def _serve(self, connection: _Connection) -> str:
-        """Run one connection's tasks until the first of them ends it; return why."""
+    async def _serve(self, stream: _Stream) -> str:
+        """Run one stream's tasks until the first of them ends it; return why."""
         reason = "closed"
         async with trio.open_nursery() as nursery:
 
-            async def run(part: Callable[[_Connection], Awaitable[None]]) -> None:
+            async def run(part: Callable[[_Stream], Awaitable[None]]) -> None:
                 nonlocal reason
                 try:
-                    await part(connection)
+                    await part(stream)
                 except _Lost as lost:
                     reason = str(lost)
                 except ProtocolError as error:
+                    # (The connection has replaced the broken codec: frames can
+                    # still be made, until the next stream's.)
                     reason = f"the server sent what the protocol does not allow: {error}"
-                    # The broken core makes no more frames; a fresh one with the
-                    # same limits does, until the next connection's.
-                    self._protocol = ClientProtocol()
-                    self._protocol.server_info = connection.protocol.server_info
                 except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as error:
                     cause = error.__cause__  # (an SSLStream's error says nothing itself)
                     reason = f"{type(error).__name__}: {error or cause}"
@@ -755,56 +759,47 @@ class Client:
 
     # --- the supervisor: losing a connection and reconnecting -------------------------
 
-    async def _supervise(self, connection: _Connection) -> None:
-        """Serve connection after connection until the client closes or gives up
-        (or the ``connect`` block ends: :attr:`_io`)."""
+    async def _supervise(self, stream: _Stream) -> None:
+        """Serve stream after stream until the client closes or gives up (or the
+        ``connect`` block ends: :attr:`_io`)."""
         with self._io:
-            await self._serve_connections(connection)
+            await self._serve_connections(stream)
 
-    async def _serve_connections(self, connection: _Connection) -> None:
+    async def _serve_connections(self, stream: _Stream) -> None:
+        conn = self._conn
         try:
             while True:
-                reason = await self._serve(connection)
-                await trio.aclose_forcefully(connection.stream)
-                if self._closing or self._closed:
+                reason = await self._serve(stream)
+                await trio.aclose_forcefully(stream.stream)
+                if self._closing or self.closed:
                     return
-                self._lose(connection, reason)
-                if self._reconnect is None:
-                    if connection.error is not None:
+                error = conn.error
+                self._lose(stream, reason)
+                reconnect = self._options.reconnect
+                if reconnect is None:
+                    if error is not None:
                         raise ServerError(reason)
                     raise ConnectionClosed(reason)
-                found = await self._find_server(self._reconnect, reason)
+                found = await self._find_server(reconnect, reason)
                 if found is None:
                     return  # close() while reconnecting
-                connection = found
-                self._resume(connection)
+                stream = found
+                self._resume(stream)
         finally:
             if not self._closing:
-                self.unsent += self._unsent_messages()
+                conn.counters.unsent += conn.unsent_messages()
             self._close()
 
-    def _lose(self, connection: _Connection, reason: str) -> None:
-        """The connection is gone: keep the messages not yet handed to it, fail the
-        requests that went out on it, and say so."""
-        self._connection = None
-        self._outstanding_pings = 0
-        kept: list[bytes | bytearray] = [
-            frame
-            for frame in self._out
-            if type(frame) is bytes and frame.startswith(_MESSAGE_FRAMES)
-        ]
-        self._out = kept
-        self._pending_bytes = sum(map(len, kept))
-        waiting = {id(frame) for frame in kept}
-        for waiter in self._requests.values():
-            if waiter.reply is None and id(waiter.frame) not in waiting:
-                waiter.lost = True
-                waiter.event.set()
+    def _lose(self, stream: _Stream, reason: str) -> None:
+        """The stream is gone: the connection keeps the messages not yet handed to
+        it and fails the requests that went out on it; say so."""
+        self._stream = None
+        self._conn.lost()
         self._status_changed.set()
         self._status_changed = trio.Event()
-        self._report(Disconnected(connection.server.url, reason))
+        self._report(Disconnected(stream.server.url, reason))
 
-    async def _find_server(self, policy: Reconnect, reason: str) -> _Connection | None:
+    async def _find_server(self, policy: Reconnect, reason: str) -> _Stream | None:
         """Rounds through the pool, with backoff between them, until a server takes
         the connection (``None``: the client closed meanwhile). A checkpoint.
 
@@ -813,55 +808,41 @@ class Client:
         """
         last = reason
         rounds = itertools.count() if policy.max_rounds is None else range(policy.max_rounds)
+        timeout = self._options.connect_timeout
         self._reconnecting = trio.CancelScope()
         with self._reconnecting:
             for round_number in rounds:
-                await trio.sleep(policy.delay(round_number, self._random.random))
+                await trio.sleep(policy.delay(round_number, _random.random))
                 for server in self._pool.round(self._server):
                     try:
-                        with trio.fail_after(self.connect_timeout):
-                            stream, protocol = await open_connection(server, self._settings)
+                        with trio.fail_after(timeout):
+                            stream, _ = await open_connection(server, self._settings, self._conn)
                     except trio.TooSlowError:
-                        last = (
-                            f"{server.url} did not finish the handshake within "
-                            f"{self.connect_timeout} s"
-                        )
+                        last = f"{server.url} did not finish the handshake within {timeout} s"
                     except (OSError, ServerError, ProtocolError, ConnectionClosed) as error:
                         last = f"{server.url}: {error}"
                     else:
-                        return _Connection(stream, protocol, server)
-        if self._closed:
+                        return _Stream(stream, server)
+        if self.closed:
             return None
         raise ConnectionClosed(
             f"gave up reconnecting after {policy.max_rounds} rounds through "
-            f"{len(self._pool.servers)} servers ({self._unsent_messages()} published "
+            f"{len(self._pool.servers)} servers ({self._conn.unsent_messages()} published "
             f"messages never sent); the last error: {last}"
         )
 
-    def _resume(self, connection: _Connection) -> None:
-        """Connected again: subscribe everything again, then send what was kept, then
-        a PING for every flush still waiting. Never a checkpoint."""
-        protocol = connection.protocol
-        frames = [
-            protocol.subscribe(s.sid, s.subject, queue=s.queue)
-            for s in self._subscriptions.values()
-        ]
-        if self._inbox_sid is not None:
-            frames.append(protocol.subscribe(self._inbox_sid, f"{self._inbox_prefix}.*"))
-        flushes: deque[trio.Event | None] = deque(p for p in self._pongs if p is not None)
-        self._pongs = flushes
-        self._out = frames + self._out + [protocol.ping() for _ in flushes]
-        self._pending_bytes = sum(map(len, self._out))
+    def _resume(self, stream: _Stream) -> None:
+        """Connected again: the connection has queued what to send first (every
+        subscription again, then what was kept, then a PING for every flush still
+        waiting); wake the writer and say so. Never a checkpoint."""
         self._wake_writer = trio.Event()
         self._wake_writer.set()
-        self._connection = connection
-        self._protocol = protocol
-        self._server = connection.server
-        self.reconnects += 1
+        self._stream = stream
+        self._server = stream.server
         self._status_changed.set()
         self._status_changed = trio.Event()
-        self._report(Reconnected(connection.server.url))
-        self._learn(protocol.server_info, connection.server)
+        self._report(Reconnected(stream.server.url))
+        self._learn(self._conn.protocol.server_info, stream.server)
 
 
 @asynccontextmanager
@@ -939,11 +920,12 @@ async def connect(
         nkey_seed=nkey_seed,
         credentials=credentials,
     )
+    connection = Connection()
     last: BaseException | None = None
     for server in list(pool.servers):
         try:
             with trio.fail_after(connect_timeout):
-                stream, protocol = await open_connection(server, settings)
+                stream, protocol = await open_connection(server, settings, connection)
         except (OSError, ServerError, ProtocolError, ConnectionClosed, trio.TooSlowError) as error:
             last = error
             continue
@@ -951,21 +933,15 @@ async def connect(
     else:
         assert last is not None
         raise last
-    connection = _Connection(stream, protocol, server)
-    client = Client(
-        connection,
-        pool,
-        settings,
-        reconnect=reconnect,
-        max_pending_bytes=max_pending_bytes,
-        connect_timeout=connect_timeout,
-        ping_interval=ping_interval,
-        max_outstanding_pings=max_outstanding_pings,
+    first = _Stream(stream, server)
+    options = _Options(
+        reconnect, max_pending_bytes, connect_timeout, ping_interval, max_outstanding_pings
     )
+    client = Client(connection, first, pool, settings, options)
     client._learn(protocol.server_info, server)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(client._supervise, connection, name="nats supervisor")
+            nursery.start_soon(client._supervise, first, name="nats supervisor")
             try:
                 yield client
                 await client.close()
@@ -974,5 +950,5 @@ async def connect(
                 client._io.cancel()
                 nursery.cancel_scope.cancel()
     finally:
-        if client._connection is not None:
-            await trio.aclose_forcefully(client._connection.stream)
+        if client._stream is not None:
+            await trio.aclose_forcefully(client._stream.stream)
