@@ -13,7 +13,16 @@ This package imports nothing else of trio-actors (the runtime's remote layer wil
 import it, never the other way round).
 """
 
-from . import _client, _events, _handshake, _protocol, _server_process, _servers, _subscription
+from . import (
+    _client,
+    _events,
+    _handshake,
+    _protocol,
+    _server_process,
+    _servers,
+    _subscription,
+    _transport,
+)
 from ._client import *  # noqa: F403 - the client's names: its __all__
 from ._events import *  # noqa: F403 - what a client tells about its connection
 from ._handshake import *  # noqa: F403 - the errors of opening a connection
@@ -21,6 +30,7 @@ from ._protocol import *  # noqa: F403 - the protocol core's names: its __all__
 from ._server_process import *  # noqa: F403 - a local nats-server process
 from ._servers import *  # noqa: F403 - the reconnect policy
 from ._subscription import *  # noqa: F403 - Subscription, SlowConsumer
+from ._transport import *  # noqa: F403 - connect
 
 __all__ = [
     *_client.__all__,
@@ -30,6 +40,7 @@ __all__ = [
     *_server_process.__all__,
     *_servers.__all__,
     *_subscription.__all__,
+    *_transport.__all__,
 ]
 
 
