@@ -22,6 +22,7 @@ from . import (
     _servers,
     _subscription,
     _transport,
+    _values,
 )
 from ._client import *  # noqa: F403 - the client's names: its __all__
 from ._events import *  # noqa: F403 - what a client tells about its connection
@@ -31,6 +32,7 @@ from ._server_process import *  # noqa: F403 - a local nats-server process
 from ._servers import *  # noqa: F403 - the reconnect policy
 from ._subscription import *  # noqa: F403 - Subscription, SlowConsumer
 from ._transport import *  # noqa: F403 - connect
+from ._values import *  # noqa: F403 - the events, headers and protocol errors
 
 __all__ = [
     *_client.__all__,
@@ -41,6 +43,7 @@ __all__ = [
     *_servers.__all__,
     *_subscription.__all__,
     *_transport.__all__,
+    *_values.__all__,
 ]
 
 

@@ -28,13 +28,10 @@ from ._handshake import (
     ConnectionClosed,
     ConnectSettings,
 )
-from ._protocol import (
-    Headers,
-    Msg,
-    check_subject,
-)
+from ._protocol import check_subject
 from ._servers import ServerPool
 from ._subscription import Subscription
+from ._values import Headers, Msg
 
 if TYPE_CHECKING:
     from ._transport import _Options, _Stream

@@ -56,16 +56,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from ._protocol import (
-    ClientProtocol,
-    Err,
-    Event,
-    Info,
-    Msg,
-    Pong,
-    ProtocolError,
-    _NeedData,
-)
+from ._protocol import ClientProtocol
+from ._values import Err, Event, Info, Msg, Pong, ProtocolError, _NeedData
 
 __all__: list[str] = []  # (private: the client's, and the tests')
 

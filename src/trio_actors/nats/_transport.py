@@ -63,8 +63,8 @@ from ._handshake import (
     open_connection,
     parse_url,
 )
-from ._protocol import Err, Event, Info, Ping, ProtocolError
 from ._servers import Reconnect, ServerPool
+from ._values import Err, Event, Info, Ping, ProtocolError
 
 __all__ = ["connect"]
 
