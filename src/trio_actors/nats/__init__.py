@@ -1,13 +1,16 @@
-"""A trio-native NATS client (issue 17): a sans-io protocol core and, on it, a trio
+"""A trio-native NATS client (issue 17): two sans-io layers and, on them, a trio
 transport.
 
-The protocol core (``_protocol.py``) turns the server's bytes into events and
-makes the bytes of every client operation, with no I/O and no clock. The transport
-(``_client.py``) runs one connection with a reader and a writer task:
-``connect``, a synchronous ``publish``, ``subscribe``, ``request``, ``flush``,
-``drain``, ``close``, reconnecting across the server pool (``_servers.py``), and
-events about the connection (``_events.py``); opening one connection, with TLS and
-authentication, is ``_handshake.py``.
+The protocol core (``_protocol.py``, with its values in ``_values.py``) turns the
+server's bytes into events and makes the bytes of every client operation, with no
+I/O and no clock. The connection (``_connection.py``) holds the state across
+streams, as one table: the handshake's steps, pings and flushes, the sid table,
+the request inbox and what to send again after a reconnect -- also with no I/O.
+The transport (``_transport.py``) runs each stream with a reader, a writer and a
+pinger task and reconnects across the server pool (``_servers.py``); the API is
+``_client.py`` (``publish``, ``subscribe``, ``request``, ``flush``, ``drain``,
+``close``), events about the connection ``_events.py``; opening one stream, with
+TLS and authentication, is ``_handshake.py``.
 
 This package imports nothing else of trio-actors (the runtime's remote layer will
 import it, never the other way round).

@@ -88,7 +88,7 @@ class ClientStatistics:
 class Client:
     """A connection to a NATS server that reconnects (made by :func:`connect`).
 
-    The trio side of a :class:`~trio_actors.nats._connection.Connection`, which
+    The trio side of a ``_connection.Connection``, which
     holds the state (the handshake's, the sids, the pings, the requests, the
     frames to send and to replay): the client holds the stream, the tasks, the
     writer's flags and the listeners.

@@ -56,8 +56,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from ._protocol import ClientProtocol
-from ._values import Err, Event, Info, Msg, Pong, ProtocolError, _NeedData
+from ._protocol import ClientProtocol, _NeedData
+from ._values import Err, Event, Info, Msg, Pong, ProtocolError
 
 __all__: list[str] = []  # (private: the client's, and the tests')
 

@@ -30,8 +30,8 @@ import attrs
 import trio
 
 from ._connection import Connection, ConnectionState
-from ._protocol import ClientProtocol
-from ._values import NEED_DATA, Err, Info, Ping
+from ._protocol import NEED_DATA, ClientProtocol
+from ._values import Err, Info, Ping
 
 __all__ = ["ConnectionClosed", "ServerError", "TLSError"]
 

@@ -35,7 +35,6 @@ from ._values import (
     _OK,
     _PING,
     _PONG,
-    NEED_DATA,
     Err,
     Event,
     Headers,
@@ -44,12 +43,22 @@ from ._values import (
     Msg,
     ProtocolError,
     _encode_headers,
-    _NeedData,
     _parse_headers,
 )
 
-__all__ = ["MAX_CONTROL_LINE", "ClientProtocol", "check_subject"]
+__all__ = ["MAX_CONTROL_LINE", "NEED_DATA", "ClientProtocol", "check_subject"]
 MAX_CONTROL_LINE: Final = 4096  # bytes of a control line, CRLF excluded (the server's)
+
+
+class _NeedData:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+"""What :meth:`ClientProtocol.next_event` returns when it needs more bytes."""
 
 
 # --- checks of what is sent -----------------------------------------------------------

@@ -11,7 +11,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final, cast
 
 __all__ = [
-    "NEED_DATA",
     "Err",
     "Event",
     "Headers",
@@ -35,17 +34,6 @@ class ProtocolError(Exception):
 
 class MaxPayloadExceeded(ValueError):
     """A message is larger than the server's ``max_payload``."""
-
-
-class _NeedData:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "NEED_DATA"
-
-
-NEED_DATA: Final = _NeedData()
-"""What :meth:`ClientProtocol.next_event` returns when it needs more bytes."""
 
 
 class Headers(Mapping[str, str]):
