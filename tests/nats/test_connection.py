@@ -40,6 +40,7 @@ class Sub:
         self.sid = sid
         self.subject = subject
         self.queue = queue
+        self.dropped = 0
         self.messages: list[bytes] = []
         self.ended = False
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 import trio
@@ -46,7 +46,6 @@ __all__ = [
 
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_PENDING_MESSAGES = 65_536
-_CONNECTED = ConnectionState.CONNECTED
 _CLOSED = ConnectionState.CLOSED
 _CLOSE_WITHIN = 5.0  # seconds close() waits for the server to have what was published
 
@@ -86,13 +85,12 @@ class ClientStatistics:
 
 
 class Client:
-    """A connection to a NATS server that reconnects (made by :func:`connect`).
+    """A connection to a NATS server that reconnects (made by :func:`connect`)."""
 
-    The trio side of a ``_connection.Connection``, which
-    holds the state (the handshake's, the sids, the pings, the requests, the
-    frames to send and to replay): the client holds the stream, the tasks, the
-    writer's flags and the listeners.
-    """
+    # The trio side of a sans-io ``_connection.Connection``, which holds the state
+    # (the handshake's, the sids, the pings, the requests, the frames to send and
+    # to replay): the client holds the stream, the writer's flags, the listeners
+    # and the cancel scopes of its tasks (``_transport.py``).
 
     def __init__(
         self,
@@ -233,7 +231,7 @@ class Client:
             reconnects=counters.reconnects,
             pending_bytes=conn.pending_bytes,
             subscriptions=len(conn.subscriptions),
-            dropped=counters.dropped_by_ended + sum(s.dropped for s in conn.subscriptions.values()),  # type: ignore[attr-defined]
+            dropped=counters.dropped_by_ended + sum(s.dropped for s in conn.subscriptions.values()),
             server_errors=counters.server_errors,
             unsent=counters.unsent,
         )
@@ -336,7 +334,11 @@ class Client:
                 # The rest of a frame the socket took in part: a bytearray, so that
                 # it is never taken for a whole message to keep across a reconnect
                 # (Connection.lost), even where its bytes happen to begin "PUB ".
-                data = bytearray(data[sent:])  # type: ignore[assignment]
+                rest = bytearray(data[sent:])
+                conn.out.append(rest)
+                conn.pending_bytes += len(rest)
+                self._wake_writer.set()
+                return True
         conn.out.append(data)
         conn.pending_bytes += len(data)
         self._wake_writer.set()
@@ -515,13 +517,13 @@ class Client:
         subscriptions -- nothing in flight is dropped), end them (each iteration
         ends after the messages it has), then send what is buffered and close (as
         :meth:`close`, within its time). A checkpoint."""
-        draining = list(self._conn.subscriptions.values())
+        draining = cast("list[Subscription]", list(self._conn.subscriptions.values()))
         for subscription in draining:
             self._queue(self._conn.unsubscribe_frame(subscription.sid), message=False)
         with trio.move_on_after(_CLOSE_WITHIN), suppress(ConnectionClosed):
             await self.flush()
         for subscription in draining:
-            self._unsubscribe(subscription, send=False)  # type: ignore[arg-type]
+            self._unsubscribe(subscription, send=False)
         await self.close()
 
     async def close(self, *, send_within: float = _CLOSE_WITHIN) -> None:

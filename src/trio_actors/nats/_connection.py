@@ -134,6 +134,7 @@ class Subscriber(Protocol):
     sid: int
     subject: str
     queue: str | None
+    dropped: int  # (counted by the subscription: a slow consumer's)
 
     def _deliver(self, message: Msg) -> None: ...
 
