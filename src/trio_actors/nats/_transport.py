@@ -23,11 +23,12 @@ which server and after what backoff): meanwhile, :meth:`Client.publish` keeps
 what is published in a bounded buffer (:exc:`BufferFull` past
 ``Reconnect.buffer_bytes``, never a silent drop); once reconnected, the
 connection has queued every subscription again, then the buffered messages, then a
-``PING`` for each :meth:`Client.flush` still waiting, and the writer sends them. A request whose message had gone out on
-the lost connection fails with :exc:`ConnectionLost` (its reply, if any, went to
-the lost connection); one still in the buffer is sent on the new connection and
-waits for its reply there. When reconnecting gives up (or ``reconnect=None``), the
-block is cancelled and ends with :exc:`ConnectionClosed`.
+``PING`` for each :meth:`Client.flush` still waiting, and the writer sends them. A
+request whose message had gone out on the lost connection fails with
+:exc:`ConnectionLost` (its reply, if any, went to the lost connection); one still in
+the buffer is sent on the new connection and waits for its reply there. When
+reconnecting gives up (or ``reconnect=None``), the block is cancelled and ends with
+:exc:`ConnectionClosed`.
 
 So :meth:`Client.publish` is synchronous and never a checkpoint: it checks its input,
 appends the bytes to the buffer and wakes the writer.
