@@ -17,6 +17,7 @@ import it, never the other way round).
 """
 
 from . import (
+    _checks,
     _client,
     _events,
     _handshake,
@@ -27,6 +28,7 @@ from . import (
     _transport,
     _values,
 )
+from ._checks import *  # noqa: F403 - check_subject
 from ._client import *  # noqa: F403 - the client's names: its __all__
 from ._events import *  # noqa: F403 - what a client tells about its connection
 from ._handshake import *  # noqa: F403 - the errors of opening a connection
@@ -38,6 +40,7 @@ from ._transport import *  # noqa: F403 - connect
 from ._values import *  # noqa: F403 - the events, headers and protocol errors
 
 __all__ = [
+    *_checks.__all__,
     *_client.__all__,
     *_events.__all__,
     *_handshake.__all__,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import attrs
 import trio
 
+from ._checks import check_subject
 from ._connection import Connection, ConnectionState, Request
 from ._events import (
     ConnectionEvent,
@@ -28,7 +29,6 @@ from ._handshake import (
     ConnectionClosed,
     ConnectSettings,
 )
-from ._protocol import check_subject
 from ._servers import ServerPool
 from ._subscription import Subscription
 from ._values import Headers, Msg

@@ -8,7 +8,8 @@ middle of one. Its other methods make the bytes to send (``CONNECT``, ``PUB`` /
 ``HPUB``, ``SUB``, ``UNSUB``, ``PING``, ``PONG``), checking what they are given
 first. It reads no clock and does no I/O: the transport (``_transport.py``) owns
 the socket, the timers and the tasks, so everything here is tested without a server.
-The values it parses to (events, headers, errors) are ``_values.py``.
+The values it parses to (events, headers, errors) are ``_values.py``; the checks of
+what it is given, ``_checks.py``.
 
 The wire format (https://docs.nats.io/reference/reference-protocols/nats-protocol):
 a control line ends in CRLF; operation names are case-insensitive, fields are
@@ -30,6 +31,13 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ._checks import (
+    _check_published_subject,
+    _check_queue,
+    _check_sid,
+    _payload,
+    check_subject,
+)
 from ._values import (
     _CRLF,
     _OK,
@@ -46,7 +54,7 @@ from ._values import (
     _parse_headers,
 )
 
-__all__ = ["MAX_CONTROL_LINE", "NEED_DATA", "ClientProtocol", "check_subject"]
+__all__ = ["MAX_CONTROL_LINE", "NEED_DATA", "ClientProtocol"]
 MAX_CONTROL_LINE: Final = 4096  # bytes of a control line, CRLF excluded (the server's)
 
 
@@ -59,84 +67,6 @@ class _NeedData:
 
 NEED_DATA: Final = _NeedData()
 """What :meth:`ClientProtocol.next_event` returns when it needs more bytes."""
-
-
-# --- checks of what is sent -----------------------------------------------------------
-
-_BAD_SUBJECT_CHARS = re.compile(r"[\s]")
-
-
-def check_subject(subject: object, *, what: str = "subject", wildcards: bool = False) -> str:
-    """``subject`` if it is a valid NATS subject: a str of dot-separated tokens,
-    none empty, with no whitespace; wildcards (``*`` a whole token, ``>`` the last
-    token) only if ``wildcards``.
-
-    Raises:
-        TypeError: not a str.
-        ValueError: not a valid subject (the message says why).
-    """
-    if not isinstance(subject, str):
-        raise TypeError(f"{what} must be a str, got {subject!r}")
-    if not subject:
-        raise ValueError(f"{what} must not be empty")
-    if _BAD_SUBJECT_CHARS.search(subject):
-        raise ValueError(f"{what} must not contain whitespace, got {subject!r}")
-    tokens = subject.split(".")
-    for index, token in enumerate(tokens):
-        if not token:
-            raise ValueError(f"{what} {subject!r} has an empty token (two dots, or one at an end)")
-        if "*" in token or ">" in token:
-            if not wildcards:
-                raise ValueError(
-                    f"{what} {subject!r} has a wildcard ('*' or '>'): only subscriptions may"
-                )
-            if token not in ("*", ">") or (token == ">" and index != len(tokens) - 1):
-                raise ValueError(
-                    f"{what} {subject!r}: '*' must be a whole token and '>' the whole last one"
-                )
-    return subject
-
-
-_CHECKED_SUBJECTS: dict[str, None] = {}
-"""Subjects :meth:`ClientProtocol.publish` has checked, and the prefixes (all
-tokens but the last) of those whose last token is a number: they do not depend on
-the connection. Bounded: emptied when it reaches :data:`_CHECKED_SUBJECTS_MAX`."""
-_CHECKED_SUBJECTS_MAX: Final = 4096
-
-
-def _check_published_subject(subject: object, what: str) -> None:
-    if type(subject) is str:  # (anything else: check_subject says what is wrong)
-        if subject in _CHECKED_SUBJECTS:  # (the hot path: a subject published before)
-            return
-        # Reply subjects of requests are each new, a number after a fixed prefix
-        # (``_INBOX.<id>.<n>``): a checked prefix and digits make a valid subject.
-        prefix, dot, last = subject.rpartition(".")
-        if dot and last.isdigit() and last.isascii() and prefix in _CHECKED_SUBJECTS:
-            return
-    checked = check_subject(subject, what=what)
-    if len(_CHECKED_SUBJECTS) >= _CHECKED_SUBJECTS_MAX:
-        _CHECKED_SUBJECTS.clear()
-    prefix, dot, last = checked.rpartition(".")
-    if dot and last.isdigit():
-        _CHECKED_SUBJECTS[prefix] = None  # (a valid subject's prefix is one too)
-    else:
-        _CHECKED_SUBJECTS[checked] = None
-
-
-def _check_queue(queue: object) -> str:
-    if not isinstance(queue, str):
-        raise TypeError(f"queue must be a str or None, got {queue!r}")
-    if not queue or _BAD_SUBJECT_CHARS.search(queue):
-        raise ValueError(f"queue must be a non-empty name without whitespace, got {queue!r}")
-    return queue
-
-
-def _payload(data: object) -> bytes:
-    if isinstance(data, bytes):
-        return data
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
-    raise TypeError(f"a payload must be bytes, got {type(data).__name__}")
 
 
 # --- the protocol --------------------------------------------------------------------
@@ -541,11 +471,6 @@ class ClientProtocol:
         """``PONG``: the answer to the server's :class:`Ping`."""
         self._check_usable()
         return b"PONG\r\n"
-
-
-def _check_sid(sid: object) -> None:
-    if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
-        raise ValueError(f"a subscription id must be a positive int, got {sid!r}")
 
 
 def _count(field: bytes, what: str, line: bytes) -> int:

@@ -6,9 +6,10 @@ protocol's errors. No I/O; the parser and the frame builder are ``_protocol.py``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, cast
+
+from ._checks import _check_header
 
 __all__ = [
     "Err",
@@ -177,18 +178,6 @@ class Err(Event):
 _PING: Final = Ping()
 _PONG: Final = Pong()
 _OK: Final = Ok()
-
-
-_HEADER_NAME = re.compile(r"[!-9;-~]+")  # printable ASCII but ':' (RFC 7230 token-ish)
-
-
-def _check_header(name: object, value: object) -> None:
-    if not isinstance(name, str) or not isinstance(value, str):
-        raise TypeError(f"a header's name and value must be str, got {name!r}: {value!r}")
-    if not _HEADER_NAME.fullmatch(name):
-        raise ValueError(f"header name {name!r} must be printable ASCII without ':' or spaces")
-    if "\r" in value or "\n" in value:
-        raise ValueError(f"header {name!r}'s value must not contain CR or LF, got {value!r}")
 
 
 def _encode_headers(headers: Headers | Mapping[str, str] | None) -> bytes:
