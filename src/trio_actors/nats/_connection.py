@@ -23,16 +23,16 @@ It owns:
 * the **request-inbox mux**: one wildcard inbox subscription, a reply subject per
   request, each reply to the request waiting for it;
 * the **frames to send** and what to **replay after a reconnect**: on a lost
-  stream, only whole messages not yet handed to it are kept (a frame the socket
-  took in part is never replayed, nor anything else), the requests whose message
-  went out fail; once the new stream's handshake is done, the connection sends,
-  in order, every subscription again (each with what is left of its
-  ``max_msgs``), the inbox, the kept messages, and a ``PING`` per flush still
-  waiting.
+  stream, only whole messages not yet handed to it are kept (never the rest of a
+  frame the socket took in part, nor a ``SUB`` or a ``PING``: those are made
+  again), the requests whose message went out fail; once the new stream's
+  handshake is done, the connection queues, in order, every subscription again
+  (each with what is left of its ``max_msgs``), the inbox, the kept messages, and
+  a ``PING`` per flush still waiting.
 
-It imports no trio and does no I/O: the transport (``_client.py``) owns the
-socket, the clock and the tasks, and writes through or buffers (``out``) the
-frames. What waits is woken through objects with a ``set()`` method (a
+It imports no trio and does no I/O: the transport (``_transport.py``, and the API
+in ``_client.py``) owns the socket, the clock and the tasks, and writes through or
+buffers (``out``) the frames. What waits is woken through objects with a ``set()`` method (a
 ``trio.Event`` there); subscriptions are handed their messages through
 ``_deliver`` and ended through ``_end``. So everything here is tested as pure
 state (``tests/nats/test_connection.py``).
@@ -42,7 +42,7 @@ state (``tests/nats/test_connection.py``).
     DISCONNECTED --open--> AWAITING_INFO --INFO--> SENDING_CONNECT
          ^                                               | send_connect
          |                                               v
-         +--------------- lost ----------------- AWAITING_PONG --PONG--> CONNECTED
+         +--- lost (from any of them) ------------ AWAITING_PONG --PONG--> CONNECTED
                                                                   (replay) |
     (any) --close--> CLOSED            CONNECTED --lost--> DISCONNECTED <--+
 """
