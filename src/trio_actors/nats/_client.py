@@ -130,17 +130,33 @@ class Client:
     def max_pending_bytes(self) -> int:
         return self._options.max_pending_bytes
 
+    @max_pending_bytes.setter
+    def max_pending_bytes(self, value: int) -> None:  # (as when it was a plain attribute)
+        self._options.max_pending_bytes = value
+
     @property
     def connect_timeout(self) -> float:
         return self._options.connect_timeout
+
+    @connect_timeout.setter
+    def connect_timeout(self, value: float) -> None:  # (as when it was a plain attribute)
+        self._options.connect_timeout = value
 
     @property
     def ping_interval(self) -> float:
         return self._options.ping_interval
 
+    @ping_interval.setter
+    def ping_interval(self, value: float) -> None:  # (as when it was a plain attribute)
+        self._options.ping_interval = value
+
     @property
     def max_outstanding_pings(self) -> int:
         return self._options.max_outstanding_pings
+
+    @max_outstanding_pings.setter
+    def max_outstanding_pings(self, value: int) -> None:  # (as when it was a plain attribute)
+        self._options.max_outstanding_pings = value
 
     @property
     def last_error(self) -> str | None:

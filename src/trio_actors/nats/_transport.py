@@ -96,9 +96,10 @@ class _Stream:
         self.fd = _socket_fd(self.stream)
 
 
-@attrs.frozen
+@attrs.define
 class _Options:
-    """What :func:`connect` was told about timing and buffering."""
+    """What :func:`connect` was told about timing and buffering (the client's
+    attributes of the same names read and set them)."""
 
     reconnect: Reconnect | None
     max_pending_bytes: int
