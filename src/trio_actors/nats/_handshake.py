@@ -353,8 +353,8 @@ async def open_connection(
     if connection is None:
         connection = Connection()
     tcp: trio.abc.Stream = await trio.open_tcp_stream(server.host, server.port)
-    connection.open()
     try:
+        connection.open()  # (raises if the client closed meanwhile: the socket is closed)
         stream = await _handshake(tcp, connection, server, settings)
     except BaseException:
         connection.lost()
