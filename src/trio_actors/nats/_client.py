@@ -522,7 +522,7 @@ class Client:
         pong = trio.Event()
         conn = self._conn
         self._queue(conn.protocol.ping(), message=False)
-        conn.flush_ping(pong)
+        conn.flush_ping(pong)  # (its frame is the one just queued)
         await pong.wait()
         if self.closed:
             raise ConnectionClosed("the connection closed before the server answered")

@@ -113,6 +113,7 @@ TRANSITIONS: Final[Mapping[ConnectionState, Mapping[Input, ConnectionState]]] = 
 """The one transition table: state -> {input: next state}. Anything else raises."""
 
 _CONNECTED: Final = ConnectionState.CONNECTED
+_PING_FRAME: Final = b"PING\r\n"
 _MESSAGE_FRAMES: Final = (b"PUB ", b"HPUB ")  # kept while disconnected; the rest is made again
 
 
@@ -384,10 +385,11 @@ class Connection:
         return self.protocol.ping()
 
     def flush_ping(self, waiter: Waiter) -> bytes:
-        """The ``PING`` of a flush: its ``PONG`` sets ``waiter`` (after a reconnect,
-        the new stream's). Call it once the ``PING`` is queued."""
+        """The ``PING`` of a flush, whose ``PONG`` sets ``waiter`` (after a
+        reconnect, the new stream's). Call it once the ``PING`` is queued (a full
+        buffer, or a closed client, refuses it first)."""
         self.pongs.append(waiter)
-        return self.protocol.ping()
+        return _PING_FRAME
 
     # --- subscriptions and requests ---------------------------------------------------
 
