@@ -152,12 +152,12 @@ async def test_a_cancelled_request_leaves_nothing_behind(nats_server: NatsServer
             await nc.flush()
             with trio.move_on_after(0.01):
                 await nc.request("slow", b"?")  # nobody answers in time
-            assert nc._requests == {}
+            assert nc._conn.requests == {}
             late = await sub.receive()
             assert late.reply is not None
             nc.publish(late.reply, b"too late")  # dropped: nobody waits for it
             await nc.flush()
-            assert nc._requests == {}
+            assert nc._conn.requests == {}
 
 
 async def test_bad_input_and_max_payload_are_refused_before_anything_is_sent(

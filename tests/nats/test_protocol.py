@@ -343,18 +343,18 @@ def test_the_package_exports_the_protocol() -> None:
 
 
 def test_checked_subjects_are_remembered_and_numbered_replies_share_their_prefix() -> None:
-    from trio_actors.nats import _protocol
+    from trio_actors.nats import _checks
 
-    _protocol._CHECKED_SUBJECTS.clear()
+    _checks._CHECKED_SUBJECTS.clear()
     protocol = ClientProtocol()
     protocol.publish("orders.new", b"")
     protocol.publish("x", b"", reply="_INBOX.abc.1")
-    assert {"orders.new", "_INBOX.abc"} <= set(_protocol._CHECKED_SUBJECTS)
+    assert {"orders.new", "_INBOX.abc"} <= set(_checks._CHECKED_SUBJECTS)
     protocol.publish("x", b"", reply="_INBOX.abc.2")  # (the prefix, not each reply)
-    assert "_INBOX.abc.2" not in _protocol._CHECKED_SUBJECTS
+    assert "_INBOX.abc.2" not in _checks._CHECKED_SUBJECTS
     for bad in ("_INBOX.abc..2", "_INBOX.abc.2 ", "_INBOX.abc.*", "_INBOX.abc.2.>"):
         with pytest.raises(ValueError, match="reply subject"):
             protocol.publish("x", b"", reply=bad)
-    for number in range(_protocol._CHECKED_SUBJECTS_MAX + 10):
+    for number in range(_checks._CHECKED_SUBJECTS_MAX + 10):
         protocol.publish(f"s{number}", b"")
-    assert len(_protocol._CHECKED_SUBJECTS) <= _protocol._CHECKED_SUBJECTS_MAX
+    assert len(_checks._CHECKED_SUBJECTS) <= _checks._CHECKED_SUBJECTS_MAX

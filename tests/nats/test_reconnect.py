@@ -121,7 +121,7 @@ async def test_a_request_that_went_out_before_the_loss_fails_with_connection_los
                 nursery.start_soon(kill_once_received)
                 with pytest.raises(nats.ConnectionLost, match="may or may not have been handled"):
                     await nc.request("silent", b"?")
-            assert nc._requests == {}
+            assert nc._conn.requests == {}
 
 
 async def test_what_is_published_in_the_gap_is_bounded_and_overflow_raises(

@@ -215,13 +215,13 @@ async def test_what_the_lost_socket_had_is_gone_and_what_waited_behind_it_is_sen
             assert outcomes == {"in.flight": "lost"}  # (it went to the lost socket)
             sent_again = [line.split()[:2] for line in server.connections[1].lines[2:]]
             assert sent_again == [
-                [b"SUB", b"_INBOX." + nc._inbox_prefix.split(".")[1].encode() + b".*"],
+                [b"SUB", b"_INBOX." + nc._conn.inbox_prefix.split(".")[1].encode() + b".*"],
                 [b"PUB", b"behind"],
                 [b"PUB", b"behind"],
                 [b"PUB", b"kept"],  # (its request waits for a reply on this connection)
                 [b"PING"],
             ]
-            assert len(nc._requests) == 1
+            assert len(nc._conn.requests) == 1
         assert outcomes == {"in.flight": "lost", "kept": "closed"}
         nursery.cancel_scope.cancel()
 

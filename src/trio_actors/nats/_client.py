@@ -1,92 +1,40 @@
-"""The trio transport of the NATS client: the connection's tasks, reconnecting,
-and the API.
+"""The NATS client's API: :class:`Client`, its errors and its statistics.
 
-:func:`connect` opens a connection (``_handshake.py``: TCP, TLS, ``INFO`` /
-``CONNECT`` / ``PING`` / ``PONG``, so a refused connection fails on entry), then one
-task, the **supervisor**, runs in the nursery of the ``async with`` block for as
-long as the client lives. For each connection it runs three tasks and waits for
-the first of them to end the connection:
-
-* the **reader** feeds the bytes to the protocol core (``_protocol.py``) and acts on
-  each event: a message goes to its subscription (or to the request waiting for it),
-  a ``PING`` is answered, a ``PONG`` wakes the oldest :meth:`Client.flush`, an
-  ``INFO`` adds the servers it announces to the pool (and may say the server is in
-  lame-duck mode), a server ``-ERR`` is recorded and reported as an event;
-* the **writer** sends what :meth:`Client.publish` and the other operations have
-  buffered, all of it in one ``send_all`` per wake-up;
-* the **pinger** sends a ``PING`` every ``ping_interval`` and declares the
-  connection stale when ``max_outstanding_pings`` of them went unanswered (a
-  server that hangs, or a network that silently drops everything).
-
-When the connection is lost, the supervisor **reconnects** (``_servers.py`` says to
-which server and after what backoff): meanwhile, :meth:`Client.publish` keeps
-what is published in a bounded buffer (:exc:`BufferFull` past
-``Reconnect.buffer_bytes``, never a silent drop); once reconnected, it subscribes
-every subscription again, then sends the buffered messages, then a ``PING`` for
-each :meth:`Client.flush` still waiting. A request whose message had gone out on
-the lost connection fails with :exc:`ConnectionLost` (its reply, if any, went to
-the lost connection); one still in the buffer is sent on the new connection and
-waits for its reply there. When reconnecting gives up (or ``reconnect=None``), the
-block is cancelled and ends with :exc:`ConnectionClosed`.
-
-So :meth:`Client.publish` is synchronous and never a checkpoint: it checks its input,
-appends the bytes to the buffer and wakes the writer.
-
-Delivery is NATS core's: at most once. What the writer handed to the lost
-connection's socket may or may not have reached the server; what was published
-after the loss was noticed is sent after the reconnect, or raises.
+:meth:`Client.publish` is synchronous and never a checkpoint: it checks its input,
+has the connection (``_connection.py``, the sans-io state) make the frame, and
+either writes it through to an idle socket or appends it to the buffer the writer
+task sends (``_transport.py``: the tasks, reconnecting and :func:`connect`).
+Subscribing, requesting and flushing enter what they wait for in the connection's
+tables and queue their frames the same way.
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
 import os
-import random
-import secrets
-import ssl
-import sys
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
-from pathlib import Path
 from threading import get_ident
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 import trio
 
+from ._checks import check_subject
+from ._connection import Connection, ConnectionState, Request
 from ._events import (
     ConnectionEvent,
-    Disconnected,
     EventStream,
-    LameDuck,
-    Reconnected,
-    ServerErrorReported,
-    ServersDiscovered,
 )
 from ._handshake import (
     ConnectionClosed,
     ConnectSettings,
-    ServerAddress,
-    ServerError,
-    open_connection,
-    parse_url,
 )
-from ._protocol import (
-    ClientProtocol,
-    Err,
-    Event,
-    Headers,
-    Info,
-    Msg,
-    Ping,
-    Pong,
-    ProtocolError,
-    check_subject,
-)
-from ._servers import Reconnect, ServerPool
+from ._servers import ServerPool
 from ._subscription import Subscription
+from ._values import Headers, Msg
+
+if TYPE_CHECKING:
+    from ._transport import _Options, _Stream
 
 __all__ = [
     "BufferFull",
@@ -94,15 +42,11 @@ __all__ = [
     "ClientStatistics",
     "ConnectionLost",
     "NoResponders",
-    "connect",
 ]
 
-DEFAULT_URL = "nats://127.0.0.1:4222"
 DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 DEFAULT_PENDING_MESSAGES = 65_536
-_READ_SIZE = 65_536
-_log = logging.getLogger("trio_actors.nats")
-_MESSAGE_FRAMES = (b"PUB ", b"HPUB ")  # kept while disconnected; the rest is made again
+_CLOSED = ConnectionState.CLOSED
 _CLOSE_WITHIN = 5.0  # seconds close() waits for the server to have what was published
 
 Status = Literal["connected", "reconnecting", "closed"]
@@ -120,10 +64,6 @@ class ConnectionLost(Exception):
 
 class BufferFull(Exception):
     """:meth:`Client.publish` would exceed the buffer of bytes not yet sent."""
-
-
-class _Lost(Exception):
-    """Ends one connection (the message says why); the supervisor reconnects."""
 
 
 @attrs.frozen
@@ -144,81 +84,35 @@ class ClientStatistics:
     unsent: int  # published messages never sent: buffered when the client closed
 
 
-class _Request:
-    __slots__ = ("event", "frame", "lost", "reply")
-
-    def __init__(self) -> None:
-        self.event = trio.Event()
-        self.frame: bytes | None = None  # its PUB, to tell whether it went out
-        self.reply: Msg | None = None
-        self.lost = False
-
-
-def _socket_fd(stream: trio.abc.Stream) -> int | None:
-    """The file descriptor :meth:`Client.publish` may write through to: a plain
-    TCP connection's, where ``os.write`` takes a socket (not Windows); ``None`` for
-    TLS (bytes must go through the SSLStream) and for test streams."""
-    if isinstance(stream, trio.SocketStream) and sys.platform != "win32":
-        return stream.socket.fileno()
-    return None
-
-
-@attrs.define(eq=False)
-class _Connection:
-    stream: trio.abc.Stream
-    protocol: ClientProtocol
-    server: ServerAddress
-    error: str | None = None  # the latest -ERR on it
-    fd: int | None = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self.fd = _socket_fd(self.stream)
-
-
 class Client:
     """A connection to a NATS server that reconnects (made by :func:`connect`)."""
 
+    # The trio side of a sans-io ``_connection.Connection``, which holds the state
+    # (the handshake's, the sids, the pings, the requests, the frames to send and
+    # to replay): the client holds the stream, the writer's flags, the listeners
+    # and the cancel scopes of its tasks (``_transport.py``).
+
     def __init__(
         self,
-        connection: _Connection,
+        connection: Connection,
+        stream: _Stream,
         pool: ServerPool,
         settings: ConnectSettings,
-        *,
-        reconnect: Reconnect | None,
-        max_pending_bytes: int,
-        connect_timeout: float,
-        ping_interval: float,
-        max_outstanding_pings: int,
+        options: _Options,
     ) -> None:
-        self._connection: _Connection | None = connection
-        self._protocol = connection.protocol  # makes the frames; the latest INFO's limits
-        self._server = connection.server  # connected to, or the latest lost
+        self._conn = connection
+        self._stream: _Stream | None = stream  # None: reconnecting (or closed after it)
+        self._server = stream.server  # connected to, or the latest lost
         self._pool = pool
         self._settings = settings
-        self._reconnect = reconnect
-        self._random = random.Random()
-        self.max_pending_bytes = max_pending_bytes
-        self.connect_timeout = connect_timeout
-        self.ping_interval = ping_interval
-        self.max_outstanding_pings = max_outstanding_pings
+        self._options = options
         self._thread = get_ident()  # its buffers and events are the trio thread's
-        self._out: list[bytes | bytearray] = []  # (a bytearray: the rest of a frame)
-        self._pending_bytes = 0
         self._wake_writer = trio.Event()
         self._writing = False  # the writer is in send_all
         self._write_through = True  # see _queue
         self._before_writing: list[Callable[[], object]] = []  # see before_writing
-        self._sids = itertools.count(1)
-        self._subscriptions: dict[int, Subscription] = {}
-        self._pongs: deque[trio.Event | None] = deque()  # None: the pinger's PING
-        self._outstanding_pings = 0
-        self._inbox_prefix = f"_INBOX.{secrets.token_hex(11)}"
-        self._inbox_sid: int | None = None
-        self._requests: dict[str, _Request] = {}
-        self._tokens = itertools.count(1)
         self._listeners: set[EventStream] = set()
         self._status_changed = trio.Event()
-        self._closed = False
         self._closing = False  # close() was called: the connection's end is no error
         self._reconnecting = trio.CancelScope()
         # The connection's tasks ignore a cancellation from outside the ``connect``
@@ -226,30 +120,92 @@ class Client:
         # (a node's last answers and "bye") can still be sent -- and are cancelled
         # by its end (``connect``).
         self._io = trio.CancelScope(shield=True)
-        self.last_error: str | None = None
-        # Statistics.
-        self.messages_in = self.bytes_in = self.messages_out = self.bytes_out = 0
-        self.reconnects = self.server_errors = self.unsent = 0
-        self._dropped_by_ended = 0
 
     def __repr__(self) -> str:
         return f"<nats.Client {self.status} {self._server.url}>"
 
+    # --- what connect() was told, and the counters (the connection's) ------------------
+
+    @property
+    def max_pending_bytes(self) -> int:
+        return self._options.max_pending_bytes
+
+    @max_pending_bytes.setter
+    def max_pending_bytes(self, value: int) -> None:  # (as when it was a plain attribute)
+        self._options.max_pending_bytes = value
+
+    @property
+    def connect_timeout(self) -> float:
+        return self._options.connect_timeout
+
+    @connect_timeout.setter
+    def connect_timeout(self, value: float) -> None:  # (as when it was a plain attribute)
+        self._options.connect_timeout = value
+
+    @property
+    def ping_interval(self) -> float:
+        return self._options.ping_interval
+
+    @ping_interval.setter
+    def ping_interval(self, value: float) -> None:  # (as when it was a plain attribute)
+        self._options.ping_interval = value
+
+    @property
+    def max_outstanding_pings(self) -> int:
+        return self._options.max_outstanding_pings
+
+    @max_outstanding_pings.setter
+    def max_outstanding_pings(self, value: int) -> None:  # (as when it was a plain attribute)
+        self._options.max_outstanding_pings = value
+
+    @property
+    def last_error(self) -> str | None:
+        """The latest server ``-ERR`` (``None``: none yet)."""
+        return self._conn.last_error
+
+    @property
+    def messages_in(self) -> int:
+        return self._conn.counters.messages_in
+
+    @property
+    def bytes_in(self) -> int:
+        return self._conn.counters.bytes_in
+
+    @property
+    def messages_out(self) -> int:
+        return self._conn.counters.messages_out
+
+    @property
+    def bytes_out(self) -> int:
+        return self._conn.counters.bytes_out
+
+    @property
+    def reconnects(self) -> int:
+        return self._conn.counters.reconnects
+
+    @property
+    def server_errors(self) -> int:
+        return self._conn.counters.server_errors
+
+    @property
+    def unsent(self) -> int:
+        return self._conn.counters.unsent
+
     @property
     def server_info(self) -> dict[str, Any]:
         """The latest ``INFO`` of the server connected to (or last connected to)."""
-        return self._protocol.server_info
+        return self._conn.protocol.server_info
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._conn.state is _CLOSED
 
     @property
     def status(self) -> Status:
         """``"connected"``, ``"reconnecting"`` or ``"closed"``."""
-        if self._closed:
+        if self._conn.state is _CLOSED:
             return "closed"
-        return "reconnecting" if self._connection is None else "connected"
+        return "reconnecting" if self._stream is None else "connected"
 
     @property
     def servers(self) -> list[str]:
@@ -261,7 +217,7 @@ class Client:
         """Whether published frames wait in the buffer for the writer's next turn
         on a live connection (not while reconnecting, when a publish may raise
         ``BufferFull``, nor once closed)."""
-        return bool(self._out) and self._connection is not None and not self._closed
+        return bool(self._conn.out) and self._stream is not None and not self.closed
 
     def before_writing(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Call ``callback()`` at each turn of the writer, before it takes what waits
@@ -279,19 +235,21 @@ class Client:
 
     def statistics(self) -> ClientStatistics:
         """The counters now. Never a checkpoint."""
+        conn = self._conn
+        counters = conn.counters
         return ClientStatistics(
             status=self.status,
-            server=None if self._connection is None else self._connection.server.url,
-            messages_in=self.messages_in,
-            bytes_in=self.bytes_in,
-            messages_out=self.messages_out,
-            bytes_out=self.bytes_out,
-            reconnects=self.reconnects,
-            pending_bytes=self._pending_bytes,
-            subscriptions=len(self._subscriptions),
-            dropped=self._dropped_by_ended + sum(s.dropped for s in self._subscriptions.values()),
-            server_errors=self.server_errors,
-            unsent=self.unsent,
+            server=None if self._stream is None else self._stream.server.url,
+            messages_in=counters.messages_in,
+            bytes_in=counters.bytes_in,
+            messages_out=counters.messages_out,
+            bytes_out=counters.bytes_out,
+            reconnects=counters.reconnects,
+            pending_bytes=conn.pending_bytes,
+            subscriptions=len(conn.subscriptions),
+            dropped=counters.dropped_by_ended + sum(s.dropped for s in conn.subscriptions.values()),
+            server_errors=counters.server_errors,
+            unsent=counters.unsent,
         )
 
     async def wait_connected(self) -> None:
@@ -301,8 +259,8 @@ class Client:
             ConnectionClosed: the client closed (or gave up reconnecting) first.
         """
         await trio.lowlevel.checkpoint()
-        while self._connection is None:
-            if self._closed:
+        while self._stream is None:
+            if self.closed:
                 raise ConnectionClosed("the client is closed")
             await self._status_changed.wait()
 
@@ -318,7 +276,7 @@ class Client:
             raise ValueError(f"events(buffer=...) is a whole number >= 1, got {buffer!r}")
         stream = EventStream(buffer)
         self._listeners.add(stream)
-        if self._closed:
+        if self.closed:
             stream._close()
         try:
             yield stream
@@ -353,35 +311,37 @@ class Client:
                 "a NATS client is used from the trio thread that connected it only; from "
                 "another thread, call trio.from_thread.run_sync(nc.publish, ...)"
             )
-        if self._closed:
+        conn = self._conn
+        if conn.state is _CLOSED:
             raise ConnectionClosed("the connection is closed")
+        stream = self._stream
         if not message:  # (small, and never refused: a PONG, a PING, a SUB)
-            if self._connection is None:
+            if stream is None:
                 return False
-        elif self._connection is None:
-            assert self._reconnect is not None  # (disconnected only while reconnecting)
-            if self._pending_bytes + len(data) > self._reconnect.buffer_bytes:
+        elif stream is None:
+            reconnect = self._options.reconnect
+            assert reconnect is not None  # (disconnected only while reconnecting)
+            if conn.pending_bytes + len(data) > reconnect.buffer_bytes:
                 raise BufferFull(
                     f"disconnected from {self._server.url} (reconnecting): "
-                    f"{self._pending_bytes} bytes wait to be sent; {len(data)} more would be "
-                    f"over Reconnect.buffer_bytes={self._reconnect.buffer_bytes}"
+                    f"{conn.pending_bytes} bytes wait to be sent; {len(data)} more would be "
+                    f"over Reconnect.buffer_bytes={reconnect.buffer_bytes}"
                 )
-        elif self._pending_bytes + len(data) > self.max_pending_bytes:
+        elif conn.pending_bytes + len(data) > self._options.max_pending_bytes:
             raise BufferFull(
-                f"{self._pending_bytes} bytes wait to be sent; {len(data)} more would be over "
-                f"max_pending_bytes={self.max_pending_bytes}"
+                f"{conn.pending_bytes} bytes wait to be sent; {len(data)} more would be over "
+                f"max_pending_bytes={self._options.max_pending_bytes}"
             )
-        connection = self._connection
         if (
             self._write_through
-            and not self._out
+            and not conn.out
             and not self._writing
-            and connection is not None
-            and connection.fd is not None
+            and stream is not None
+            and stream.fd is not None
         ):
             self._write_through = False
             try:
-                sent = os.write(connection.fd, data)
+                sent = os.write(stream.fd, data)
             except OSError:  # (full: BlockingIOError; broken: the writer will find out)
                 sent = 0
             if sent == len(data):
@@ -389,16 +349,16 @@ class Client:
             if sent:
                 # The rest of a frame the socket took in part: a bytearray, so that
                 # it is never taken for a whole message to keep across a reconnect
-                # (_lose), even where its bytes happen to begin "PUB ".
-                self._buffer(bytearray(data[sent:]))
+                # (Connection.lost), even where its bytes happen to begin "PUB ".
+                rest = bytearray(data[sent:])
+                conn.out.append(rest)
+                conn.pending_bytes += len(rest)
+                self._wake_writer.set()
                 return True
-        self._buffer(data)
-        return True
-
-    def _buffer(self, frame: bytes | bytearray) -> None:
-        self._out.append(frame)
-        self._pending_bytes += len(frame)
+        conn.out.append(data)
+        conn.pending_bytes += len(data)
         self._wake_writer.set()
+        return True
 
     def publish(
         self,
@@ -433,10 +393,12 @@ class Client:
     ) -> bytes | None:
         """:meth:`publish`; return the frame if it was buffered (``None``: handed
         to the socket)."""
-        data = self._protocol.publish(subject, payload, reply=reply, headers=headers)
+        conn = self._conn
+        data = conn.protocol.publish(subject, payload, reply=reply, headers=headers)
         buffered = self._queue(data, message=True)
-        self.messages_out += 1
-        self.bytes_out += len(payload)
+        counters = conn.counters
+        counters.messages_out += 1
+        counters.bytes_out += len(payload)
         return data if buffered else None
 
     @asynccontextmanager
@@ -488,20 +450,25 @@ class Client:
             )
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable (it is given each Msg), got {callback!r}")
-        sid = next(self._sids)
-        self._queue(self._protocol.subscribe(sid, subject, queue=queue), message=False)
-        subscription = Subscription(self, sid, subject, queue, pending, callback)
-        self._subscriptions[sid] = subscription
+        conn = self._conn
+        subscription = Subscription(self, conn.next_sid(), subject, queue, pending, callback)
+        frame = conn.subscribe(subscription)
+        try:
+            self._queue(frame, message=False)
+        except BaseException:
+            conn.unsubscribe(subscription.sid)
+            raise
         return subscription
 
     def _unsubscribe(self, subscription: Subscription, *, send: bool = True) -> None:
         """End ``subscription`` (``send``: and send its ``UNSUB``; drain has)."""
-        if self._subscriptions.pop(subscription.sid, None) is None:
+        conn = self._conn
+        if conn.unsubscribe(subscription.sid) is None:
             return
-        self._dropped_by_ended += subscription.dropped
+        conn.counters.dropped_by_ended += subscription.dropped
         subscription._end()
-        if send and not self._closed:
-            self._queue(self._protocol.unsubscribe(subscription.sid), message=False)
+        if send and conn.state is not _CLOSED:
+            self._queue(conn.unsubscribe_frame(subscription.sid), message=False)
 
     async def request(
         self,
@@ -521,23 +488,20 @@ class Client:
             ConnectionClosed: the client closed before a reply came.
         """
         check_subject(subject)
-        if self._inbox_sid is None:
-            self._inbox_sid = next(self._sids)
-            self._queue(
-                self._protocol.subscribe(self._inbox_sid, f"{self._inbox_prefix}.*"),
-                message=False,
-            )
-        reply_subject = f"{self._inbox_prefix}.{next(self._tokens)}"
-        waiter = _Request()
-        self._requests[reply_subject] = waiter
+        conn = self._conn
+        inbox = conn.inbox_subscription()
+        if inbox is not None:
+            self._queue(inbox, message=False)
+        event = trio.Event()
+        request: Request = conn.add_request(event)
         try:
-            waiter.frame = self._publish(subject, payload, reply_subject, headers)
-            await waiter.event.wait()
+            request.frame = self._publish(subject, payload, request.subject, headers)
+            await event.wait()
         finally:
-            del self._requests[reply_subject]
-        reply = waiter.reply
+            conn.remove_request(request)
+        reply = request.reply
         if reply is None:
-            if waiter.lost:
+            if request.lost:
                 raise ConnectionLost(
                     f"the connection to {self._server.url} was lost after the request to "
                     f"{subject!r} went out: it may or may not have been handled"
@@ -556,10 +520,11 @@ class Client:
             ConnectionClosed: the client closed first.
         """
         pong = trio.Event()
-        self._queue(self._protocol.ping(), message=False)
-        self._pongs.append(pong)
+        conn = self._conn
+        self._queue(conn.protocol.ping(), message=False)
+        conn.flush_ping(pong)  # (its frame is the one just queued)
         await pong.wait()
-        if self._closed:
+        if self.closed:
             raise ConnectionClosed("the connection closed before the server answered")
 
     async def drain(self) -> None:
@@ -568,9 +533,9 @@ class Client:
         subscriptions -- nothing in flight is dropped), end them (each iteration
         ends after the messages it has), then send what is buffered and close (as
         :meth:`close`, within its time). A checkpoint."""
-        draining = list(self._subscriptions.values())
+        draining = cast("list[Subscription]", list(self._conn.subscriptions.values()))
         for subscription in draining:
-            self._queue(self._protocol.unsubscribe(subscription.sid), message=False)
+            self._queue(self._conn.unsubscribe_frame(subscription.sid), message=False)
         with trio.move_on_after(_CLOSE_WITHIN), suppress(ConnectionClosed):
             await self.flush()
         for subscription in draining:
@@ -588,391 +553,35 @@ class Client:
             ConnectionClosed: published messages could not be sent in time (how
                 many: in the message and in ``statistics().unsent``).
         """
-        if self._closed:
+        if self.closed:
             await trio.lowlevel.checkpoint()
             return
+        conn = self._conn
         with trio.move_on_after(send_within), suppress(ConnectionClosed):
-            while self._connection is not None or self._unsent_messages():
+            while self._stream is not None or conn.unsent_messages():
                 await self.flush()
-                if not self._out:
+                if not conn.out:
                     break
-        unsent = self._unsent_messages()
+        unsent = conn.unsent_messages()
         self._closing = True
         self._close()
-        if self._connection is not None:
-            await trio.aclose_forcefully(self._connection.stream)
+        if self._stream is not None:
+            await trio.aclose_forcefully(self._stream.stream)
         else:
             await trio.lowlevel.checkpoint()
         if unsent:
-            self.unsent += unsent
+            conn.counters.unsent += unsent
             raise ConnectionClosed(
                 f"closed with {unsent} published messages never sent: the server "
                 f"({self._server.url}) did not take them within {send_within} s"
             )
 
-    def _unsent_messages(self) -> int:
-        return sum(frame.startswith(_MESSAGE_FRAMES) for frame in self._out)
-
     def _close(self) -> None:
         """Closed: wake everyone who waits on the client."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self._conn.close()  # (wakes the flushes and requests, ends the subscriptions)
         self._reconnecting.cancel()
-        for pong in self._pongs:
-            if pong is not None:
-                pong.set()
-        self._pongs.clear()
-        for waiter in self._requests.values():
-            waiter.event.set()
-        for subscription in list(self._subscriptions.values()):
-            subscription._end()
         for listener in self._listeners:
             listener._close()
         self._status_changed.set()
-
-    # --- one connection's tasks -------------------------------------------------------
-
-    async def _write(self, connection: _Connection) -> None:
-        stream = connection.stream
-        while True:
-            await self._wake_writer.wait()
-            for callback in tuple(self._before_writing):  # (their publishes join this write)
-                try:
-                    callback()
-                except Exception:  # (a bug of the callback's: not the connection's end)
-                    _log.exception("nats: a before_writing callback raised; ignored")
-            self._wake_writer = trio.Event()
-            out = self._out
-            if out:
-                self._out = []
-                self._pending_bytes = 0
-                self._writing = True
-                try:
-                    await stream.send_all(b"".join(out))
-                finally:
-                    self._writing = False
-            self._write_through = True
-
-    async def _read(self, connection: _Connection) -> None:
-        protocol = connection.protocol
-        stream = connection.stream
-        while True:
-            data = await stream.receive_some(_READ_SIZE)
-            if not data:
-                if connection.error is not None:
-                    raise _Lost(f"the server closed the connection after: {connection.error}")
-                raise _Lost("the server closed the connection")
-            protocol.receive_data(data)
-            self._write_through = True
-            self._handle(protocol.events(), connection)
-
-    async def _ping(self, connection: _Connection) -> None:
-        while True:
-            await trio.sleep(self.ping_interval)
-            if self._outstanding_pings >= self.max_outstanding_pings:
-                raise _Lost(
-                    f"stale connection: the server answered none of {self._outstanding_pings} "
-                    f"PINGs sent {self.ping_interval} s apart"
-                )
-            self._outstanding_pings += 1
-            self._queue(connection.protocol.ping(), message=False)
-            self._pongs.append(None)
-
-    def _handle(self, events: list[Event], connection: _Connection) -> None:
-        """Act on what one read brought: messages to their subscriptions (or to the
-        request waiting for them), then the rest. Never a checkpoint."""
-        subscriptions = self._subscriptions
-        received = received_bytes = 0
-        for event in events:
-            if type(event) is Msg:
-                received += 1
-                received_bytes += len(event.data)
-                subscription = subscriptions.get(event.sid)
-                if subscription is not None:
-                    subscription._deliver(event)
-                elif event.sid == self._inbox_sid:
-                    waiter = self._requests.get(event.subject)
-                    if waiter is not None and waiter.reply is None:
-                        waiter.reply = event
-                        waiter.event.set()
-            elif type(event) is Ping:
-                self._queue(connection.protocol.pong(), message=False)
-            elif type(event) is Pong:
-                self._outstanding_pings = 0
-                if self._pongs:
-                    pong = self._pongs.popleft()
-                    if pong is not None:
-                        pong.set()
-            elif type(event) is Err:
-                self.last_error = connection.error = event.message
-                self.server_errors += 1
-                self._report(ServerErrorReported(event.message))
-            elif type(event) is Info:
-                self._learn(event.options, connection.server)
-        self.messages_in += received
-        self.bytes_in += received_bytes
-
-    def _learn(self, info: dict[str, Any], server: ServerAddress) -> None:
-        """What an ``INFO`` says beyond its limits: other servers, lame-duck mode."""
-        added = self._pool.discover(info.get("connect_urls"))
-        if added:
-            self._report(ServersDiscovered(server.url, tuple(s.url for s in added)))
-        if info.get("ldm"):
-            self._pool.lame_duck(server)
-            self._report(LameDuck(server.url))
-
-    async def _serve(self, connection: _Connection) -> str:
-        """Run one connection's tasks until the first of them ends it; return why."""
-        reason = "closed"
-        async with trio.open_nursery() as nursery:
-
-            async def run(part: Callable[[_Connection], Awaitable[None]]) -> None:
-                nonlocal reason
-                try:
-                    await part(connection)
-                except _Lost as lost:
-                    reason = str(lost)
-                except ProtocolError as error:
-                    reason = f"the server sent what the protocol does not allow: {error}"
-                    # The broken core makes no more frames; a fresh one with the
-                    # same limits does, until the next connection's.
-                    self._protocol = ClientProtocol()
-                    self._protocol.server_info = connection.protocol.server_info
-                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as error:
-                    cause = error.__cause__  # (an SSLStream's error says nothing itself)
-                    reason = f"{type(error).__name__}: {error or cause}"
-                finally:
-                    nursery.cancel_scope.cancel()
-
-            for part, task_name in (
-                (self._read, "nats reader"),
-                (self._write, "nats writer"),
-                (self._ping, "nats pinger"),
-            ):
-                nursery.start_soon(run, part, name=task_name)
-        return reason
-
-    # --- the supervisor: losing a connection and reconnecting -------------------------
-
-    async def _supervise(self, connection: _Connection) -> None:
-        """Serve connection after connection until the client closes or gives up
-        (or the ``connect`` block ends: :attr:`_io`)."""
-        with self._io:
-            await self._serve_connections(connection)
-
-    async def _serve_connections(self, connection: _Connection) -> None:
-        try:
-            while True:
-                reason = await self._serve(connection)
-                await trio.aclose_forcefully(connection.stream)
-                if self._closing or self._closed:
-                    return
-                self._lose(connection, reason)
-                if self._reconnect is None:
-                    if connection.error is not None:
-                        raise ServerError(reason)
-                    raise ConnectionClosed(reason)
-                found = await self._find_server(self._reconnect, reason)
-                if found is None:
-                    return  # close() while reconnecting
-                connection = found
-                self._resume(connection)
-        finally:
-            if not self._closing:
-                self.unsent += self._unsent_messages()
-            self._close()
-
-    def _lose(self, connection: _Connection, reason: str) -> None:
-        """The connection is gone: keep the messages not yet handed to it, fail the
-        requests that went out on it, and say so."""
-        self._connection = None
-        self._outstanding_pings = 0
-        kept: list[bytes | bytearray] = [
-            frame
-            for frame in self._out
-            if type(frame) is bytes and frame.startswith(_MESSAGE_FRAMES)
-        ]
-        self._out = kept
-        self._pending_bytes = sum(map(len, kept))
-        waiting = {id(frame) for frame in kept}
-        for waiter in self._requests.values():
-            if waiter.reply is None and id(waiter.frame) not in waiting:
-                waiter.lost = True
-                waiter.event.set()
-        self._status_changed.set()
-        self._status_changed = trio.Event()
-        self._report(Disconnected(connection.server.url, reason))
-
-    async def _find_server(self, policy: Reconnect, reason: str) -> _Connection | None:
-        """Rounds through the pool, with backoff between them, until a server takes
-        the connection (``None``: the client closed meanwhile). A checkpoint.
-
-        Raises:
-            ConnectionClosed: ``policy.max_rounds`` rounds failed.
-        """
-        last = reason
-        rounds = itertools.count() if policy.max_rounds is None else range(policy.max_rounds)
-        self._reconnecting = trio.CancelScope()
-        with self._reconnecting:
-            for round_number in rounds:
-                await trio.sleep(policy.delay(round_number, self._random.random))
-                for server in self._pool.round(self._server):
-                    try:
-                        with trio.fail_after(self.connect_timeout):
-                            stream, protocol = await open_connection(server, self._settings)
-                    except trio.TooSlowError:
-                        last = (
-                            f"{server.url} did not finish the handshake within "
-                            f"{self.connect_timeout} s"
-                        )
-                    except (OSError, ServerError, ProtocolError, ConnectionClosed) as error:
-                        last = f"{server.url}: {error}"
-                    else:
-                        return _Connection(stream, protocol, server)
-        if self._closed:
-            return None
-        raise ConnectionClosed(
-            f"gave up reconnecting after {policy.max_rounds} rounds through "
-            f"{len(self._pool.servers)} servers ({self._unsent_messages()} published "
-            f"messages never sent); the last error: {last}"
-        )
-
-    def _resume(self, connection: _Connection) -> None:
-        """Connected again: subscribe everything again, then send what was kept, then
-        a PING for every flush still waiting. Never a checkpoint."""
-        protocol = connection.protocol
-        frames = [
-            protocol.subscribe(s.sid, s.subject, queue=s.queue)
-            for s in self._subscriptions.values()
-        ]
-        if self._inbox_sid is not None:
-            frames.append(protocol.subscribe(self._inbox_sid, f"{self._inbox_prefix}.*"))
-        flushes: deque[trio.Event | None] = deque(p for p in self._pongs if p is not None)
-        self._pongs = flushes
-        self._out = frames + self._out + [protocol.ping() for _ in flushes]
-        self._pending_bytes = sum(map(len, self._out))
-        self._wake_writer = trio.Event()
-        self._wake_writer.set()
-        self._connection = connection
-        self._protocol = protocol
-        self._server = connection.server
-        self.reconnects += 1
-        self._status_changed.set()
-        self._status_changed = trio.Event()
-        self._report(Reconnected(connection.server.url))
-        self._learn(protocol.server_info, connection.server)
-
-
-@asynccontextmanager
-async def connect(
-    servers: str | list[str] = DEFAULT_URL,
-    *,
-    name: str | None = None,
-    reconnect: Reconnect | None = Reconnect(),  # noqa: B008 - frozen: one shared value is fine
-    max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
-    connect_timeout: float = 2.0,
-    ping_interval: float = 120.0,
-    max_outstanding_pings: int = 2,
-    tls: ssl.SSLContext | None = None,
-    tls_hostname: str | None = None,
-    tls_handshake_first: bool = False,
-    token: str | None = None,
-    user: str | None = None,
-    password: str | None = None,
-    nkey_seed: str | Path | None = None,
-    credentials: str | Path | None = None,
-) -> AsyncIterator[Client]:
-    """Connect to a NATS server: ``async with nats.connect(url) as nc:``.
-
-    ``servers`` is a ``nats://host:port`` URL or a list of them, tried in order
-    until one accepts (each within ``connect_timeout`` seconds). Entering is a
-    checkpoint; it fails with the reason of the last server tried (``OSError``,
-    :exc:`TLSError`, :exc:`ServerError`, :exc:`ProtocolError`,
-    ``trio.TooSlowError``). The servers that INFO announces join the pool. TLS and
-    authentication (``tls=``, ``tls_hostname=``, ``tls_handshake_first=`` for a
-    server configured with ``handshake_first``, ``token=``, ``user=`` and
-    ``password=``, ``nkey_seed=``, ``credentials=``) are described in the
-    reference's "Security" section.
-
-    A lost connection is made again as ``reconnect`` says (a :class:`Reconnect`;
-    ``None``: never), and meanwhile the block goes on (``status`` says
-    ``"reconnecting"``; :meth:`Client.events` tells). A connection is declared lost
-    also when ``max_outstanding_pings`` PINGs sent ``ping_interval`` seconds apart
-    went unanswered.
-
-    Leaving closes the client: what was published is sent first (for at most 5 s;
-    :meth:`Client.close`). The block runs beside the client's tasks, in their
-    nursery: if the client gives up (or cannot reconnect), the block is cancelled
-    and ends with :exc:`ConnectionClosed` (:exc:`ServerError` after a server's
-    ``-ERR`` with ``reconnect=None``); like a nursery, an exception leaving the block
-    comes wrapped in an ``ExceptionGroup``. A cancellation from outside the block
-    cancels the block's code, not the connection: the client's tasks serve until the
-    block has ended, so cleanup in it (shielded) can still publish and ``flush``;
-    leaving by an exception or a cancellation does not wait to send what is left.
-    """
-    urls = [servers] if isinstance(servers, str) else list(servers)
-    if not urls:
-        raise ValueError("servers must name at least one nats:// URL")
-    if reconnect is not None and not isinstance(reconnect, Reconnect):
-        raise TypeError(f"reconnect is a nats.Reconnect(...) or None, got {reconnect!r}")
-    for option, value in (("connect_timeout", connect_timeout), ("ping_interval", ping_interval)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ValueError(f"{option} is a number of seconds > 0, got {value!r}")
-    if (
-        isinstance(max_outstanding_pings, bool)
-        or not isinstance(max_outstanding_pings, int)
-        or max_outstanding_pings < 1
-    ):
-        raise ValueError(
-            f"max_outstanding_pings is a whole number >= 1, got {max_outstanding_pings!r}"
-        )
-    pool = ServerPool(parse_url(url) for url in urls)
-    settings = ConnectSettings(
-        name=name,
-        tls=tls,
-        tls_hostname=tls_hostname,
-        tls_handshake_first=tls_handshake_first,
-        token=token,
-        user=user,
-        password=password,
-        nkey_seed=nkey_seed,
-        credentials=credentials,
-    )
-    last: BaseException | None = None
-    for server in list(pool.servers):
-        try:
-            with trio.fail_after(connect_timeout):
-                stream, protocol = await open_connection(server, settings)
-        except (OSError, ServerError, ProtocolError, ConnectionClosed, trio.TooSlowError) as error:
-            last = error
-            continue
-        break
-    else:
-        assert last is not None
-        raise last
-    connection = _Connection(stream, protocol, server)
-    client = Client(
-        connection,
-        pool,
-        settings,
-        reconnect=reconnect,
-        max_pending_bytes=max_pending_bytes,
-        connect_timeout=connect_timeout,
-        ping_interval=ping_interval,
-        max_outstanding_pings=max_outstanding_pings,
-    )
-    client._learn(protocol.server_info, server)
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(client._supervise, connection, name="nats supervisor")
-            try:
-                yield client
-                await client.close()
-            finally:
-                client._close()
-                client._io.cancel()
-                nursery.cancel_scope.cancel()
-    finally:
-        if client._connection is not None:
-            await trio.aclose_forcefully(client._connection.stream)

@@ -29,7 +29,9 @@ from urllib.parse import unquote, urlsplit
 import attrs
 import trio
 
-from ._protocol import NEED_DATA, ClientProtocol, Err, Info, Ping, Pong
+from ._connection import Connection, ConnectionState
+from ._protocol import NEED_DATA, ClientProtocol
+from ._values import Err, Info, Ping
 
 __all__ = ["ConnectionClosed", "ServerError", "TLSError"]
 
@@ -339,20 +341,26 @@ class ConnectSettings:
 
 
 async def open_connection(
-    server: ServerAddress, settings: ConnectSettings
+    server: ServerAddress, settings: ConnectSettings, connection: Connection | None = None
 ) -> tuple[trio.abc.Stream, ClientProtocol]:
-    """TCP to ``server``, TLS if needed, then the handshake. A checkpoint. On any
-    failure the stream is closed and the error raised (``OSError``, among them
+    """TCP to ``server``, TLS if needed, then the handshake, stepping ``connection``
+    (a new one if none is given) from ``DISCONNECTED`` to ``CONNECTED``. A
+    checkpoint. Returns the stream and its codec (holding the server's ``INFO``).
+    On any failure the stream is closed, the connection is back to
+    ``DISCONNECTED``, and the error raised (``OSError``, among them
     :exc:`TLSError`; :exc:`ServerError`, :exc:`~trio_actors.nats.ProtocolError`,
     :exc:`ConnectionClosed`)."""
+    if connection is None:
+        connection = Connection()
     tcp: trio.abc.Stream = await trio.open_tcp_stream(server.host, server.port)
-    protocol = ClientProtocol()
     try:
-        stream = await _handshake(tcp, protocol, server, settings)
+        connection.open()  # (raises if the client closed meanwhile: the socket is closed)
+        stream = await _handshake(tcp, connection, server, settings)
     except BaseException:
+        connection.lost()
         await trio.aclose_forcefully(tcp)  # (closes the TLS stream's socket too)
         raise
-    return stream, protocol
+    return stream, connection.protocol
 
 
 async def _start_tls(
@@ -369,13 +377,14 @@ async def _start_tls(
 
 async def _handshake(
     stream: trio.abc.Stream,
-    protocol: ClientProtocol,
+    connection: Connection,
     server: ServerAddress,
     settings: ConnectSettings,
 ) -> trio.abc.Stream:
     """Read INFO, secure the stream if TLS is needed, send CONNECT and a PING, and
-    wait for the PONG (an ``-ERR`` on the way is raised as :exc:`ServerError`).
-    Returns the stream to go on with (the TLS one, if secured). A checkpoint."""
+    wait for the PONG (an ``-ERR`` on the way is raised as :exc:`ServerError`):
+    the steps are ``connection``'s states. Returns the stream to go on with (the
+    TLS one, if secured). A checkpoint."""
     info: dict[str, Any] = {}
     secured = False
     try:
@@ -383,33 +392,34 @@ async def _handshake(
             first = settings.tls or ssl.create_default_context()
             stream = await _start_tls(stream, first, server, settings.tls_hostname)
             secured = True
-        state = "info"
         while True:
-            event = protocol.next_event()
+            event = connection.next_event()
             if event is NEED_DATA:
                 data = await stream.receive_some(_READ_SIZE)
                 if not data:
                     raise _ended(None, server, settings, info, secured)
-                protocol.receive_data(data)
+                connection.receive_data(data)
                 continue
-            if type(event) is Info and state == "info":
+            state = connection.state
+            if state is ConnectionState.SENDING_CONNECT:  # (the INFO came)
+                assert type(event) is Info
                 info = event.options
                 context = None if secured else settings.tls_context(server, info)
                 if context is not None:
                     stream = await _start_tls(stream, context, server, settings.tls_hostname)
                     secured = True
-                options = settings.connect_options(server, info)
-                await stream.send_all(protocol.connect(options) + protocol.ping())
-                state = "pong"
+                await stream.send_all(
+                    connection.send_connect(settings.connect_options(server, info))
+                )
             elif type(event) is Err:
                 raise ServerError(
                     f"the server refused the connection: {event.message}"
                     + _auth_hint(settings, server, info, event.message)
                 )
-            elif type(event) is Pong and state == "pong":
+            elif state is ConnectionState.CONNECTED:  # (its PONG came)
                 return stream
             elif type(event) is Ping:
-                await stream.send_all(protocol.pong())
+                await stream.send_all(connection.protocol.pong())
     except trio.BrokenResourceError as error:
         cause = error.__cause__ or error  # (the ssl or socket error trio wrapped)
         raise _ended(cause, server, settings, info, secured) from cause

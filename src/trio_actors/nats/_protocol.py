@@ -6,8 +6,10 @@ in pieces split anywhere) and hands back what they mean, one event at a time
 :class:`Ok`, :class:`Err`, or :data:`NEED_DATA` when the bytes so far end in the
 middle of one. Its other methods make the bytes to send (``CONNECT``, ``PUB`` /
 ``HPUB``, ``SUB``, ``UNSUB``, ``PING``, ``PONG``), checking what they are given
-first. It reads no clock and does no I/O: the transport (``_client.py``) owns the
-socket, the timers and the tasks, so everything here is tested without a server.
+first. It reads no clock and does no I/O: the transport (``_transport.py``) owns
+the socket, the timers and the tasks, so everything here is tested without a server.
+The values it parses to (events, headers, errors) are ``_values.py``; the checks of
+what it is given, ``_checks.py``.
 
 The wire format (https://docs.nats.io/reference/reference-protocols/nats-protocol):
 a control line ends in CRLF; operation names are case-insensitive, fields are
@@ -26,38 +28,34 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any, Final, cast
+from collections.abc import Mapping
+from typing import Any, Final
 
-__all__ = [
-    "MAX_CONTROL_LINE",
-    "NEED_DATA",
-    "ClientProtocol",
-    "Err",
-    "Event",
-    "Headers",
-    "Info",
-    "MaxPayloadExceeded",
-    "Msg",
-    "Ok",
-    "Ping",
-    "Pong",
-    "ProtocolError",
-    "check_subject",
-]
+from ._checks import (
+    _check_published_subject,
+    _check_queue,
+    _check_sid,
+    _payload,
+    check_subject,
+)
+from ._values import (
+    _CRLF,
+    _OK,
+    _PING,
+    _PONG,
+    Err,
+    Event,
+    Headers,
+    Info,
+    MaxPayloadExceeded,
+    Msg,
+    ProtocolError,
+    _encode_headers,
+    _parse_headers,
+)
 
+__all__ = ["MAX_CONTROL_LINE", "NEED_DATA", "ClientProtocol"]
 MAX_CONTROL_LINE: Final = 4096  # bytes of a control line, CRLF excluded (the server's)
-_HEADER_VERSION: Final = b"NATS/1.0"
-_CRLF: Final = b"\r\n"
-
-
-class ProtocolError(Exception):
-    """The server sent something that is not the NATS protocol (the message says
-    what and where), or the protocol was used after that."""
-
-
-class MaxPayloadExceeded(ValueError):
-    """A message is larger than the server's ``max_payload``."""
 
 
 class _NeedData:
@@ -69,247 +67,6 @@ class _NeedData:
 
 NEED_DATA: Final = _NeedData()
 """What :meth:`ClientProtocol.next_event` returns when it needs more bytes."""
-
-
-class Headers(Mapping[str, str]):
-    """The headers of a message: a mapping of each name to its first value, in the
-    order they came; :meth:`get_all` has every value of a name (a name may repeat).
-    Names are kept as sent and looked up exactly (NATS headers are case-sensitive
-    on the wire; the servers' own are ``Nats-...``)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: Mapping[str, str] | list[tuple[str, str]] | None = None) -> None:
-        pairs = list(items.items()) if isinstance(items, Mapping) else list(items or ())
-        for name, value in pairs:
-            _check_header(name, value)
-        self._items: list[tuple[str, str]] = pairs
-
-    def __getitem__(self, name: str) -> str:
-        for key, value in self._items:
-            if key == name:
-                return value
-        raise KeyError(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys(key for key, _ in self._items))
-
-    def __len__(self) -> int:
-        return len(dict.fromkeys(key for key, _ in self._items))
-
-    def get_all(self, name: str) -> list[str]:
-        """Every value of ``name``, in order (``[]`` if there is none)."""
-        return [value for key, value in self._items if key == name]
-
-    def items_all(self) -> list[tuple[str, str]]:
-        """Every (name, value) pair, repeats included, in order."""
-        return list(self._items)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Headers):
-            return self._items == other._items
-        return Mapping.__eq__(self, other)
-
-    def __hash__(self) -> int:  # pragma: no cover - unhashable, as a dict
-        raise TypeError("unhashable type: 'Headers'")
-
-    def __repr__(self) -> str:
-        return f"Headers({self._items!r})"
-
-
-# --- events -------------------------------------------------------------------------
-
-
-class Event:
-    """What the server said (one of the classes below)."""
-
-    __slots__ = ()
-
-    def _fields(self) -> tuple[str, ...]:
-        return cast(tuple[str, ...], type(self).__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and all(
-            getattr(self, name) == getattr(other, name) for name in self._fields()
-        )
-
-    def __hash__(self) -> int:  # pragma: no cover - events are not keys
-        raise TypeError(f"unhashable type: {type(self).__name__!r}")
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields())
-        return f"{type(self).__name__}({fields})"
-
-
-class Info(Event):
-    """``INFO``: the server's description of itself (``options``: the JSON, as a
-    dict -- ``server_id``, ``max_payload``, ``headers``, ``connect_urls``,
-    ``lame_duck_mode``, ``nonce``, ...)."""
-
-    __slots__ = ("options",)
-
-    def __init__(self, options: dict[str, Any]) -> None:
-        self.options = options
-
-
-class Msg(Event):
-    """``MSG`` / ``HMSG``: a message for subscription ``sid``.
-
-    ``headers`` is ``None`` for a ``MSG``; ``status`` (an int) and ``description``
-    are the header block's status line, if it has one (``503``: no responders).
-    """
-
-    __slots__ = ("data", "description", "headers", "reply", "sid", "status", "subject")
-
-    def __init__(
-        self,
-        subject: str,
-        sid: int,
-        reply: str | None,
-        data: bytes,
-        headers: Headers | None = None,
-        status: int | None = None,
-        description: str | None = None,
-    ) -> None:
-        self.subject = subject
-        self.sid = sid
-        self.reply = reply
-        self.data = data
-        self.headers = headers
-        self.status = status
-        self.description = description
-
-
-class Ping(Event):
-    """``PING``: the server checks the client is alive (answer with
-    :meth:`ClientProtocol.pong`)."""
-
-    __slots__ = ()
-
-
-class Pong(Event):
-    """``PONG``: the answer to a ``PING`` the client sent."""
-
-    __slots__ = ()
-
-
-class Ok(Event):
-    """``+OK`` (only in verbose mode, which this client does not ask for)."""
-
-    __slots__ = ()
-
-
-class Err(Event):
-    """``-ERR '<message>'``: the server reports an error (some, such as
-    ``Authorization Violation`` or ``Slow Consumer``, end the connection)."""
-
-    __slots__ = ("message",)
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-
-
-_PING: Final = Ping()
-_PONG: Final = Pong()
-_OK: Final = Ok()
-
-
-# --- checks of what is sent -----------------------------------------------------------
-
-_BAD_SUBJECT_CHARS = re.compile(r"[\s]")
-
-
-def check_subject(subject: object, *, what: str = "subject", wildcards: bool = False) -> str:
-    """``subject`` if it is a valid NATS subject: a str of dot-separated tokens,
-    none empty, with no whitespace; wildcards (``*`` a whole token, ``>`` the last
-    token) only if ``wildcards``.
-
-    Raises:
-        TypeError: not a str.
-        ValueError: not a valid subject (the message says why).
-    """
-    if not isinstance(subject, str):
-        raise TypeError(f"{what} must be a str, got {subject!r}")
-    if not subject:
-        raise ValueError(f"{what} must not be empty")
-    if _BAD_SUBJECT_CHARS.search(subject):
-        raise ValueError(f"{what} must not contain whitespace, got {subject!r}")
-    tokens = subject.split(".")
-    for index, token in enumerate(tokens):
-        if not token:
-            raise ValueError(f"{what} {subject!r} has an empty token (two dots, or one at an end)")
-        if "*" in token or ">" in token:
-            if not wildcards:
-                raise ValueError(
-                    f"{what} {subject!r} has a wildcard ('*' or '>'): only subscriptions may"
-                )
-            if token not in ("*", ">") or (token == ">" and index != len(tokens) - 1):
-                raise ValueError(
-                    f"{what} {subject!r}: '*' must be a whole token and '>' the whole last one"
-                )
-    return subject
-
-
-_CHECKED_SUBJECTS: dict[str, None] = {}
-"""Subjects :meth:`ClientProtocol.publish` has checked, and the prefixes (all
-tokens but the last) of those whose last token is a number: they do not depend on
-the connection. Bounded: emptied when it reaches :data:`_CHECKED_SUBJECTS_MAX`."""
-_CHECKED_SUBJECTS_MAX: Final = 4096
-
-
-def _check_published_subject(subject: object, what: str) -> None:
-    if type(subject) is str:  # (anything else: check_subject says what is wrong)
-        if subject in _CHECKED_SUBJECTS:  # (the hot path: a subject published before)
-            return
-        # Reply subjects of requests are each new, a number after a fixed prefix
-        # (``_INBOX.<id>.<n>``): a checked prefix and digits make a valid subject.
-        prefix, dot, last = subject.rpartition(".")
-        if dot and last.isdigit() and last.isascii() and prefix in _CHECKED_SUBJECTS:
-            return
-    checked = check_subject(subject, what=what)
-    if len(_CHECKED_SUBJECTS) >= _CHECKED_SUBJECTS_MAX:
-        _CHECKED_SUBJECTS.clear()
-    prefix, dot, last = checked.rpartition(".")
-    if dot and last.isdigit():
-        _CHECKED_SUBJECTS[prefix] = None  # (a valid subject's prefix is one too)
-    else:
-        _CHECKED_SUBJECTS[checked] = None
-
-
-def _check_queue(queue: object) -> str:
-    if not isinstance(queue, str):
-        raise TypeError(f"queue must be a str or None, got {queue!r}")
-    if not queue or _BAD_SUBJECT_CHARS.search(queue):
-        raise ValueError(f"queue must be a non-empty name without whitespace, got {queue!r}")
-    return queue
-
-
-_HEADER_NAME = re.compile(r"[!-9;-~]+")  # printable ASCII but ':' (RFC 7230 token-ish)
-
-
-def _check_header(name: object, value: object) -> None:
-    if not isinstance(name, str) or not isinstance(value, str):
-        raise TypeError(f"a header's name and value must be str, got {name!r}: {value!r}")
-    if not _HEADER_NAME.fullmatch(name):
-        raise ValueError(f"header name {name!r} must be printable ASCII without ':' or spaces")
-    if "\r" in value or "\n" in value:
-        raise ValueError(f"header {name!r}'s value must not contain CR or LF, got {value!r}")
-
-
-def _encode_headers(headers: Headers | Mapping[str, str] | None) -> bytes:
-    if not isinstance(headers, Headers):
-        headers = Headers(headers or {})
-    lines = [_HEADER_VERSION]
-    lines.extend(f"{name}: {value}".encode() for name, value in headers.items_all())
-    return _CRLF.join(lines) + _CRLF + _CRLF
-
-
-def _payload(data: object) -> bytes:
-    if isinstance(data, bytes):
-        return data
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
-    raise TypeError(f"a payload must be bytes, got {type(data).__name__}")
 
 
 # --- the protocol --------------------------------------------------------------------
@@ -716,11 +473,6 @@ class ClientProtocol:
         return b"PONG\r\n"
 
 
-def _check_sid(sid: object) -> None:
-    if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
-        raise ValueError(f"a subscription id must be a positive int, got {sid!r}")
-
-
 def _count(field: bytes, what: str, line: bytes) -> int:
     if not field.isdigit():
         raise ProtocolError(
@@ -733,33 +485,3 @@ def _unquote(text: bytes) -> bytes:
     if len(text) >= 2 and text[:1] == text[-1:] and text[:1] in (b"'", b'"'):
         return text[1:-1]
     return text
-
-
-def _parse_headers(block: bytes) -> tuple[Headers, int | None, str | None]:
-    """A header block: its headers, and the status line's code and description."""
-    if not block.startswith(_HEADER_VERSION):
-        raise ProtocolError(f"a header block must begin with NATS/1.0, got {block[:40]!r}")
-    if not block.endswith(_CRLF + _CRLF):
-        raise ProtocolError(f"a header block must end with an empty line, got ...{block[-20:]!r}")
-    lines = block[:-4].split(_CRLF)
-    status_line = lines[0][len(_HEADER_VERSION) :].strip()
-    status: int | None = None
-    description: str | None = None
-    if status_line:
-        code, _, text = status_line.partition(b" ")
-        if not (len(code) == 3 and code.isdigit()):
-            raise ProtocolError(f"a header status must be three digits, got {lines[0]!r}")
-        status = int(code)
-        description = text.strip().decode("utf-8", "replace") or None
-    items = []
-    for raw in lines[1:]:
-        name, colon, value = raw.partition(b":")
-        if not colon or not name.strip():
-            raise ProtocolError(f"a header line must be 'Name: value', got {raw!r}")
-        try:
-            items.append((name.strip().decode(), value.strip().decode()))
-        except UnicodeDecodeError:
-            raise ProtocolError(f"a header is not UTF-8: {raw!r}") from None
-    headers = Headers.__new__(Headers)
-    headers._items = items  # (received: kept as the server sent them)
-    return headers, status, description

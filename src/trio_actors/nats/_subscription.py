@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ._protocol import Msg
+from ._values import Msg
 
 if TYPE_CHECKING:
     from ._client import Client
