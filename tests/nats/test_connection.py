@@ -175,11 +175,17 @@ def test_every_legal_event_goes_where_the_table_says(start: ConnectionState, eve
     assert conn.state is TRANSITIONS[start][event]
 
 
-def test_a_server_pong_before_connect_is_the_server_s_protocol_error() -> None:
+def test_a_stray_pong_before_the_server_s_info_is_ignored_as_it_always_was() -> None:
     conn = in_state(S.AWAITING_INFO)
-    with pytest.raises(ProtocolError, match="PONG is not allowed in state AWAITING_INFO"):
-        receive(conn, b"PONG\r\n")
+    receive(conn, b"PONG\r\n")
     assert state(conn) == empty(S.AWAITING_INFO)
+
+
+def test_a_server_pong_while_connect_is_being_sent_is_the_server_s_protocol_error() -> None:
+    conn = in_state(S.SENDING_CONNECT)
+    with pytest.raises(ProtocolError, match="PONG is not allowed in state SENDING_CONNECT"):
+        receive(conn, b"PONG\r\n")
+    assert state(conn) == empty(S.SENDING_CONNECT)
 
 
 def test_keepalive_pings_go_stale_and_a_pong_answers_the_oldest_ping() -> None:

@@ -89,7 +89,12 @@ _I = Input
 
 TRANSITIONS: Final[Mapping[ConnectionState, Mapping[Input, ConnectionState]]] = {
     _S.DISCONNECTED: {_I.OPEN: _S.AWAITING_INFO, _I.LOST: _S.DISCONNECTED, _I.CLOSE: _S.CLOSED},
-    _S.AWAITING_INFO: {_I.INFO: _S.SENDING_CONNECT, _I.LOST: _S.DISCONNECTED, _I.CLOSE: _S.CLOSED},
+    _S.AWAITING_INFO: {
+        _I.INFO: _S.SENDING_CONNECT,
+        _I.PONG: _S.AWAITING_INFO,  # (a stray PONG before the INFO: ignored, as it always was)
+        _I.LOST: _S.DISCONNECTED,
+        _I.CLOSE: _S.CLOSED,
+    },
     _S.SENDING_CONNECT: {
         _I.SEND_CONNECT: _S.AWAITING_PONG,
         _I.LOST: _S.DISCONNECTED,
@@ -119,8 +124,8 @@ _MESSAGE_FRAMES: Final = (b"PUB ", b"HPUB ")  # kept while disconnected; the res
 
 class ConnectionStateError(ProtocolError):
     """An event the state does not allow (the message names both). The state is
-    left unchanged. From the server (a ``PONG`` before ``CONNECT``) it is the
-    server's protocol error; from the client, a bug."""
+    left unchanged. From the server (a ``PONG`` while ``CONNECT`` is being sent) it
+    is the server's protocol error; from the client, a bug."""
 
 
 class Waiter(Protocol):
