@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, settings
 
 import trio_actors as ta
 from nats_server import NatsServer, running_nats_server
-from trio_actors.actors._debug import enable_serving_checks
+from trio_actors.actors._debug import collecting_violations, enable_serving_checks
 
 # Debug mode for every test: the serving invariants are asserted as the runtime runs
 # (trio_actors/actors/_debug.py); a violation fails the test that caused it.
@@ -39,6 +39,15 @@ def _quiet_failure_log() -> None:
     # Contracts and tests make handlers fail on purpose; the runtime logs every
     # failure at ERROR. Keep the records (caplog still sees them) off the terminal.
     logging.getLogger("trio_actors").setLevel(logging.ERROR)
+
+
+@pytest.fixture
+def debug_checks_only_collect() -> Iterator[None]:
+    """For a test that breaks the runtime on purpose (a mutant) to show that a contract
+    or a test catches it by itself: debug mode's checks, which would stop many broken
+    runtimes first, only collect their violations during the test."""
+    with collecting_violations():
+        yield
 
 
 @pytest.fixture
