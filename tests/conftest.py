@@ -15,6 +15,18 @@ from trio_actors.actors._debug import collecting_violations, enable_serving_chec
 # (trio_actors/actors/_debug.py); a violation fails the test that caused it.
 enable_serving_checks()
 
+# Hypothesis profiles, chosen by HYPOTHESIS_PROFILE: "dev" (the default, for a run
+# while working: a few seconds for the property tests), "ci" (what .ci/run sets: more
+# examples) and "soak" (many more, random: a search for new failures, not a gate). The
+# default and CI's are derandomized: each run tests the same examples, as every other
+# test here is deterministic.
+settings.register_profile(
+    "dev",
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
 settings.register_profile(
     "ci",
     max_examples=2_000,
@@ -23,15 +35,12 @@ settings.register_profile(
     derandomize=True,
 )
 settings.register_profile(
-    "dev", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
     "soak",
     max_examples=50_000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture(autouse=True)
