@@ -9,12 +9,24 @@ from hypothesis import HealthCheck, settings
 
 import trio_actors as ta
 from nats_server import NatsServer, running_nats_server
-from trio_actors._core._debug import enable_serving_checks
+from trio_actors._core._debug import collecting_violations, enable_serving_checks
 
 # Debug mode for every test: the serving invariants are asserted as the runtime runs
 # (trio_actors/_core/_debug.py); a violation fails the test that caused it.
 enable_serving_checks()
 
+# Hypothesis profiles, chosen by HYPOTHESIS_PROFILE: "dev" (the default, for a run
+# while working: a few seconds for the property tests), "ci" (what .ci/run sets: more
+# examples) and "soak" (many more, random: a search for new failures, not a gate). The
+# default and CI's are derandomized: each run tests the same examples, as every other
+# test here is deterministic.
+settings.register_profile(
+    "dev",
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
 settings.register_profile(
     "ci",
     max_examples=2_000,
@@ -23,15 +35,12 @@ settings.register_profile(
     derandomize=True,
 )
 settings.register_profile(
-    "dev", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
     "soak",
     max_examples=50_000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture(autouse=True)
@@ -39,6 +48,15 @@ def _quiet_failure_log() -> None:
     # Contracts and tests make handlers fail on purpose; the runtime logs every
     # failure at ERROR. Keep the records (caplog still sees them) off the terminal.
     logging.getLogger("trio_actors").setLevel(logging.ERROR)
+
+
+@pytest.fixture
+def debug_checks_only_collect() -> Iterator[None]:
+    """For a test that breaks the runtime on purpose (a mutant) to show that a contract
+    or a test catches it by itself: debug mode's checks, which would stop many broken
+    runtimes first, only collect their violations during the test."""
+    with collecting_violations():
+        yield
 
 
 @pytest.fixture

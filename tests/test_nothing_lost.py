@@ -2,8 +2,9 @@
 invariant, and the runtime's statistics account for every message it was sent.
 
 Hypothesis draws whole programs (see ``trio_actors.contracts._nothing_lost``), each
-run as one ``trio.run`` under a ``MockClock``. The CI profile runs 2,000 examples;
-``HYPOTHESIS_PROFILE=soak`` runs 50,000.
+run as one ``trio.run`` under a ``MockClock``. The default profile runs 300 examples,
+CI's (``HYPOTHESIS_PROFILE=ci``, set by ``.ci/run``) 2,000 and
+``HYPOTHESIS_PROFILE=soak`` 50,000 (``tests/conftest.py``).
 """
 
 import pytest

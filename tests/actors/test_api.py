@@ -11,6 +11,7 @@ import trio.lowlevel
 import trio.testing
 
 import trio_actors as ta
+from helpers import Echo
 
 
 class Counter(ta.Actor):
@@ -23,11 +24,6 @@ class Counter(ta.Actor):
                 self.count += n
             case "get":
                 return self.count
-
-
-class Echo(ta.Actor):
-    def receive(self, message: Any) -> Any:
-        return message
 
 
 async def test_the_first_program_from_the_spec_works() -> None:

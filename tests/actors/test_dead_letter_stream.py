@@ -8,12 +8,8 @@ import pytest
 import trio
 import trio.testing
 
-from trio_actors import Actor, Bounded, DeadLetter, open_actor_system
-
-
-class Echo(Actor):
-    def receive(self, message: Any) -> Any:
-        return message
+from helpers import Echo
+from trio_actors import Bounded, DeadLetter, open_actor_system
 
 
 async def test_a_subscriber_sees_every_dead_letter_and_its_loop_ends_with_the_system() -> None:

@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Echo, Failing
 
 # api.md, "The ref is a handle": the only public names of a ref.
 PUBLIC_REF_NAMES = [
@@ -25,16 +26,6 @@ PUBLIC_REF_NAMES = [
     "tell",
     "wait_stopped",
 ]
-
-
-class Echo(ta.Actor):
-    def receive(self, message: Any) -> Any:
-        return message
-
-
-class Failing(ta.Actor):
-    def receive(self, message: Any) -> Any:
-        raise ValueError(message)
 
 
 class Stopper(ta.Actor):

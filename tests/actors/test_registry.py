@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio.testing
 
+from helpers import Echo
 from trio_actors import (
     Actor,
     ActorError,
@@ -17,13 +18,6 @@ from trio_actors import (
     ActorStopped,
     open_actor_system,
 )
-
-
-class Echo(Actor):
-    def receive(self, message: Any) -> Any:
-        if message == "fail":
-            raise RuntimeError("restart me")
-        return message
 
 
 class SelfRegistering(Actor):

@@ -415,3 +415,47 @@ def test_timers_keep_firing_for_actors_a_cancelled_exit_has_not_reached() -> Non
     after_the_cancel = [t for t in ticks if t > 1.0]
     assert len(after_the_cancel) >= 9, after_the_cancel
     assert ended >= 1.1
+
+
+class Ticks(ta.Actor):
+    """Counts the ticks of a timer it starts; "busy" keeps it in one handler."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.ticks = 0
+
+    def on_start(self) -> None:
+        self.tell_every(self.period, "tick")
+
+    async def receive(self, message: Any) -> Any:
+        if message == "tick":
+            self.ticks += 1
+        elif message == "busy":
+            await trio.sleep(2.5)
+        return self.ticks
+
+
+async def test_a_periodic_timer_ticks_again_after_each_tick_is_handled(
+    autojump_clock: Clock,
+) -> None:
+    # Each handled tick tells its timer it is done: without that notice the timer
+    # waits for its first tick forever and never sends a second.
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Ticks, 1.0)
+        await trio.sleep(5.5)
+        assert await ref.ask("count") == 5
+
+
+async def test_a_tick_dropped_by_a_full_mailbox_lets_the_timer_go_on(
+    autojump_clock: Clock,
+) -> None:
+    # A dropped tick is taken back: otherwise the timer keeps waiting for the tick
+    # the mailbox dropped, and never ticks again.
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Ticks, 1.0, mailbox=ta.Bounded(1, "drop_new"))
+        ref.tell("busy")  # handled from t=0 to 2.5
+        await trio.testing.wait_all_tasks_blocked()
+        ref.tell("queued")  # the mailbox is full: the ticks at 1 and 2 are dropped
+        await trio.sleep(5.5)
+        assert ref.statistics().dead_letters.overflow == 2
+        assert await ref.ask("count") == 3  # the ticks at 3, 4 and 5

@@ -26,7 +26,9 @@ def deeply_nested(depth: int) -> list[Any]:
     return value
 
 
-class Failing(ta.Actor):
+class FailsUnlessAskedOk(ta.Actor):
+    """Answers "ok?" with "ok" (alive and serving); every other message fails."""
+
     def receive(self, message: Any) -> Any:
         if message == "ok?":
             return "ok"
@@ -41,7 +43,7 @@ def test_a_failing_handler_is_reported_whatever_its_message(
 ) -> None:
     async def main() -> None:
         async with ta.open_actor_system() as system:
-            ref = system.spawn(Failing, supervision=ta.Resume())
+            ref = system.spawn(FailsUnlessAskedOk, supervision=ta.Resume())
             ref.tell(message)
             assert await ref.ask("ok?") == "ok"
             assert ref.statistics().failures == 1
@@ -72,7 +74,8 @@ def test_backoff_with_a_huge_factor_never_overflows() -> None:
         backoff = ta.Backoff(min_delay=0.01, max_delay=1.0, factor=1e308)
         async with ta.open_actor_system() as system:
             ref = system.spawn(
-                Failing, supervision=ta.Restart(max_restarts=10, within=1e6, backoff=backoff)
+                FailsUnlessAskedOk,
+                supervision=ta.Restart(max_restarts=10, within=1e6, backoff=backoff),
             )
             for _ in range(5):
                 ref.tell("fail")
@@ -320,3 +323,30 @@ def test_a_factory_failing_in_a_restart_counts_one_failure_and_is_tried_again(
     with caplog.at_level(logging.ERROR, logger="trio_actors"):
         trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert "failed creating a fresh instance" in caplog.text
+
+
+def test_after_a_stray_cancelled_the_round_yields_before_the_actor_again() -> None:
+    # A plain handler's stray Cancelled is a failure and the round goes on; the
+    # actor, with work left, goes to the back of the run queue marked with this
+    # round, so reaching it again ends the round (T10: never two turns without a
+    # yield). Without the mark its next message is handled in the same round.
+    stray = a_stray_cancelled()  # (made in a trio.run of its own, before this one)
+    rounds: list[int] = []
+
+    class Strays(ta.Actor):
+        def receive(self, message: Any) -> None:
+            rounds.append(self.system._dispatcher.rounds)
+            if message == "stray":
+                raise stray
+
+    async def main() -> None:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(Strays, supervision=ta.Resume())
+            await ref.ask("warm up")
+            ref.tell("stray")
+            ref.tell("after")
+            await trio.testing.wait_all_tasks_blocked()
+            assert ref.statistics().failures == 1
+
+    trio.run(main)
+    assert rounds[2] > rounds[1], rounds

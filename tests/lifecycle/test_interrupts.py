@@ -392,3 +392,49 @@ def test_without_the_stop_sequences_shield_the_same_program_loses_tells(
         "stranded": 99,
         "on_stop after the handler": True,
     }
+
+
+async def test_a_keyboard_interrupt_from_an_idle_asks_plain_handler_counts_it_handled() -> None:
+    # An ask answered in the asker's task counts its message handled before the
+    # interrupt goes on (a mutant counting it twice survived the suite).
+    class Interrupting(ta.Actor):
+        def receive(self, message: Any) -> None:
+            if message == "interrupt":
+                raise KeyboardInterrupt("from the handler")
+
+    refs: list[ta.ActorRef] = []
+
+    async def program() -> None:
+        async with ta.open_actor_system() as system:
+            refs.append(system.spawn(Interrupting))
+            await refs[0].ask("warm up")  # served by the dispatcher: now served inline
+            await refs[0].ask("interrupt")  # idle and started: answered in this task
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        await program()
+    assert caught.group_contains(KeyboardInterrupt)
+    assert refs[0].statistics().handled == 2
+
+
+async def test_a_keyboard_interrupt_answering_a_queued_ask_counts_it_handled_once() -> None:
+    # A queued ask answered by a plain handler that raises KeyboardInterrupt is
+    # counted handled once (a mutant counting it twice survived the suite).
+    class Interrupting(ta.Actor):
+        async def on_start(self) -> None:
+            await trio.lowlevel.checkpoint()  # (the ask queues meanwhile)
+
+        def receive(self, message: Any) -> None:
+            if message == "interrupt":
+                raise KeyboardInterrupt("from the handler")
+
+    refs: list[ta.ActorRef] = []
+
+    async def program() -> None:
+        async with ta.open_actor_system() as system, trio.open_nursery() as nursery:
+            refs.append(system.spawn(Interrupting))
+            nursery.start_soon(refs[0].ask, "interrupt")  # queued: on_start runs
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        await program()
+    assert caught.group_contains(KeyboardInterrupt)
+    assert refs[0].statistics().handled == 1

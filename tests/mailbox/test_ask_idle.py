@@ -20,7 +20,10 @@ from trio_actors import Actor, open_actor_system
 from trio_actors._core import _dispatcher
 
 
-class Echo(Actor):
+class Spy(Actor):
+    """Answers with the message, records it in ``seen``, and cancels the scope it is
+    given (the asker's) from its handler."""
+
     def __init__(self) -> None:
         self.seen: list[Any] = []
         self.scope_to_cancel: trio.CancelScope | None = None
@@ -49,14 +52,14 @@ async def test_an_asker_cancelled_beforehand_is_withdrawn_and_never_handled(
     cancel_check: bool,
 ) -> None:
     async with open_actor_system() as system:
-        echo = Echo()
-        ref = system.spawn(lambda: echo)
+        spy = Spy()
+        ref = system.spawn(lambda: spy)
         assert await ref.ask("warm") == "warm"  # started and idle
         with trio.CancelScope() as scope:
             scope.cancel()
             with pytest.raises(trio.Cancelled):
                 await ref.ask("never")
-        assert echo.seen == ["warm"]
+        assert spy.seen == ["warm"]
         statistics = ref.statistics()
         assert statistics.withdrawn == 1
         assert statistics.handled == 1
@@ -66,7 +69,7 @@ async def test_an_uncancelled_idle_ask_is_answered_after_one_checkpoint(
     cancel_check: bool,
 ) -> None:
     async with open_actor_system() as system:
-        ref = system.spawn(Echo)
+        ref = system.spawn(Spy)
         assert await ref.ask(1) == 1
         with trio.testing.assert_checkpoints():
             assert await ref.ask(2) == 2
@@ -74,13 +77,52 @@ async def test_an_uncancelled_idle_ask_is_answered_after_one_checkpoint(
 
 async def test_a_cancellation_during_the_handler_discards_the_reply(cancel_check: bool) -> None:
     async with open_actor_system() as system:
-        echo = Echo()
-        ref = system.spawn(lambda: echo)
+        spy = Spy()
+        ref = system.spawn(lambda: spy)
         assert await ref.ask("warm") == "warm"
         with trio.CancelScope() as scope:
-            echo.scope_to_cancel = scope
+            spy.scope_to_cancel = scope
             await ref.ask("cancel me")
             pytest.fail("the reply of a cancelled ask was returned")  # pragma: no cover
         assert scope.cancelled_caught
-        assert echo.seen == ["warm", "cancel me"]  # handled: a plain handler runs whole
+        assert spy.seen == ["warm", "cancel me"]  # handled: a plain handler runs whole
         assert ref.statistics().handled == 2
+
+
+class Confused(Actor):
+    def receive(self, message: Any) -> Any:
+        if message != "coroutine":
+            return message
+
+        async def later() -> None:
+            pass
+
+        return later()
+
+
+@pytest.mark.usefixtures("debug_checks_only_collect")
+def test_a_coroutine_returned_to_the_asker_task_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A plain handler that returns a coroutine to an idle ask (answered in the
+    # asker's task) is refused with TypeError; shown against a mutant without the
+    # check, under which the ask would return the coroutine.
+    def reply_without_the_check(cell: Any, receive: Any, message: Any) -> Any:
+        return receive(message)
+
+    monkeypatch.setattr(_dispatcher, "reply_plain", reply_without_the_check)
+
+    async def main() -> Any:
+        async with open_actor_system() as system:
+            ref = system.spawn(Confused)
+            assert await ref.ask("warm") == "warm"  # now idle and bound: asker-task path
+            try:
+                return await ref.ask("coroutine")
+            except TypeError as error:
+                return error
+
+    result = trio.run(main)
+    assert not isinstance(result, TypeError)  # the mutant is live here...
+    result.close()
+    monkeypatch.undo()
+    assert isinstance(trio.run(main), TypeError)  # ...and the runtime refuses it

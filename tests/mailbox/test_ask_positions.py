@@ -9,10 +9,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
-
-
-def run(main: Any) -> Any:
-    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+from trio_actors.testing import run_virtual
 
 
 class Log(ta.Actor):
@@ -72,4 +69,4 @@ def test_asks_behind_tells_are_answered_in_order(withdraw_a_notice: bool, batch:
         # (the askers resume in one scheduler batch, which trio may shuffle)
         assert sorted(replies) == [("reply", "a0"), ("reply", "a1"), ("reply", "a2")]
 
-    run(main)
+    run_virtual(main)

@@ -9,6 +9,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Echo
 
 Clock = trio.testing.MockClock
 
@@ -428,3 +429,30 @@ async def test_an_ask_refused_by_a_stopped_actor_counts_as_failed_back() -> None
         with pytest.raises(ta.ActorStopped):
             await ref.ask("late")
         assert ref.statistics().failed_back == 1
+
+
+async def test_a_send_to_a_stopped_actor_is_a_full_checkpoint() -> None:
+    # The refused send yields too, not only checks for cancellation (a mutant
+    # without the schedule point survived the suite).
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Echo)
+        await ref.stop()
+        with trio.testing.assert_checkpoints(), pytest.raises(ta.ActorStopped):
+            await ref.send("late")
+
+
+async def test_a_plain_tell_handler_may_return_a_value_from_a_bounded_backlog() -> None:
+    # A value returned for a tell is dropped, not taken for a coroutine returned by
+    # mistake (a failure) on a bounded mailbox's backlog path, served one checked
+    # pop at a time.
+    failures = []
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Echo, mailbox=ta.Bounded(8))
+        for number in range(5):
+            ref.tell(number)
+        await trio.testing.wait_all_tasks_blocked()
+        stats = ref.statistics()
+        failures.append(stats.failures)
+        assert stats.handled == 5
+    assert failures == [0]

@@ -1,6 +1,6 @@
 """How the serving loop reads the clock: the reader it uses and when it reads next.
 
-The dispatcher reads the run's clock every few messages (``_core/_round_clock.py``):
+The dispatcher reads the run's clock every few messages (``mailbox/_round_clock.py``):
 these tests pin down the two shortcuts that make a reading cheap -- trio's default
 clock read through ``perf_counter`` directly, and the "half the slice" test that
 settles the common case without arithmetic -- against what they stand for, and
@@ -18,7 +18,8 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trio_actors import Actor, ServingPolicy, open_actor_system
+from helpers import Costly
+from trio_actors import Actor, Bounded, ServingPolicy, open_actor_system
 from trio_actors._core import _round_clock
 from trio_actors._core._round_clock import RoundClock, clock_reader
 
@@ -196,3 +197,19 @@ def test_cheap_handlers_are_checked_every_16_messages() -> None:
         mp.undo()
     # Three full turns of 64 (one per round), then the ask alone.
     assert checked_at[:12] == [16, 32, 48, 64] * 3
+
+
+async def test_a_bounded_mailboxs_stretch_reads_the_clock_and_ends_the_round(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A bounded mailbox's stretch reads the clock again at ``used + n`` messages (a
+    # mutant with ``used - n`` never read it, and a round of 1 ms handlers ran the
+    # whole 64-message batch, four time slices).
+    async with open_actor_system() as system:
+        ref = system.spawn(Costly, autojump_clock, mailbox=Bounded(1_000))
+        await ref.ask("warm up")
+        for number in range(200):
+            ref.tell(number)
+        await trio.testing.wait_all_tasks_blocked()
+        assert ref.statistics().handled == 201
+        assert system.statistics().longest_round_seconds <= 0.016 + 0.001 + 1e-9

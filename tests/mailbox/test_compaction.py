@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tracemalloc
 from typing import Any
 
@@ -118,3 +119,44 @@ async def test_compaction_keeps_order_asks_and_tells_behind_withdrawn_asks(
     assert sorted(results) == [("ask", n) for n in range(0, 300, 10)]
     assert statistics.withdrawn == 270
     assert statistics.handled == 61
+
+
+async def test_asks_kept_by_a_compaction_are_answered_in_their_places(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The positions a compaction gives the asks it keeps (a mutant placed them
+    # wrongly). A plain actor's mailbox is compacted while an async on_start runs (a
+    # task serves it); the dispatcher then serves the queue by those positions.
+    started = trio.Event()
+    handled: list[Any] = []
+
+    class SlowStart(ta.Actor):
+        async def on_start(self) -> None:
+            await started.wait()
+
+        def receive(self, message: Any) -> Any:
+            handled.append(message)
+            return message * 10
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(SlowStart)
+        await trio.testing.wait_all_tasks_blocked()
+        answers: dict[int, Any] = {}
+
+        async def ask(number: int, deadline: float | None) -> None:
+            with trio.move_on_after(math.inf if deadline is None else deadline):
+                answers[number] = await ref.ask(number)
+
+        async with trio.open_nursery() as nursery:
+            for number in range(200):
+                if number % 50 == 25:
+                    ref.tell(number)
+                    nursery.start_soon(ask, number + 1000, None)  # kept, among tells
+                else:
+                    nursery.start_soon(ask, number, 1.0)  # withdrawn at 1 s
+                await trio.testing.wait_all_tasks_blocked()  # (queued in this order)
+            await trio.sleep(2.0)
+            assert ref.statistics().withdrawn == 196  # compacted meanwhile
+            started.set()
+        assert handled == [25, 1025, 75, 1075, 125, 1125, 175, 1175]
+        assert answers == {1025: 10250, 1075: 10750, 1125: 11250, 1175: 11750}

@@ -19,7 +19,7 @@ THREADS = 4
 PER_THREAD = 50_000
 
 
-class Recorder(ta.Actor):
+class OrderChecker(ta.Actor):
     """Counts, per sender, the messages that arrive out of the order told."""
 
     def __init__(self) -> None:
@@ -38,7 +38,7 @@ class Recorder(ta.Actor):
         return None
 
 
-class BoundedRecorder(Recorder):
+class BoundedOrderChecker(OrderChecker):
     pass
 
 
@@ -91,7 +91,7 @@ async def test_tells_from_threads_arrive_in_the_order_each_thread_told_them() ->
     # A stress test: whatever the interleaving, no thread's tells are reordered.
     # (The test below makes the one interleaving that did reorder them, step by step.)
     async with ta.open_actor_system() as system:
-        ref = system.spawn(Recorder)
+        ref = system.spawn(OrderChecker)
         handled, inversions = await _tell_from_threads_and_trio(ref)
         assert inversions == 0
         assert handled >= THREADS * PER_THREAD
@@ -108,7 +108,7 @@ async def test_a_threads_tell_never_overtakes_its_earlier_one_still_on_its_way()
     second_sent = threading.Event()
 
     async with ta.open_actor_system() as system:
-        ref = system.spawn(Recorder)
+        ref = system.spawn(OrderChecker)
         for number in range(3):  # a backlog: the actor's deque is allocated
             ref.tell(("warm-up", number))
         await ref.ask("count")
@@ -134,14 +134,14 @@ async def test_a_threads_tell_never_overtakes_its_earlier_one_still_on_its_way()
 
 async def test_tells_from_threads_to_a_bounded_mailbox_keep_their_order() -> None:
     async with ta.open_actor_system() as system:
-        ref = system.spawn(BoundedRecorder, mailbox=ta.Bounded(10_000_000))
+        ref = system.spawn(BoundedOrderChecker, mailbox=ta.Bounded(10_000_000))
         _, inversions = await _tell_from_threads_and_trio(ref)
         assert inversions == 0
 
 
 async def test_a_tell_from_a_thread_to_a_stopped_actor_is_a_dead_letter() -> None:
     async with ta.open_actor_system() as system:
-        ref = system.spawn(Recorder)
+        ref = system.spawn(OrderChecker)
         await ref.stop()
         await trio.to_thread.run_sync(ref.tell, ("thread", 1))
         while system.dead_letters.count == 0:
@@ -153,7 +153,7 @@ async def test_a_tell_from_a_thread_to_a_stopped_actor_is_a_dead_letter() -> Non
 async def test_spawn_from_another_thread_is_refused_and_changes_nothing() -> None:
     async with ta.open_actor_system() as system:
         with pytest.raises(ta.ActorError, match=r"spawn.*another thread"):
-            await trio.to_thread.run_sync(system.spawn, Recorder)
+            await trio.to_thread.run_sync(system.spawn, OrderChecker)
         assert system.statistics().live_actors == 0
         assert system.statistics().spawned == 0
 
@@ -165,7 +165,7 @@ def _tell_from_a_thread(ref: ta.ActorRef, message: Any) -> None:
     thread.join()
 
 
-class Gate(ta.Actor):
+class Blocker(ta.Actor):
     """Async: "block" waits until the test sets ``gate``; records the rest."""
 
     def __init__(self, log: list[Any], gate: trio.Event | None = None) -> None:
@@ -198,7 +198,7 @@ async def test_a_threads_tell_during_a_compaction_waits_and_arrives(
     monkeypatch.setattr(_cell.ActorCell, "_live_entries", during_the_walk)
     gate = trio.Event()
     async with ta.open_actor_system() as system:
-        ref = system.spawn(Gate, log, gate)
+        ref = system.spawn(Blocker, log, gate)
         ref.tell("block")
         await trio.testing.wait_all_tasks_blocked()
         ref.tell(("trio", 0))
@@ -230,7 +230,7 @@ async def test_a_threads_tell_between_an_asks_position_and_its_append_waits(
 
     monkeypatch.setattr(_cell.ActorCell, "enqueue", with_a_tell_first)
     async with ta.open_actor_system() as system:
-        ref = system.spawn(Recorder)
+        ref = system.spawn(OrderChecker)
         for number in range(3):
             ref.tell(("trio", number))  # scheduled, with a deque
         assert await ref.ask("count") == (3, 0)
@@ -257,7 +257,7 @@ async def test_a_threads_tell_as_a_serving_task_ends_is_still_handled(
 
     monkeypatch.setattr(_cell.ActorCell, "serving_task_done", with_a_tell_first)
     async with ta.open_actor_system() as system:
-        ref = system.spawn(Gate, log)
+        ref = system.spawn(Blocker, log)
         for number in range(3):  # a backlog: the deque is allocated, the fast path open
             ref.tell(("trio", number))
         for _ in range(100):
@@ -269,7 +269,7 @@ async def test_a_threads_tell_as_a_serving_task_ends_is_still_handled(
 
 async def test_every_tell_from_a_thread_after_the_exit_raises() -> None:
     async with ta.open_actor_system() as system:
-        ref = system.spawn(Recorder)
+        ref = system.spawn(OrderChecker)
     errors: list[BaseException] = []
 
     def tell_three_times() -> None:

@@ -1,0 +1,41 @@
+"""Test actors used by more than one test file.
+
+Only actors whose behaviour is the same wherever they are used live here; an actor
+that a file tunes for its own test (records, gates, fails on one message) stays in
+that file under a name that says what it does. ``tests/`` is on ``sys.path`` (pytest
+puts the directory of the root ``conftest.py`` there), so a test file imports these
+as ``from helpers import Echo``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio.testing
+
+import trio_actors as ta
+
+
+class Echo(ta.Actor):
+    """A plain actor that answers every message with the message itself."""
+
+    def receive(self, message: Any) -> Any:
+        return message
+
+
+class Failing(ta.Actor):
+    """A plain actor whose every message is a failure: ``ValueError(message)``."""
+
+    def receive(self, message: Any) -> Any:
+        raise ValueError(message)
+
+
+class Costly(ta.Actor):
+    """Each message "takes" 1 ms of virtual time: a plain handler that holds the
+    thread, as seen by the ``MockClock`` it jumps."""
+
+    def __init__(self, clock: trio.testing.MockClock) -> None:
+        self.clock = clock
+
+    def receive(self, message: Any) -> None:
+        self.clock.jump(0.001)
