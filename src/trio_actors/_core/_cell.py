@@ -9,10 +9,13 @@ fast paths read two flags of it (and, to activate an idle actor, who serves it).
 
 This module holds the record and what happens to its mailbox (queueing, asks,
 withdrawal and compaction, notices). How an actor stops is
-``_core/_stopping.py``'s and how it restarts ``_core/_restarting.py``'s:
-their functions are bound here as methods, so that every layer reaches them
-through the cell (the serving loop and supervision sit below the cell and cannot
-import them).
+``_core/_stopping.py``'s and how it restarts ``_core/_restarting.py``'s: their
+functions are bound here as methods. Inside the kernel they could be called
+directly; they stay methods because they are where a kind of cell differs (the pool
+cell overrides ``strand``, ``wait_drained``, ``wake_drain_waiter`` and
+``hand_to_restart``), what a ref needs of any cell (``stop_and_wait``,
+``request_stop``, ``wait_terminated``: a remote actor's cell has its own), and the
+seams the contract suite's mutants break (``tests/test_contracts_catch_broken_runtimes.py``).
 
 Invariants the serving loop relies on:
 
@@ -596,8 +599,8 @@ class ActorCell:
         """The serving loop reached a withdrawn envelope and skipped it."""
         self.withdrawn_queued -= 1
 
-    # --- stopping: the code is _core/_stopping.py's; bound here as methods, so
-    # that every layer (the serving loop, supervision) reaches it through the cell ---
+    # --- stopping: the code is _core/_stopping.py's, bound here as methods (see the
+    # module docstring for why they are methods) ---
 
     stop_and_wait = _stopping.stop_and_wait
     request_stop = _stopping.request_stop
