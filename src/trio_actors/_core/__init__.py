@@ -2,14 +2,16 @@
 
 In the manner of trio's ``_core``: the modules in here know each other (the cell
 calls the stop sequence, the stop sequence calls the serving loop, the serving loop
-calls the failure decision, ...), and nothing outside reaches in except through
-the names the public packages re-export. From outside the kernel it imports only
-leaf values (``_errors``, ``_policy``, ``_statistics``, ``_supervision``); what it
-needs of its actor system is the :class:`~trio_actors._core._host.Host` protocol.
+calls the failure decision, ...); the layers above use its modules, and it never
+imports theirs. From outside the kernel it imports only leaf values (``_errors``,
+``_policy``, ``_statistics``, ``_supervision``); what it needs of its actor system is
+the :class:`~trio_actors._core._host.Host` protocol (``tests/test_layers.py``
+checks both).
 
 The modules, by concept:
 
-* records and values -- ``_actor`` (the user's base class), ``_ref`` (the handle),
+* records and values -- ``_actor`` (``ActorBase``, the kernel's half of the user's
+  base class), ``_ref`` (the handle),
   ``_cell`` and ``_bounded_cell`` (the runtime's record of one actor and its queue
   operations), ``_kinds`` (what an actor class's handlers are), ``_envelope`` (an
   ask in flight), ``_bounded`` (senders waiting for room);
@@ -19,6 +21,7 @@ The modules, by concept:
   ``_task_serving``, ``_turn_sampler``, ``_foreign`` (tells from other threads);
 * sequences -- ``_stopping``, ``_stranded``, ``_restarting``, ``_failure`` (what
   supervision decides when a handler fails), ``_watch``, ``_dead_letters``,
-  ``_timers``;
+  ``_timers``, ``_registry`` (names);
+* ``_host`` -- what the kernel needs of its actor system;
 * ``_debug`` -- invariant checks installed when ``TRIO_ACTORS_DEBUG`` is set.
 """
