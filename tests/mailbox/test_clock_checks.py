@@ -1,6 +1,6 @@
 """How the serving loop reads the clock: the reader it uses and when it reads next.
 
-The dispatcher reads the run's clock every few messages (``mailbox/_round_clock.py``):
+The dispatcher reads the run's clock every few messages (``_core/_round_clock.py``):
 these tests pin down the two shortcuts that make a reading cheap -- trio's default
 clock read through ``perf_counter`` directly, and the "half the slice" test that
 settles the common case without arithmetic -- against what they stand for, and

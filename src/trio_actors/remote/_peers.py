@@ -1,7 +1,7 @@
 """The other nodes as this node knows them: one state per peer, one table.
 
 This file is the whole state machine of a peer's liveness (in the manner of h11's
-``_state.py`` and of the actor lifecycle, ``lifecycle/_state.py``): the states, the
+``_state.py`` and of the actor lifecycle, ``_core/_state.py``): the states, the
 events, and the table of legal transitions. A *peer* is one incarnation of another
 node, ``(name, incarnation)``. Only :class:`Peers` changes a peer's state, and only
 through :func:`advance`, so the table is the truth; an illegal pair raises
