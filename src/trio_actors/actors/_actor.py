@@ -92,6 +92,7 @@ class Actor(ActorBase):
         if unknown:
             raise unknown_spawn_keyword(actor_factory, unknown)
         cell = self._cell()
-        return self.system._spawn(
+        system = cast("ActorSystem", cell.system)  # (as Actor.system, without a 2nd lookup)
+        return system._spawn(
             cell, actor_factory, args, name, supervision, mailbox, shutdown, restart
         )
