@@ -237,12 +237,12 @@ async def _stop_without_self_check(self: Any, *, drain: bool) -> None:
 
 
 def restart_keeps_the_old_instance(mp: pytest.MonkeyPatch) -> None:
-    def install(self: Any, instance: Any) -> None:
-        self.started = False  # "restarts" the same instance
-        self.inline_ready = False
-        self.refresh_tell_paths()
+    def install(cell: Any, instance: Any, kinds: Any) -> None:
+        cell.started = False  # "restarts" the same instance
+        cell.inline_ready = False
+        cell.refresh_tell_paths()
 
-    mp.setattr(_cell.ActorCell, "install", install)
+    mp.setattr(_restarting, "install", install)
 
 
 def intensity_is_never_exceeded(mp: pytest.MonkeyPatch) -> None:
@@ -423,19 +423,19 @@ def failed_back_asks_counted_twice(mp: pytest.MonkeyPatch) -> None:
 
 def expected_errors_are_failures(mp: pytest.MonkeyPatch) -> None:
     # The runtime before expected errors: every exception from receive is a failure.
-    mp.setattr(_cell.ActorCell, "handler_failed", _cell.ActorCell.handler_misused)
+    mp.setattr(_failure, "handler_failed", _failure.handler_misused)
 
 
 def only_exact_expected_types(mp: pytest.MonkeyPatch) -> None:
     # A subclass of a declared error is a failure (type() is instead of isinstance).
-    def handler_failed(self: Any, error: BaseException, message: Any) -> None:
-        if type(error) in self.kinds.expected_errors:
-            self.expected_errors += 1
-            self.system.expected_errors += 1
+    def handler_failed(cell: Any, error: BaseException, message: Any) -> None:
+        if type(error) in cell.kinds.expected_errors:
+            cell.expected_errors += 1
+            cell.system.expected_errors += 1
         else:
-            self.handler_misused(error, message)
+            _failure.handler_misused(cell, error, message)
 
-    mp.setattr(_cell.ActorCell, "handler_failed", handler_failed)
+    mp.setattr(_failure, "handler_failed", handler_failed)
 
 
 def backoff_jitter_unseeded(mp: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,7 @@ from trio_actors import (
     Stop,
     open_actor_system,
 )
+from trio_actors._core import _stopping
 
 ROUTINGS = ["round_robin", "smallest_mailbox", "balancing"]
 
@@ -483,6 +484,6 @@ async def test_a_workers_end_during_a_drain_does_not_end_the_drain(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(functools.partial(pool.stop, drain=True))
             await trio.sleep(0.5)
-            pool._cell.went_idle_refusing()
+            _stopping.went_idle_refusing(pool._cell)
         assert sorted(m for _, m in log) == list(range(10))
         assert system.dead_letters.count == 0

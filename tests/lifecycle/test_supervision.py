@@ -11,7 +11,7 @@ import trio.testing
 
 import trio_actors as ta
 from helpers import Failing
-from trio_actors._core import _cell, _dispatcher, _restarting
+from trio_actors._core import _dispatcher, _restarting
 from trio_actors.testing import run_virtual
 
 
@@ -473,7 +473,7 @@ def test_a_restart_keeping_the_old_kinds_is_caught(monkeypatch: pytest.MonkeyPat
     def install_keeping_the_kinds(cell: Any, instance: Any, kinds: Any) -> None:
         install(cell, instance, cell.kinds)
 
-    monkeypatch.setattr(_cell.ActorCell, "install", install_keeping_the_kinds)
+    monkeypatch.setattr(_restarting, "install", install_keeping_the_kinds)
 
     async def main() -> Any:
         async with ta.open_actor_system() as system:

@@ -12,7 +12,7 @@ import trio.lowlevel
 import trio.testing
 
 import trio_actors as ta
-from trio_actors._core import _cell
+from trio_actors._core import _compaction
 
 WARM_UP = 1_000
 ASKS = 20_000
@@ -68,7 +68,7 @@ def test_asks_timing_out_behind_a_stuck_handler_stay_within_a_small_constant() -
 
 def test_without_compaction_the_same_asks_grow_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     # The measurement above can fail: with compaction off, it sees the growth.
-    monkeypatch.setattr(_cell, "_COMPACT_AT_LEAST", 10**9)
+    monkeypatch.setattr(_compaction, "COMPACT_AT_LEAST", 10**9)
     growth, statistics = _memory_growth_of_timed_out_asks()
     assert growth > ASKS * 100
     assert statistics.mailbox_depth == 0
@@ -88,13 +88,13 @@ async def test_compaction_keeps_order_asks_and_tells_behind_withdrawn_asks(
             return message
 
     compactions: list[int] = []
-    compact = _cell.ActorCell.compact
+    compact = _compaction.compact
 
     def counted(cell: Any) -> None:
         compactions.append(len(cell.mailbox))
         compact(cell)
 
-    monkeypatch.setattr(_cell.ActorCell, "compact", counted)
+    monkeypatch.setattr(_compaction, "compact", counted)
     log: list[Any] = []
     async with ta.open_actor_system() as system:
         ref = system.spawn(Log, log)

@@ -12,7 +12,7 @@ import trio.lowlevel
 import trio.testing
 
 import trio_actors as ta
-from trio_actors._core import _cell, _envelope
+from trio_actors._core import _cell, _compaction, _envelope
 from trio_actors._core._state import Serving
 
 THREADS = 4
@@ -188,14 +188,14 @@ async def test_a_threads_tell_during_a_compaction_waits_and_arrives(
     # middle would break the walk (or be lost): none may happen while it runs.
     log: list[Any] = []
     seen_during: list[bool] = []
-    live_entries = _cell.ActorCell._live_entries
+    live_entries = _compaction.live_entries
 
     def during_the_walk(cell: Any, mailbox: Any) -> Any:
         seen_during.append(cell.fast_tell)
         _tell_from_a_thread(cell.ref, ("thread", len(seen_during)))
         return live_entries(cell, mailbox)
 
-    monkeypatch.setattr(_cell.ActorCell, "_live_entries", during_the_walk)
+    monkeypatch.setattr(_compaction, "live_entries", during_the_walk)
     gate = trio.Event()
     async with ta.open_actor_system() as system:
         ref = system.spawn(Blocker, log, gate)

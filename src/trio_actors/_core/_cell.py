@@ -52,10 +52,10 @@ from .._supervision import (
     RestartType,
     SupervisionStrategy,
 )
-from . import _restarting, _stopping
+from . import _compaction, _restarting, _stopping
 from ._bounded import Bounded, WaitingSenders
-from ._envelope import NO_MESSAGE, Ask, AskState, Notice
-from ._failure import RestartWindow, handle_failure
+from ._envelope import NO_MESSAGE, Ask, Notice
+from ._failure import RestartWindow
 from ._foreign import current_task_of
 from ._kinds import HandlerKinds
 from ._ref import ActorRef, new_ref
@@ -75,9 +75,6 @@ _DISPATCHER = Serving.DISPATCHER
 _TASK = Serving.TASK
 _RESTART = Serving.RESTART
 _BORN_STARTED = TRANSITIONS[_STARTING, LifecycleEvent.STARTED]
-# Withdrawn envelopes in a deque before it may be compacted (fewer are not worth
-# a walk over the deque).
-_COMPACT_AT_LEAST = 64
 
 
 class ActorCell:
@@ -126,7 +123,7 @@ class ActorCell:
     # Tells from other threads waiting in the system's foreign inbox: while any
     # does, the tell fast paths are off (_core._foreign).
     foreign_pending = 0
-    deferred_notices: list[Notice] | None = None  # see tell_notice_soon
+    deferred_notices: list[Notice] | None = None  # see _watch.tell_notice_soon
     senders: WaitingSenders | None = None  # parked in send() (BoundedCell only)
     children: dict[str | int, ActorCell] | None = None  # by name (see actor_name)
     # The class name a generated name is made of, once a restart may have changed
@@ -363,7 +360,7 @@ class ActorCell:
         more): nobody serves it now."""
         hand_over(self, _IDLE)
         if not self.accepting:
-            self.went_idle_refusing()
+            _stopping.went_idle_refusing(self)
 
     def ask_message(self, message: Any) -> Coroutine[Any, Any, Any]:
         """:meth:`ActorRef.ask`: check the call, and return the coroutine that asks.
@@ -465,49 +462,12 @@ class ActorCell:
         await trio.lowlevel.cancel_shielded_checkpoint()
         raise ActorStopped(f"{self.path} is {self.state.value}; send not accepted")
 
-    def tell_notice(self, message: Any) -> None:
-        """Queue a death-watch notice (``Terminated``): like ``tell``, but as a
-        :class:`Notice` (so that ``unwatch`` can withdraw it), and never dropped or
-        refused by a bounded mailbox's capacity."""
-        self.queue_notice(Notice(self, message))
-
     def queue_notice(self, notice: Notice) -> None:
         """Queue ``notice`` if the actor accepts; its message is a dead letter if not."""
         if self.accepting:
             self.queue_envelope(notice)
         else:
             self.tell_refused(notice.message)
-
-    def tell_notice_soon(self, message: Any) -> None:
-        """:meth:`tell_notice`, on the next scheduler pass: for a notice that this
-        actor's own plain handler causes (``watch`` of an actor that has stopped).
-        In the middle of an inline stretch, whose pops are counted only at its end,
-        a notice queued at once would be placed by a stale count (the dispatcher
-        then spun forever). Until it is queued, ``unwatch`` withdraws it as well."""
-        notice = Notice(self, message)
-        if self.deferred_notices is None:
-            self.deferred_notices = []
-        self.deferred_notices.append(notice)
-        self.system.trio_token.run_sync_soon(self._queue_deferred, notice)
-
-    def _queue_deferred(self, notice: Notice) -> None:
-        deferred = self.deferred_notices
-        if deferred is None or not any(item is notice for item in deferred):
-            return  # withdrawn meanwhile
-        deferred[:] = [item for item in deferred if item is not notice]
-        self.queue_notice(notice)
-
-    def withdraw_notices(self, predicate: Any) -> None:
-        """Withdraw the queued notices whose message ``predicate`` accepts: they will
-        be skipped. Changes no positions, so it is safe during the actor's own turn."""
-        queued = [self.head, *(self.mailbox or ())]
-        for item in queued:
-            if type(item) is Notice and item.queued and predicate(item.message):
-                item.withdraw()
-        if self.deferred_notices:
-            kept = [item for item in self.deferred_notices if not predicate(item.message)]
-            self.withdrawn += len(self.deferred_notices) - len(kept)
-            self.deferred_notices = kept
 
     def mark_started(self) -> None:
         """``on_start`` finished (or there is none): serve messages from now on."""
@@ -543,57 +503,18 @@ class ActorCell:
     def withdraw(self, envelope: Ask) -> None:
         """A queued ask (or notice) was withdrawn: it stays queued, to be skipped --
         until the withdrawn envelopes outnumber the live entries, when the deque is
-        compacted (:meth:`compact`). Each compaction removes at least half of what
+        compacted (``_core/_compaction.py``). Each compaction removes at least half of what
         it walks, so it costs O(1) per withdrawal, amortised, and asks timing out
         behind a stuck handler cannot grow the mailbox without bound."""
         self.withdrawn += 1
         if self.accepting or self.state is _DRAINING:  # (not among the stranded)
             withdrawn = self.withdrawn_queued = self.withdrawn_queued + 1
             if (
-                withdrawn >= _COMPACT_AT_LEAST
+                withdrawn >= _compaction.COMPACT_AT_LEAST
                 and 2 * withdrawn > len(self.mailbox or ())
                 and self.serving is not _DISPATCHER
             ):
-                self.compact()
-
-    def compact(self) -> None:
-        """Drop the withdrawn envelopes from the deque, in place, and locate the
-        queued asks again.
-
-        Only while no inline turn can be running on this actor (``withdraw``
-        checks: it is served by a task, or idle): an inline turn counts messages
-        ahead by the asks' positions, and a withdrawal can happen inside it (a plain
-        handler cancelling an asker). A task re-reads the mailbox per message, and
-        keeps its reference to the deque, which is why it is rewritten in place.
-        """
-        mailbox = self.mailbox
-        if not mailbox:
-            return
-        # No other thread's fast-path tell may append while the deque is walked and
-        # rewritten: those wait in the foreign inbox meanwhile (_core._foreign).
-        self.close_tell_paths()
-        kept, positions = self._live_entries(mailbox)
-        dropped = len(mailbox) - len(kept)
-        mailbox.clear()
-        mailbox.extend(kept)
-        self.ask_at = positions
-        self.asks_queued -= dropped
-        self.withdrawn_queued -= dropped
-        self.refresh_tell_paths()
-
-    def _live_entries(self, mailbox: deque[Any]) -> tuple[list[Any], deque[int]]:
-        """The entries of ``mailbox`` that are not withdrawn envelopes, and the
-        positions the asks among them will have."""
-        kept: list[Any] = []
-        positions: deque[int] = deque()
-        base = self.popped
-        for item in mailbox:
-            if isinstance(item, Ask):  # or a Notice
-                if item.state is AskState.WITHDRAWN:
-                    continue
-                positions.append(base + len(kept))
-            kept.append(item)
-        return kept, positions
+                _compaction.compact(self)
 
     def skipped_withdrawn(self) -> None:
         """The serving loop reached a withdrawn envelope and skipped it."""
@@ -607,19 +528,13 @@ class ActorCell:
     wait_terminated = _stopping.wait_terminated
     begin_stop = _stopping.begin_stop
     strand = _stopping.strand
-    refuse_senders = _stopping.refuse_senders
-    went_idle_refusing = _stopping.went_idle_refusing
     wake_drain_waiter = _stopping.wake_drain_waiter
     wait_drained = _stopping.wait_drained
-    finished = _stopping.finished
-    stop_hook_failed = _stopping.stop_hook_failed
 
     # --- restarting: _core/_restarting.py's, bound as above ---
 
     hand_to_restart = _restarting.hand_to_restart
     restart_group = _restarting.restart_group
-    make_instance = _restarting.make_instance
-    install = _restarting.install
 
     def end_timers(self) -> None:
         """End every timer this actor started (it stops or restarts)."""
@@ -648,30 +563,3 @@ class ActorCell:
             if self._stopped is None:
                 self._stopped = trio.Event()
             await self._stopped.wait()
-
-    # --- failures -----------------------------------------------------------------
-
-    def handler_failed(self, error: BaseException, message: Any) -> None:
-        """``receive`` raised ``error``: a reply if the actor expects it, otherwise a
-        failure, handled by the supervision strategy. (Whoever called reports the
-        error to an asker either way.)"""
-        if isinstance(error, self.kinds.expected_errors):
-            self.expected_errors += 1
-            self.system.expected_errors += 1
-            return
-        self.handler_misused(error, message)
-
-    def handler_misused(self, error: BaseException, message: Any) -> None:
-        """``receive`` failed, whatever the expected errors: raised an unexpected
-        error, or broke the rules (returned a coroutine). Supervision decides."""
-        # The message's type only (docs/supervision.rst): its repr may raise, or be huge.
-        handle_failure(self, error, f"handling a {type(message).__qualname__}")
-
-    def start_failed(self, error: BaseException) -> None:
-        """``on_start`` raised: a failure, handled by the supervision strategy."""
-        if self.group_restart is not None:
-            self.group_restart.leave(self)  # its turn is over, whatever is decided
-        handle_failure(self, error, "in on_start")
-
-
-__all__ = ["ActorCell"]

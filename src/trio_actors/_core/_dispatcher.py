@@ -62,7 +62,7 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._policy import ServingPolicy
-from . import _task_serving
+from . import _failure, _task_serving
 from ._envelope import NO_MESSAGE, Ask
 from ._failure import handle_failure
 from ._handler_call import (
@@ -74,6 +74,7 @@ from ._handler_call import (
 )
 from ._round_clock import MAX_CHECK_EVERY, RoundClock
 from ._state import ActorState, Serving, hand_over
+from ._stopping import went_idle_refusing
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -313,13 +314,15 @@ class Dispatcher:
                         try:
                             result = receive(item)
                         except Exception as error:
-                            cell.handler_failed(error, item)
+                            _failure.handler_failed(cell, error, item)
                         except BaseException:
                             cell.handled += 1  # a KeyboardInterrupt: handled, and it goes on
                             raise
                         else:
                             if result is not None and type(result) is CoroutineType:
-                                cell.handler_misused(coroutine_returned(cell, result), item)
+                                _failure.handler_misused(
+                                    cell, coroutine_returned(cell, result), item
+                                )
                     cell.handled += 1
                     used += 1
                     turn = 1
@@ -334,7 +337,7 @@ class Dispatcher:
                         cell.serving = _IDLE
                         cell.fast_tell = False
                         if not cell.accepting:
-                            cell.went_idle_refusing()
+                            went_idle_refusing(cell)
                         if used == next_check:
                             next_check = clock.next_check(used, cell, 1)
                             if not next_check:
@@ -441,12 +444,12 @@ class Dispatcher:
                     try:
                         result = receive(item)
                     except Exception as error:
-                        cell.handler_failed(error, item)
+                        _failure.handler_failed(cell, error, item)
                         if not cell.inline_ready:
                             break  # restarting: a restart task owns it
                     else:
                         if result is not None and type(result) is CoroutineType:
-                            cell.handler_misused(coroutine_returned(cell, result), item)
+                            _failure.handler_misused(cell, coroutine_returned(cell, result), item)
             except IndexError:
                 n -= 1  # it stopped itself: the mailbox was stranded
             except BaseException:
@@ -573,7 +576,7 @@ class Dispatcher:
         else:
             failure = None
         if failure is not None:
-            cell.start_failed(failure)
+            _failure.start_failed(cell, failure)
             if not _task_serving.may_go_on_after_failed_start(cell):
                 self._release(cell)  # restarting, or stopped (Stop or Escalate)
                 return False

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -210,13 +210,44 @@ def _stop_with(cell: ActorCell, error: BaseException, *, cancel_handler: bool) -
     cell.begin_stop(drain=False, cancel_handler=cancel_handler)
 
 
+# --- what a handler's or on_start's failure does to its actor ------------------------
+
+
+def handler_failed(cell: ActorCell, error: BaseException, message: Any) -> None:
+    """``receive`` raised ``error``: a reply if the actor expects it, otherwise a
+    failure, handled by the supervision strategy. (Whoever called reports the
+    error to an asker either way.) Never a checkpoint."""
+    if isinstance(error, cell.kinds.expected_errors):
+        cell.expected_errors += 1
+        cell.system.expected_errors += 1
+        return
+    handler_misused(cell, error, message)
+
+
+def handler_misused(cell: ActorCell, error: BaseException, message: Any) -> None:
+    """``receive`` failed, whatever the expected errors: raised an unexpected
+    error, or broke the rules (returned a coroutine). Supervision decides."""
+    # The message's type only (docs/supervision.rst): its repr may raise, or be huge.
+    handle_failure(cell, error, f"handling a {type(message).__qualname__}")
+
+
+def start_failed(cell: ActorCell, error: BaseException) -> None:
+    """``on_start`` raised: a failure, handled by the supervision strategy."""
+    if cell.group_restart is not None:
+        cell.group_restart.leave(cell)  # its turn is over, whatever is decided
+    handle_failure(cell, error, "in on_start")
+
+
 __all__ = [
     "RestartWindow",
     "begin_restart",
     "escalate",
     "handle_failure",
+    "handler_failed",
+    "handler_misused",
     "record_failure",
     "restart_delay",
+    "start_failed",
     "stopped_itself",
     "strategy_for",
 ]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._errors import ActorStopped
+from . import _failure
 from ._envelope import Ask, AskState
 from ._state import ActorState
 
@@ -65,10 +66,10 @@ def call_plain(cell: ActorCell, receive: Any, message: Any) -> None:
     try:
         result = receive(message)
     except Exception as error:
-        cell.handler_failed(error, message)
+        _failure.handler_failed(cell, error, message)
     else:
         if result is not None and type(result) is CoroutineType:
-            cell.handler_misused(coroutine_returned(cell, result), message)
+            _failure.handler_misused(cell, coroutine_returned(cell, result), message)
 
 
 def reply_plain(cell: ActorCell, receive: Any, message: Any) -> Any:
@@ -81,11 +82,11 @@ def reply_plain(cell: ActorCell, receive: Any, message: Any) -> Any:
     try:
         result = receive(message)
     except Exception as error:
-        cell.handler_failed(error, message)
+        _failure.handler_failed(cell, error, message)
         raise
     if result is not None and type(result) is CoroutineType:
         misuse = coroutine_returned(cell, result)
-        cell.handler_misused(misuse, message)
+        _failure.handler_misused(cell, misuse, message)
         raise misuse
     return result
 
@@ -143,7 +144,7 @@ async def handle_async(cell: ActorCell, item: Any) -> None:
             except Exception as error:
                 if ask is not None:
                     ask.fail(error)
-                cell.handler_failed(error, message)
+                _failure.handler_failed(cell, error, message)
             except trio.Cancelled as cancelled:
                 if scope.cancel_called:
                     raise  # its own: its asker's or a stop's (the scope catches it)
@@ -151,7 +152,7 @@ async def handle_async(cell: ActorCell, item: Any) -> None:
                 failure = stray_cancelled(cell, cancelled)
                 if ask is not None:
                     ask.fail(failure)
-                cell.handler_misused(failure, message)
+                _failure.handler_misused(cell, failure, message)
             else:
                 if ask is not None:
                     ask.reply(result)

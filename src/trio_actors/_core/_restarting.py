@@ -265,14 +265,14 @@ async def run_restart(cell: ActorCell, delay: float) -> None:
                 if delay:
                     await trio.sleep(delay)
                 try:
-                    instance, kinds = cell.make_instance()
+                    instance, kinds = make_instance(cell)
                 except Exception as error:
                     next_delay = _after_failed_creation(cell, error)
                     if next_delay is None:
                         return
                     delay = next_delay
                     continue
-                cell.install(instance, kinds)
+                install(cell, instance, kinds)
                 cell.restarts += 1
                 cell.system.restarts += 1
                 replaced = True

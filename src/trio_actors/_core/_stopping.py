@@ -138,7 +138,7 @@ def begin_stop(
     if cell.watching:
         forget_watches(cell)  # it accepts nothing more: no Terminated either
     if cell.senders:
-        cell.refuse_senders()  # senders still waiting were never queued
+        refuse_senders(cell)  # senders still waiting were never queued
     cell.end_timers()
     if drain:
         if state is not _DRAINING:
@@ -253,7 +253,7 @@ def finish_idle_stop(cell: ActorCell) -> bool:
     """
     if _must_wait_or_clean(cell) or (cell.started and cell.kinds.has_on_stop):
         return False
-    cell.finished()
+    finished(cell)
     return True
 
 
@@ -293,7 +293,7 @@ async def finish_stop(cell: ActorCell, cadence: CleanupCadence) -> None:
         _end_interrupted(cell)
         raise
     finally:
-        cell.finished()
+        finished(cell)
 
 
 def _end_interrupted(cell: ActorCell) -> None:
@@ -371,7 +371,7 @@ async def run_on_stop(cell: ActorCell, deadline: float) -> None:
         else:
             cell.instance.on_stop()
     except Exception as error:
-        cell.stop_hook_failed(error)
+        stop_hook_failed(cell, error)
 
 
 def shutdown_timed_out(cell: ActorCell, what: str) -> None:

@@ -16,6 +16,7 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._policy import ServingPolicy
+from . import _failure
 from ._handler_call import handle_async, stray_cancelled
 from ._state import ActorState
 
@@ -91,14 +92,14 @@ async def _start_in_task(cell: ActorCell) -> bool:
             else:
                 on_start()
         except Exception as error:
-            cell.start_failed(error)
+            _failure.start_failed(cell, error)
             if not may_go_on_after_failed_start(cell):
                 return False
         except trio.Cancelled as cancelled:
             if scope.cancel_called:
                 raise  # its own: a stop's (the scope catches it)
             # Served shielded, nothing else cancels it: this one is stray, a failure.
-            cell.start_failed(stray_cancelled(cell, cancelled))
+            _failure.start_failed(cell, stray_cancelled(cell, cancelled))
             if not may_go_on_after_failed_start(cell):
                 return False
         finally:

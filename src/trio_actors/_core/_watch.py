@@ -11,10 +11,12 @@ nothing behind in the watched actor.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ._envelope import Notice
 from ._state import ActorState
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ def watch(watcher: ActorCell, target: ActorCell) -> None:
         return
     if target.state is ActorState.STOPPED:
         # On the next scheduler pass: the watcher is likely in its own turn.
-        watcher.tell_notice_soon(Terminated(target.ref, target.stop_error))
+        tell_notice_soon(watcher, Terminated(target.ref, target.stop_error))
         return
     if watcher.watching is None:
         watcher.watching = set()
@@ -70,7 +72,7 @@ def unwatch(watcher: ActorCell, target: ActorCell) -> None:
         return
     if target.watchers is not None:
         target.watchers.pop(watcher, None)
-    watcher.withdraw_notices(lambda item: isinstance(item, Terminated) and item.ref == target.ref)
+    withdraw_notices(watcher, lambda item: isinstance(item, Terminated) and item.ref == target.ref)
 
 
 def notify_watchers(target: ActorCell) -> None:
@@ -86,7 +88,7 @@ def notify_watchers(target: ActorCell) -> None:
     for watcher in watchers:
         if watcher.watching is not None:
             watcher.watching.discard(target)
-        watcher.tell_notice(notice)
+        tell_notice(watcher, notice)
 
 
 def forget_watches(watcher: ActorCell) -> None:
@@ -100,4 +102,58 @@ def forget_watches(watcher: ActorCell) -> None:
             target.watchers.pop(watcher, None)
 
 
-__all__ = ["Terminated", "forget_watches", "notify_watchers", "unwatch", "watch"]
+# --- the notices a watcher is told (never dropped by a bounded mailbox's capacity) ---
+
+
+def tell_notice(cell: ActorCell, message: Any) -> None:
+    """Queue a death-watch notice (``Terminated``) for ``cell``: like ``tell``, but as
+    a :class:`Notice` (so that ``unwatch`` can withdraw it), and never dropped or
+    refused by a bounded mailbox's capacity. Never a checkpoint."""
+    cell.queue_notice(Notice(cell, message))
+
+
+def tell_notice_soon(cell: ActorCell, message: Any) -> None:
+    """:func:`tell_notice`, on the next scheduler pass: for a notice that this
+    actor's own plain handler causes (``watch`` of an actor that has stopped).
+    In the middle of an inline stretch, whose pops are counted only at its end,
+    a notice queued at once would be placed by a stale count (the dispatcher
+    then spun forever). Until it is queued, ``unwatch`` withdraws it as well."""
+    notice = Notice(cell, message)
+    if cell.deferred_notices is None:
+        cell.deferred_notices = []
+    cell.deferred_notices.append(notice)
+    cell.system.trio_token.run_sync_soon(_queue_deferred, cell, notice)
+
+
+def _queue_deferred(cell: ActorCell, notice: Notice) -> None:
+    deferred = cell.deferred_notices
+    if deferred is None or not any(item is notice for item in deferred):
+        return  # withdrawn meanwhile
+    deferred[:] = [item for item in deferred if item is not notice]
+    cell.queue_notice(notice)
+
+
+def withdraw_notices(cell: ActorCell, predicate: Callable[[Any], bool]) -> None:
+    """Withdraw the notices queued for ``cell`` whose message ``predicate`` accepts:
+    they will be skipped. Changes no positions, so it is safe during the actor's
+    own turn."""
+    queued = [cell.head, *(cell.mailbox or ())]
+    for item in queued:
+        if type(item) is Notice and item.queued and predicate(item.message):
+            item.withdraw()
+    if cell.deferred_notices:
+        kept = [item for item in cell.deferred_notices if not predicate(item.message)]
+        cell.withdrawn += len(cell.deferred_notices) - len(kept)
+        cell.deferred_notices = kept
+
+
+__all__ = [
+    "Terminated",
+    "forget_watches",
+    "notify_watchers",
+    "tell_notice",
+    "tell_notice_soon",
+    "unwatch",
+    "watch",
+    "withdraw_notices",
+]

@@ -25,6 +25,7 @@ import msgspec
 import trio
 
 from .._core._ref import new_ref
+from .._core._watch import tell_notice, withdraw_notices
 from .._errors import NodeDown, RemoteError
 from ..lifecycle import Terminated
 from ._subjects import NONE, WATCH, Peer, encode, number_of
@@ -100,7 +101,7 @@ class Watches:
             if watcher.watching is not None:
                 watcher.watching.discard(cell)
             if watcher.accepting:  # (a watcher that stopped first gets nothing)
-                watcher.tell_notice(notice)
+                tell_notice(watcher, notice)
 
         self._subscribe(cell, watcher, deliver)
 
@@ -108,7 +109,7 @@ class Watches:
         """Withdraw ``watcher``'s watch, and a ``Terminated`` of it already queued."""
         self.forget_watcher(cell, watcher)
         ref = new_ref(cell)  # type: ignore[arg-type]
-        watcher.withdraw_notices(lambda item: isinstance(item, Terminated) and item.ref == ref)
+        withdraw_notices(watcher, lambda item: isinstance(item, Terminated) and item.ref == ref)
 
     def forget_watcher(self, cell: RemoteCell, key: object) -> None:
         """Withdraw one subscriber's watch of ``cell``; the last one gone, this node
