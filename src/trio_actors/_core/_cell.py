@@ -8,14 +8,18 @@ counters behind statistics. It is deliberately a flat, slotted record: the tell
 fast paths read two flags of it (and, to activate an idle actor, who serves it).
 
 This module holds the record and what happens to its mailbox (queueing, asks,
-withdrawal and compaction, notices). How an actor stops is
-``_core/_stopping.py``'s and how it restarts ``_core/_restarting.py``'s: their
-functions are bound here as methods. Inside the kernel they could be called
-directly; they stay methods because they are where a kind of cell differs (the pool
-cell overrides ``strand``, ``wait_drained``, ``wake_drain_waiter`` and
-``hand_to_restart``), what a ref needs of any cell (``stop_and_wait``,
-``request_stop``, ``wait_terminated``: a remote actor's cell has its own), and the
-seams the contract suite's mutants break (``tests/test_contracts_catch_broken_runtimes.py``).
+sends, withdrawal); compaction is ``_core/_compaction.py``'s, a watch's notices
+``_core/_watch.py``'s, what a failure does ``_core/_failure.py``'s. How an actor
+stops is ``_core/_stopping.py``'s and how it restarts ``_core/_restarting.py``'s;
+nine of their functions are bound here as methods, for one of four reasons each:
+a kind of cell differs there (the pool cell overrides ``strand``, ``wait_drained``,
+``wake_drain_waiter`` and ``hand_to_restart``), a ref needs it of any cell
+(``stop_and_wait``, ``request_stop``, ``wait_terminated``: a remote actor's cell
+has its own), or an import would run in a circle (``restart_group``, which
+``_failure`` calls and ``_restarting`` defines on top of ``_failure``), or it is
+the seam the contract suite's mutants replace to break a stop (``begin_stop``,
+``tests/test_contracts_catch_broken_runtimes.py``). The rest are called as the
+functions they are.
 
 Invariants the serving loop relies on:
 
