@@ -30,6 +30,7 @@ from trio_actors._core import (
     _envelope,
     _failure,
     _handler_call,
+    _idle_ask,
     _kinds,
     _ref,
     _restarting,
@@ -125,33 +126,33 @@ def running_ask_ignores_cancellation(mp: pytest.MonkeyPatch) -> None:
 def idle_ask_skips_its_last_checkpoint(mp: pytest.MonkeyPatch) -> None:
     # An ask answered in the asker's task returns the reply without the checkpoint
     # after the handler, so a cancellation that arrived meanwhile is lost.
-    async def ask_idle(self: Any, cell: Any, message: Any, task: Any) -> Any:
+    async def ask_idle(cell: Any, message: Any, task: Any) -> Any:
         await trio.lowlevel.checkpoint_if_cancelled()
         result = cell.receive(message)
         cell.handled += 1
         return result
 
-    mp.setattr(_dispatcher.Dispatcher, "ask_idle", ask_idle)
+    mp.setattr(_idle_ask, "ask_idle", ask_idle)
 
 
 def idle_ask_ignores_earlier_cancellation(mp: pytest.MonkeyPatch) -> None:
     # An ask answered in the asker's task runs the handler before its first cancel
     # point: an asker cancelled beforehand still gets its message handled.
-    async def ask_idle(self: Any, cell: Any, message: Any, task: Any) -> Any:
+    async def ask_idle(cell: Any, message: Any, task: Any) -> Any:
         result = cell.receive(message)
         cell.handled += 1
         await trio.lowlevel.checkpoint()
         return result
 
-    mp.setattr(_dispatcher.Dispatcher, "ask_idle", ask_idle)
+    mp.setattr(_idle_ask, "ask_idle", ask_idle)
 
 
 def idle_ask_is_no_checkpoint(mp: pytest.MonkeyPatch) -> None:
-    async def ask_idle(self: Any, cell: Any, message: Any, task: Any) -> Any:
+    async def ask_idle(cell: Any, message: Any, task: Any) -> Any:
         cell.handled += 1
         return cell.receive(message)
 
-    mp.setattr(_dispatcher.Dispatcher, "ask_idle", ask_idle)
+    mp.setattr(_idle_ask, "ask_idle", ask_idle)
 
 
 def stranded_tells_vanish(mp: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""An ask to an idle actor, answered in the asker's task (``Dispatcher.ask_idle``).
+"""An ask to an idle actor, answered in the asker's task (``_core/_idle_ask.py``).
 
 Its first cancel point reads trio's private task fields instead of calling
 ``checkpoint_if_cancelled`` (5% of every such ask, see its comment). These tests pin
@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 from trio_actors import Actor, open_actor_system
-from trio_actors._core import _dispatcher
+from trio_actors._core import _idle_ask
 
 
 class Spy(Actor):
@@ -38,13 +38,13 @@ class Spy(Actor):
 def test_the_installed_trio_has_the_fields_the_shortcut_reads() -> None:
     # If a trio release moves them, this fails: the runtime still works (through
     # checkpoint_if_cancelled), but every idle ask is 5% slower -- update ask_idle.
-    assert _dispatcher._cancel_check_inlinable()
-    assert _dispatcher._CANCEL_CHECK_INLINED
+    assert _idle_ask._cancel_check_inlinable()
+    assert _idle_ask.CANCEL_CHECK_INLINED
 
 
 @pytest.fixture(params=[True, False], ids=["inlined", "fallback"])
 def cancel_check(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    monkeypatch.setattr(_dispatcher, "_CANCEL_CHECK_INLINED", request.param)
+    monkeypatch.setattr(_idle_ask, "CANCEL_CHECK_INLINED", request.param)
     return bool(request.param)
 
 
@@ -110,7 +110,7 @@ def test_a_coroutine_returned_to_the_asker_task_is_caught(
     def reply_without_the_check(cell: Any, receive: Any, message: Any) -> Any:
         return receive(message)
 
-    monkeypatch.setattr(_dispatcher, "reply_plain", reply_without_the_check)
+    monkeypatch.setattr(_idle_ask, "reply_plain", reply_without_the_check)
 
     async def main() -> Any:
         async with open_actor_system() as system:

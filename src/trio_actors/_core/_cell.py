@@ -56,7 +56,7 @@ from .._supervision import (
     RestartType,
     SupervisionStrategy,
 )
-from . import _compaction, _restarting, _stopping
+from . import _compaction, _idle_ask, _restarting, _stopping
 from ._bounded import Bounded, WaitingSenders
 from ._envelope import NO_MESSAGE, Ask, Notice
 from ._failure import RestartWindow
@@ -383,7 +383,7 @@ class ActorCell:
             return self._refuse_ask()
         if self.inline_ready and self.serving is _IDLE:
             # Idle, started, plain receive: answered in the asker's own task.
-            return self.dispatcher.ask_idle(self, message, task)
+            return _idle_ask.ask_idle(self, message, task)
         return self.queue_ask(message, task)
 
     async def _refuse_ask(self) -> NoReturn:

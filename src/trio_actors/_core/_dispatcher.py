@@ -36,8 +36,9 @@ runtime is judged by how few hops it adds (``docs/design.rst``). Hence:
 * **The clock is read every k messages, with k adapted to the handlers' cost**
   (``_round_clock.py``): at most every 16 messages, fewer when handlers are slow,
   so a round overshoots its slice by at most a few handlers.
-* **An ask to an idle plain actor is answered in the asker's task** (``ask_idle``):
-  no hop to the dispatcher and back, one checkpoint instead of two task switches.
+* **An ask to an idle plain actor is answered in the asker's task**
+  (``_core/_idle_ask.py``): no hop to the dispatcher and back, one checkpoint
+  instead of two task switches.
 * **Stranded cleanup** (``_core/_stranded.py``) has its own cadence and yields that cannot
   be cancelled.
 
@@ -57,7 +58,6 @@ from threading import get_ident
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 from trio.lowlevel import enable_ki_protection
 
@@ -69,7 +69,6 @@ from ._handler_call import (
     answer_plain,
     call_plain,
     coroutine_returned,
-    reply_plain,
     stray_cancelled,
 )
 from ._round_clock import MAX_CHECK_EVERY, RoundClock
@@ -93,24 +92,6 @@ _TASK = Serving.TASK
 # With a time slice a stretch is at most MAX_CHECK_EVERY (16) messages; without
 # one, up to the batch (64 by default); longer stretches build their range.
 
-
-def _cancel_check_inlinable() -> bool:
-    """Whether trio's tasks still have the private fields :meth:`Dispatcher.ask_idle`
-    reads to tell whether ``checkpoint_if_cancelled`` would raise (trio's ``Task``,
-    ``CancelStatus`` and ``Runner`` are attrs classes, so their fields can be listed)."""
-    try:
-        from trio._core._run import CancelStatus, Runner
-
-        return (
-            {"_cancel_status", "_runner"} <= attrs.fields_dict(trio.lowlevel.Task).keys()
-            and "effectively_cancelled" in attrs.fields_dict(CancelStatus)
-            and {"main_task", "ki_pending"} <= attrs.fields_dict(Runner).keys()
-        )
-    except (ImportError, TypeError, attrs.exceptions.NotAnAttrsClassError):  # pragma: no cover
-        return False
-
-
-_CANCEL_CHECK_INLINED = _cancel_check_inlinable()
 
 _COUNTS_UP_TO = max(64, MAX_CHECK_EVERY)
 _COUNTS = tuple(range(1, count + 1) for count in range(_COUNTS_UP_TO + 1))
@@ -206,51 +187,6 @@ class Dispatcher:
         # parked task for KeyboardInterrupt delivery.
         self.parked = None
         return trio.lowlevel.Abort.SUCCEEDED
-
-    # --- asks to idle actors --------------------------------------------------------
-
-    async def ask_idle(self, cell: ActorCell, message: Any, task: trio.lowlevel.Task) -> Any:
-        """Answer an ask to an idle actor with a plain ``receive`` in the asker's task.
-
-        The actor is started, accepting, has nothing queued and nobody serves it, so
-        handling the message right now is exactly what the dispatcher would do next
-        -- minus the two task switches (asker to dispatcher and back) that are most
-        of an ask's cost. The cancellation contract is the queued path's:
-
-        * cancelled before the call (a cancel point first): withdrawn, never handled;
-        * the handler cannot be interrupted (it is plain), and the checkpoint after it
-          delivers a cancellation that arrived meanwhile: the reply is discarded.
-
-        A checkpoint (after the handler). A failure goes to supervision and its
-        exception is raised here, as on the queued path. ``task`` is the asker's
-        (the calling) task.
-        """
-        # trio.lowlevel.checkpoint_if_cancelled(), inlined on the task at hand: its
-        # coroutine and second current_task() cost 2,290 of S2's 43,330 instructions
-        # per ask (callgrind, S2 at 10,000 and 20,000 asks), 5% of every ask to an
-        # idle actor. Where trio's private fields have moved, it is called instead.
-        if (
-            not _CANCEL_CHECK_INLINED
-            or task._cancel_status.effectively_cancelled
-            or (task is (runner := task._runner).main_task and runner.ki_pending)
-        ):
-            try:
-                await trio.lowlevel.checkpoint_if_cancelled()
-            except trio.Cancelled:
-                cell.note_withdrawn()
-                raise
-        try:
-            result = reply_plain(cell, cell.receive, message)
-        except Exception:
-            cell.handled += 1
-            await trio.lowlevel.checkpoint()
-            raise
-        except BaseException:
-            cell.handled += 1  # a KeyboardInterrupt in the handler: it goes on
-            raise
-        cell.handled += 1
-        await trio.lowlevel.checkpoint()
-        return result
 
     # --- the round ----------------------------------------------------------------
 

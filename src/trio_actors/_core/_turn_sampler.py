@@ -13,7 +13,7 @@ looks instead:
   default) it takes the trio thread's current frame (``sys._current_frames``) and
   walks out to the innermost frame of the runtime that serves an actor's message
   -- the dispatcher's round (:meth:`Dispatcher._serve_turns`), an ask answered in
-  the asker's task (:meth:`Dispatcher.ask_idle`), an async handler
+  the asker's task (:func:`ask_idle`), an async handler
   (:func:`handle_async`) -- and reads which actor it serves (its ``cell``);
 * two samples in a row that see the same frame serving the same actor with the
   same count of handled messages (so the same message, or the same stretch of one
@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._dispatcher import Dispatcher
 from ._handler_call import handle_async
+from ._idle_ask import ask_idle
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -58,7 +59,7 @@ DEFAULT_TURN_SAMPLING = 0.01  # seconds between samples
 # The runtime's frames that serve a message (their local "cell" is the actor), and
 # those that run something else for an actor from inside them (not a turn).
 _SERVING_CODES: frozenset[CodeType] = frozenset(
-    {Dispatcher._serve_turns.__code__, Dispatcher.ask_idle.__code__, handle_async.__code__}
+    {Dispatcher._serve_turns.__code__, ask_idle.__code__, handle_async.__code__}
 )
 _NOT_A_TURN_CODES: frozenset[CodeType] = frozenset(
     {Dispatcher._start_inline.__code__, Dispatcher._prepare_inline.__code__}
