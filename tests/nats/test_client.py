@@ -14,7 +14,7 @@ import trio.testing
 
 from nats_server import NatsServer
 from trio_actors import nats
-from trio_actors.nats import _client
+from trio_actors.nats import _writer
 
 
 async def test_publish_and_subscribe(nats_server: NatsServer) -> None:
@@ -326,7 +326,7 @@ async def test_a_frame_the_socket_takes_only_part_of_is_finished_by_the_writer_i
     with trio.fail_after(20):
         async with nats.connect(nats_server.url) as nc, nc.subscribe("n") as sub:
             await nc.flush()
-            monkeypatch.setattr(_client, "os", short)
+            monkeypatch.setattr(_writer, "os", short)
             for round_number in range(20):
                 for number in range(5):  # the first of each round is written through
                     nc.publish("n", b"%02d.%d" % (round_number, number) + b"x" * 200)
@@ -357,7 +357,7 @@ async def test_a_request_is_written_through_not_left_for_the_writer(
         ):
             nursery.start_soon(echo, sub, nc)
             await nc.request("echo", b"warm up")  # (the inbox's SUB)
-            monkeypatch.setattr(_client, "os", short)
+            monkeypatch.setattr(_writer, "os", short)
             for number in range(10):
                 assert (await nc.request("echo", b"%d" % number)).data == b"%d" % number
             # Each request, and each reply, went out in a write of its own.

@@ -11,14 +11,16 @@ checks both).
 The modules, by concept:
 
 * records and values -- ``_actor`` (``ActorBase``, the kernel's half of the user's
-  base class), ``_ref`` (the handle),
-  ``_cell`` and ``_bounded_cell`` (the runtime's record of one actor and its queue
-  operations), ``_compaction`` (withdrawn envelopes leave in batches), ``_kinds`` (what an actor class's handlers are), ``_envelope`` (an
-  ask in flight), ``_bounded`` (senders waiting for room);
+  base class), ``_ref`` (the handle), ``_cell`` and ``_bounded_cell`` (the
+  runtime's record of one actor and its queue operations), ``_compaction``
+  (withdrawn envelopes leave in batches), ``_kinds`` (what an actor class's
+  handlers are), ``_envelope`` (an ask in flight), ``_bounded`` (senders waiting
+  for room);
 * rules -- ``_state`` (the lifecycle and serving tables);
 * serving -- ``_dispatcher`` (the run queue, yield batches, the time slice; the one
   user of ``trio.lowlevel``), ``_round_clock``, ``_handler_call``, ``_idle_ask``
-  (an ask answered in the asker's task), ``_task_serving``, ``_turn_sampler``, ``_foreign`` (tells from other threads);
+  (an ask answered in the asker's task), ``_task_serving``, ``_turn_sampler``,
+  ``_foreign`` (tells from other threads);
 * sequences -- ``_stopping``, ``_stranded``, ``_restarting``, ``_failure`` (what
   supervision decides when a handler fails), ``_watch``, ``_dead_letters``,
   ``_timers``, ``_registry`` (names);

@@ -9,7 +9,8 @@ the request inbox and what to send again after a reconnect -- also with no I/O.
 The transport (``_transport.py``) runs each stream with a reader, a writer and a
 pinger task and reconnects across the server pool (``_servers.py``); the API is
 ``_client.py`` (``publish``, ``subscribe``, ``request``, ``flush``, ``drain``,
-``close``), events about the connection ``_events.py``; opening one stream, with
+``close``), the outgoing side (write-through and the writer task)
+``_writer.py``, events about the connection ``_events.py``; opening one stream, with
 TLS and authentication, is ``_handshake.py``.
 
 This package imports nothing else of trio-actors (the runtime's remote layer will
@@ -27,6 +28,7 @@ from . import (
     _subscription,
     _transport,
     _values,
+    _writer,
 )
 from ._checks import *  # noqa: F403 - check_subject
 from ._client import *  # noqa: F403 - the client's names: its __all__
@@ -38,6 +40,7 @@ from ._servers import *  # noqa: F403 - the reconnect policy
 from ._subscription import *  # noqa: F403 - Subscription, SlowConsumer
 from ._transport import *  # noqa: F403 - connect
 from ._values import *  # noqa: F403 - the events, headers and protocol errors
+from ._writer import *  # noqa: F403 - BufferFull
 
 __all__ = [
     *_checks.__all__,
@@ -50,6 +53,7 @@ __all__ = [
     *_subscription.__all__,
     *_transport.__all__,
     *_values.__all__,
+    *_writer.__all__,
 ]
 
 

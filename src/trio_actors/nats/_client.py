@@ -3,14 +3,14 @@
 :meth:`Client.publish` is synchronous and never a checkpoint: it checks its input,
 has the connection (``_connection.py``, the sans-io state) make the frame, and
 either writes it through to an idle socket or appends it to the buffer the writer
-task sends (``_transport.py``: the tasks, reconnecting and :func:`connect`).
+task sends (``_writer.py``; the tasks, reconnecting and :func:`connect` are
+``_transport.py``'s).
 Subscribing, requesting and flushing enter what they wait for in the connection's
 tables and queue their frames the same way.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from threading import get_ident
@@ -32,12 +32,12 @@ from ._handshake import (
 from ._servers import ServerPool
 from ._subscription import Subscription
 from ._values import Headers, Msg
+from ._writer import queue_frame
 
 if TYPE_CHECKING:
     from ._transport import _Options, _Stream
 
 __all__ = [
-    "BufferFull",
     "Client",
     "ClientStatistics",
     "ConnectionLost",
@@ -60,10 +60,6 @@ class ConnectionLost(Exception):
     """The connection was lost after a request's message went out and before its
     reply came: the request may or may not have been handled. (The client
     reconnects; the request is not sent again.)"""
-
-
-class BufferFull(Exception):
-    """:meth:`Client.publish` would exceed the buffer of bytes not yet sent."""
 
 
 @attrs.frozen
@@ -290,76 +286,6 @@ class Client:
 
     # --- sending ----------------------------------------------------------------------
 
-    def _queue(self, data: bytes, *, message: bool) -> bool:
-        """Buffer one frame for the writer, or hand it to the socket at once; return
-        whether it waits in the buffer. A ``message`` (PUB/HPUB) counts against the
-        buffer's limit and is kept while disconnected; any other frame is then
-        dropped (reconnecting makes the SUBs and PINGs that matter again). Never a
-        checkpoint.
-
-        **Write-through**, in the manner of Nagle's algorithm: when nothing is
-        buffered, the writer is not sending, and nothing was written through since
-        the reader last received or the writer last sent, the frame is written to
-        the socket now (one non-blocking ``os.write``; what the socket does not take
-        is buffered). A request, or a reply to one, then leaves without waiting for
-        the writer task's turn (measured: ``NATS-rr``, see ``docs/performance``),
-        while a burst of publishes still leaves in one ``send_all``: its first frame
-        is written through, the rest wait for the writer. Plain TCP only.
-        """
-        if get_ident() != self._thread:
-            raise RuntimeError(
-                "a NATS client is used from the trio thread that connected it only; from "
-                "another thread, call trio.from_thread.run_sync(nc.publish, ...)"
-            )
-        conn = self._conn
-        if conn.state is _CLOSED:
-            raise ConnectionClosed("the connection is closed")
-        stream = self._stream
-        if not message:  # (small, and never refused: a PONG, a PING, a SUB)
-            if stream is None:
-                return False
-        elif stream is None:
-            reconnect = self._options.reconnect
-            assert reconnect is not None  # (disconnected only while reconnecting)
-            if conn.pending_bytes + len(data) > reconnect.buffer_bytes:
-                raise BufferFull(
-                    f"disconnected from {self._server.url} (reconnecting): "
-                    f"{conn.pending_bytes} bytes wait to be sent; {len(data)} more would be "
-                    f"over Reconnect.buffer_bytes={reconnect.buffer_bytes}"
-                )
-        elif conn.pending_bytes + len(data) > self._options.max_pending_bytes:
-            raise BufferFull(
-                f"{conn.pending_bytes} bytes wait to be sent; {len(data)} more would be over "
-                f"max_pending_bytes={self._options.max_pending_bytes}"
-            )
-        if (
-            self._write_through
-            and not conn.out
-            and not self._writing
-            and stream is not None
-            and stream.fd is not None
-        ):
-            self._write_through = False
-            try:
-                sent = os.write(stream.fd, data)
-            except OSError:  # (full: BlockingIOError; broken: the writer will find out)
-                sent = 0
-            if sent == len(data):
-                return False
-            if sent:
-                # The rest of a frame the socket took in part: a bytearray, so that
-                # it is never taken for a whole message to keep across a reconnect
-                # (Connection.lost), even where its bytes happen to begin "PUB ".
-                rest = bytearray(data[sent:])
-                conn.out.append(rest)
-                conn.pending_bytes += len(rest)
-                self._wake_writer.set()
-                return True
-        conn.out.append(data)
-        conn.pending_bytes += len(data)
-        self._wake_writer.set()
-        return True
-
     def publish(
         self,
         subject: str,
@@ -395,7 +321,7 @@ class Client:
         to the socket)."""
         conn = self._conn
         data = conn.protocol.publish(subject, payload, reply=reply, headers=headers)
-        buffered = self._queue(data, message=True)
+        buffered = queue_frame(self, data, message=True)
         counters = conn.counters
         counters.messages_out += 1
         counters.bytes_out += len(payload)
@@ -454,7 +380,7 @@ class Client:
         subscription = Subscription(self, conn.next_sid(), subject, queue, pending, callback)
         frame = conn.subscribe(subscription)
         try:
-            self._queue(frame, message=False)
+            queue_frame(self, frame, message=False)
         except BaseException:
             conn.unsubscribe(subscription.sid)
             raise
@@ -468,7 +394,7 @@ class Client:
         conn.counters.dropped_by_ended += subscription.dropped
         subscription._end()
         if send and conn.state is not _CLOSED:
-            self._queue(conn.unsubscribe_frame(subscription.sid), message=False)
+            queue_frame(self, conn.unsubscribe_frame(subscription.sid), message=False)
 
     async def request(
         self,
@@ -491,7 +417,7 @@ class Client:
         conn = self._conn
         inbox = conn.inbox_subscription()
         if inbox is not None:
-            self._queue(inbox, message=False)
+            queue_frame(self, inbox, message=False)
         event = trio.Event()
         request: Request = conn.add_request(event)
         try:
@@ -521,7 +447,7 @@ class Client:
         """
         pong = trio.Event()
         conn = self._conn
-        self._queue(conn.protocol.ping(), message=False)
+        queue_frame(self, conn.protocol.ping(), message=False)
         conn.flush_ping(pong)  # (its frame is the one just queued)
         await pong.wait()
         if self.closed:
@@ -535,7 +461,7 @@ class Client:
         :meth:`close`, within its time). A checkpoint."""
         draining = cast("list[Subscription]", list(self._conn.subscriptions.values()))
         for subscription in draining:
-            self._queue(self._conn.unsubscribe_frame(subscription.sid), message=False)
+            queue_frame(self, self._conn.unsubscribe_frame(subscription.sid), message=False)
         with trio.move_on_after(_CLOSE_WITHIN), suppress(ConnectionClosed):
             await self.flush()
         for subscription in draining:

@@ -66,6 +66,7 @@ from ._handshake import (
 )
 from ._servers import Reconnect, ServerPool
 from ._values import Err, Event, Info, Ping, ProtocolError
+from ._writer import queue_frame, write
 
 __all__ = ["connect"]
 
@@ -115,28 +116,6 @@ class _Lost(Exception):
 # --- one stream's tasks -------------------------------------------------------
 
 
-async def _write(client: Client, stream: _Stream) -> None:
-    conn = client._conn
-    while True:
-        await client._wake_writer.wait()
-        for callback in tuple(client._before_writing):  # (their publishes join this write)
-            try:
-                callback()
-            except Exception:  # (a bug of the callback's: not the connection's end)
-                _log.exception("nats: a before_writing callback raised; ignored")
-        client._wake_writer = trio.Event()
-        out = conn.out
-        if out:
-            conn.out = []
-            conn.pending_bytes = 0
-            client._writing = True
-            try:
-                await stream.stream.send_all(b"".join(out))
-            finally:
-                client._writing = False
-        client._write_through = True
-
-
 async def _read(client: Client, stream: _Stream) -> None:
     conn = client._conn
     receive_some = stream.stream.receive_some
@@ -163,7 +142,7 @@ async def _ping(client: Client, stream: _Stream) -> None:
                 f"stale connection: the server answered none of {conn.outstanding_pings} "
                 f"PINGs sent {client._options.ping_interval} s apart"
             )
-        client._queue(frame, message=False)
+        queue_frame(client, frame, message=False)
 
 
 def _handle(client: Client, events: list[Event], stream: _Stream) -> None:
@@ -171,7 +150,7 @@ def _handle(client: Client, events: list[Event], stream: _Stream) -> None:
     recorded it). Never a checkpoint."""
     for event in events:
         if type(event) is Ping:
-            client._queue(client._conn.protocol.pong(), message=False)
+            queue_frame(client, client._conn.protocol.pong(), message=False)
         elif type(event) is Err:
             client._report(ServerErrorReported(event.message))
         elif type(event) is Info:
@@ -211,7 +190,7 @@ async def _serve(client: Client, stream: _Stream) -> str:
 
         for part, task_name in (
             (_read, "nats reader"),
-            (_write, "nats writer"),
+            (write, "nats writer"),
             (_ping, "nats pinger"),
         ):
             nursery.start_soon(run, part, name=task_name)
