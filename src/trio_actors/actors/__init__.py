@@ -6,12 +6,12 @@ from .._core import _debug  # noqa: F401 - installs the debug checks if TRIO_ACT
 from .._core._ref import ActorRef as ActorRef
 from .._core._timers import Timer as Timer
 from ._actor import Actor as Actor
+from ._cluster_node import ClusterNode as ClusterNode
 from ._pool import Broadcast as Broadcast
 from ._pool import Pool as Pool
 from ._pool import Resize as Resize
 from ._pool import Routing as Routing
 from ._system import ActorSystem as ActorSystem
-from ._system import ClusterNode as ClusterNode
 
 __all__ = [
     "Actor",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 from trio.lowlevel import enable_ki_protection
@@ -44,6 +44,7 @@ from .._supervision import (
     check_strategy,
 )
 from ._actor import Actor, unknown_spawn_keyword
+from ._cluster_node import ClusterNode
 from ._naming import Siblings, check_instance, check_name, free_name
 
 if TYPE_CHECKING:
@@ -51,34 +52,6 @@ if TYPE_CHECKING:
 
 _new_object = object.__new__
 _STOPPED = ActorState.STOPPED
-
-
-class ClusterNode(Protocol):
-    """A system's node in a cluster, as ``system.node`` gives it (a
-    :class:`trio_actors.remote.Node`)."""
-
-    @property
-    def name(self) -> str:
-        """The node's name, unique in its cluster."""
-        ...
-
-    @property
-    def incarnation(self) -> str:
-        """This life of the node (a node that restarts is a new incarnation)."""
-        ...
-
-    @property
-    def unconfirmed(self) -> int:
-        """Tells whose fate a lost connection or a node that died left unknown."""
-        ...
-
-    async def flush(self) -> None:
-        """Wait until the cluster has had everything this node sent so far."""
-        ...
-
-    async def lookup(self, name: str) -> ActorRef:
-        """The ref registered under ``name`` anywhere in the cluster."""
-        ...
 
 
 class ActorSystem:
