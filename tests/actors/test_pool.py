@@ -25,6 +25,7 @@ from trio_actors import (
     open_actor_system,
 )
 from trio_actors._core import _stopping
+from trio_actors._core._ref import local_cell
 
 ROUTINGS = ["round_robin", "smallest_mailbox", "balancing"]
 
@@ -429,7 +430,7 @@ async def test_a_pools_ask_stranded_in_a_worker_fails_back(
     async with open_actor_system() as system:
         pool = system.spawn(Pool(Busy, size=1, routing="balancing"))
         await trio.testing.wait_all_tasks_blocked()
-        worker = pool._cell.workers[0]  # type: ignore[attr-defined]
+        worker = local_cell(pool).workers[0]  # type: ignore[attr-defined]  # (a PoolCell)
         worker.ref.tell("busy")
         await trio.testing.wait_all_tasks_blocked()
         task = trio.lowlevel.current_task()
@@ -484,6 +485,6 @@ async def test_a_workers_end_during_a_drain_does_not_end_the_drain(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(functools.partial(pool.stop, drain=True))
             await trio.sleep(0.5)
-            _stopping.went_idle_refusing(pool._cell)
+            _stopping.went_idle_refusing(local_cell(pool))
         assert sorted(m for _, m in log) == list(range(10))
         assert system.dead_letters.count == 0

@@ -13,6 +13,7 @@ import trio.testing
 
 import trio_actors as ta
 from helpers import Echo
+from trio_actors._core._ref import local_cell
 from trio_actors.testing import run_virtual
 
 
@@ -44,7 +45,7 @@ def test_a_watch_made_while_draining_leaves_nothing_behind() -> None:
             watcher = system.spawn(Watcher, target)
             watcher.tell("watch")
             await watcher.stop(drain=True)  # handles "watch" while draining
-            assert not target._cell.watchers
+            assert not local_cell(target).watchers
             await target.stop()
             assert system.dead_letters.count == 0
 

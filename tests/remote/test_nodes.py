@@ -359,6 +359,30 @@ async def test_death_watch_across_nodes_tells_each_watcher_once(cluster_here: ta
         assert (await echo.wait_stopped()).ref == echo
 
 
+class Timing(ta.Actor):
+    def receive(self, message: Any) -> Any:
+        match message:
+            case ("tick to", ta.ActorRef() as ref):
+                try:
+                    self.tell_after(1.0, "tick", to=ref)
+                except TypeError as error:
+                    return str(error)
+        return None
+
+
+async def test_a_timer_to_another_nodes_actor_is_refused_at_start(cluster_here: ta.Cluster) -> None:
+    # Timers deliver their ticks into a local mailbox; another node's actor has none
+    # here, so to= one is a TypeError that says what to do instead.
+    async with two_nodes(cluster_here) as (a, b):
+        a.register("echo", a.spawn(Echo, name="echo"))
+        echo = await remote_ref(a, b, "echo")
+        timing = b.spawn(Timing)
+        error = await timing.ask(("tick to", echo))
+        assert "another node's" in error
+        assert "tell it from the tick's handler" in error
+        assert b.timers_active() == 0
+
+
 async def test_watches_of_actors_on_a_node_that_dies_end_with_node_down(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -24,10 +24,11 @@ from ._watch import unwatch, watch
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
-    from ._ref import ActorRef
+    from ._ref import ActorRef, ForeignCell
 
 
-def cell_of_ref(ref: object, what: str = "watch()/unwatch()") -> ActorCell:
+def cell_of_ref(ref: object, what: str = "watch()/unwatch()") -> ActorCell | ForeignCell:
+    """The cell of ``ref``, a local actor's or another node's."""
     from ._ref import ActorRef
 
     if type(ref) is not ActorRef:
@@ -238,6 +239,11 @@ class ActorBase:
         cell = self._cell_here(what)
         seconds = check_delay(f"{what}() delay", delay, positive=False)
         target = cell if to is None else cell_of_ref(to, f"{what}(to=...)")
+        if target.remote:
+            raise TypeError(
+                f"{what}(to=...) takes an actor of this system; {target.path} is another "
+                "node's (start the timer without to= and tell it from the tick's handler)"
+            )
         if not cell.state.may_start_timers:
             raise ActorError(
                 f"{cell.path} cannot start a timer: it is {cell.state.value} (its timers "

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Coroutine
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import trio
 import trio.lowlevel
@@ -62,7 +62,7 @@ from ._envelope import NO_MESSAGE, Ask, Notice
 from ._failure import RestartWindow
 from ._foreign import current_task_of
 from ._kinds import HandlerKinds
-from ._ref import ActorRef, new_ref
+from ._ref import ActorRef, ForeignCell, new_ref
 from ._state import TRANSITIONS, ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._timers import Timer, cancel_timers
 
@@ -115,6 +115,7 @@ class ActorCell:
     )
 
     # --- class-level defaults (see above) ---
+    remote: Literal[False] = False  # (another node's actor: remote/_remote_cell.py)
     parent: ActorCell | None = None  # set for a child only
     supervision: SupervisionStrategy | Decider = DEFAULT_SUPERVISION  # set if another is given
     shutdown: float = _stopping.DEFAULT_SHUTDOWN  # seconds (T27); set if another is given
@@ -138,7 +139,7 @@ class ActorCell:
     group_window: RestartWindow | None = None  # its children's group restarts (T28)
     group_restart: _restarting.GroupRestart | None = None  # the one it is part of
     watchers: dict[ActorCell, None] | None = None  # who watches it, in the order they began
-    watching: set[ActorCell] | None = None  # whom this actor watches
+    watching: set[ActorCell | ForeignCell] | None = None  # whom this actor watches
     stop_error: BaseException | None = None
     timers: dict[Any, Timer] | None = None  # the timers it started, by key (or self)
     # Where the asks queued in the deque are, as values of ``popped`` (below): the

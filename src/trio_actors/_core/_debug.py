@@ -130,7 +130,11 @@ def _check_tell_paths() -> None:
 
     def checked_tell(ref: ActorRef, message: Any) -> None:
         cell = ref._cell
-        if get_ident() == cell.dispatcher.thread_id and not cell.foreign_pending:
+        if (
+            not cell.remote
+            and get_ident() == cell.dispatcher.thread_id
+            and not cell.foreign_pending
+        ):
             found = (cell.fast_tell, cell.activates)
             cell.refresh_tell_paths()
             expected = (cell.fast_tell, cell.activates)

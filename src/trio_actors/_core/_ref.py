@@ -21,8 +21,9 @@ than a call into it.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, NoReturn, final
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, final
 
 from trio.lowlevel import enable_ki_protection
 
@@ -31,11 +32,57 @@ from ._state import Serving
 if TYPE_CHECKING:
     from .._statistics import ActorStatistics
     from ._cell import ActorCell
+    from ._dispatcher import Dispatcher
     from ._watch import Terminated
 
 
 _IDLE = Serving.IDLE
 _DISPATCHER = Serving.DISPATCHER
+
+
+class TellThread(Protocol):
+    """Where a cell's tells are served: the trio thread's id (``None``: nowhere in
+    this process)."""
+
+    @property
+    def thread_id(self) -> int | None: ...
+
+
+class ForeignCell(Protocol):
+    """What a ref needs of a cell this system does not serve: another node's actor
+    (``remote/_remote_cell.py``). A ref holds an :class:`ActorCell` or one of these.
+
+    Its ``fast_tell`` and ``activates`` are always false, so the ref's fast paths,
+    which read and write the local cell's mailbox slots, never run on it (mypy
+    narrows the ref's cell to the local one by them); everything else is a call to
+    the methods below, which an :class:`ActorCell` has too. ``remote`` tells the
+    two apart where they differ (a local cell's is false): a watch goes through the
+    foreign cell's node (``watch_from``, ``unwatch_from``, ``forget_watcher``).
+    """
+
+    @property
+    def remote(self) -> Literal[True]: ...
+    @property
+    def fast_tell(self) -> Literal[False]: ...
+    @property
+    def activates(self) -> Literal[False]: ...
+    @property
+    def dispatcher(self) -> TellThread: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+
+    def tell(self, message: Any) -> None: ...
+    def ask_message(self, message: Any) -> Coroutine[Any, Any, Any]: ...
+    async def send_message(self, message: Any) -> None: ...
+    async def stop_and_wait(self, *, drain: bool) -> None: ...
+    def request_stop(self, *, drain: bool) -> None: ...
+    async def wait_terminated(self) -> Terminated: ...
+    def snapshot(self) -> ActorStatistics: ...
+    def watch_from(self, watcher: ActorCell) -> None: ...
+    def unwatch_from(self, watcher: ActorCell) -> None: ...
+    def forget_watcher(self, watcher: ActorCell) -> None: ...
 
 
 class _NoPublicConstructor(type):
@@ -63,7 +110,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
 
     __slots__ = ("__weakref__", "_cell")
 
-    _cell: ActorCell
+    _cell: ActorCell | ForeignCell
 
     @property
     def name(self) -> str:
@@ -110,6 +157,8 @@ class ActorRef(metaclass=_NoPublicConstructor):
             # where the two calls cost ~10%. The thread is checked first: from the
             # reads on there is no call, so no other thread can change the cell in
             # between (see _core._foreign).
+            if TYPE_CHECKING:  # (only a local cell activates: the dispatcher is its own)
+                assert isinstance(dispatcher, Dispatcher)
             cell.head = message
             cell.serving = _DISPATCHER
             cell.fast_tell = cell.mailbox is not None
@@ -258,11 +307,23 @@ class ActorRef(metaclass=_NoPublicConstructor):
         )
 
 
-def new_ref(cell: ActorCell) -> ActorRef:
+def new_ref(cell: ActorCell | ForeignCell) -> ActorRef:
     """A ref to ``cell``'s actor (the only way to make one)."""
     ref: ActorRef = object.__new__(ActorRef)
     ref._cell = cell
     return ref
 
 
-__all__ = ["ActorRef", "new_ref"]
+def local_cell(ref: ActorRef) -> ActorCell:
+    """The cell of ``ref``, an actor this process serves (as ``spawn`` returns).
+
+    Raises:
+        TypeError: ``ref`` is another node's actor.
+    """
+    cell = ref._cell
+    if cell.remote:
+        raise TypeError(f"{cell.path} is an actor of another node, not of this system")
+    return cell
+
+
+__all__ = ["ActorRef", "ForeignCell", "TellThread", "local_cell", "new_ref"]

@@ -21,7 +21,7 @@ from ._state import ActorState
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
-    from ._ref import ActorRef
+    from ._ref import ActorRef, ForeignCell
 
 
 @attrs.frozen
@@ -38,12 +38,11 @@ class Terminated:
     error: BaseException | None = None
 
 
-def watch(watcher: ActorCell, target: ActorCell) -> None:
+def watch(watcher: ActorCell, target: ActorCell | ForeignCell) -> None:
     """Register ``watcher`` for ``target``'s stop (idempotent). Never a checkpoint.
     An actor of another node (a ``RemoteCell``) is watched through its node."""
-    watch_from = getattr(target, "watch_from", None)
-    if watch_from is not None:
-        watch_from(watcher)
+    if target.remote:
+        target.watch_from(watcher)
         if watcher.watching is None:
             watcher.watching = set()
         watcher.watching.add(target)  # (forgotten at a restart or stop, as any)
@@ -62,13 +61,12 @@ def watch(watcher: ActorCell, target: ActorCell) -> None:
     target.watchers[watcher] = None
 
 
-def unwatch(watcher: ActorCell, target: ActorCell) -> None:
+def unwatch(watcher: ActorCell, target: ActorCell | ForeignCell) -> None:
     """Withdraw ``watcher``'s registration and any ``Terminated`` it has queued."""
     if watcher.watching is not None:
         watcher.watching.discard(target)
-    unwatch_from = getattr(target, "unwatch_from", None)
-    if unwatch_from is not None:  # (another node's actor)
-        unwatch_from(watcher)
+    if target.remote:
+        target.unwatch_from(watcher)
         return
     if target.watchers is not None:
         target.watchers.pop(watcher, None)
@@ -95,9 +93,8 @@ def forget_watches(watcher: ActorCell) -> None:
     """``watcher`` stops accepting messages: unregister it everywhere."""
     watching, watcher.watching = watcher.watching, None
     for target in watching or ():
-        forget = getattr(target, "forget_watcher", None)  # (another node's actor)
-        if forget is not None:
-            forget(watcher)
+        if target.remote:
+            target.forget_watcher(watcher)
         elif target.watchers is not None:
             target.watchers.pop(watcher, None)
 

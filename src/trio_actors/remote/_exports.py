@@ -73,4 +73,4 @@ class Exports:
         remote = self._remote.get(wire)
         if remote is None:
             remote = self._remote[wire] = RemoteCell(me, wire)
-        return new_ref(remote)  # type: ignore[arg-type]
+        return new_ref(remote)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Coroutine
 from threading import get_ident
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
@@ -58,9 +58,10 @@ class RemoteCell:
         "tells",
     )
 
-    fast_tell = False
+    remote: Literal[True] = True
+    fast_tell: Literal[False] = False
     dispatcher = _NO_DISPATCHER
-    activates = False
+    activates: Literal[False] = False
 
     def __init__(self, node: Node, wire: WireRef) -> None:
         self.node = node

@@ -316,7 +316,7 @@ class Tells:
         until the connection's writer's turn while what the node published waits
         for it."""
         if self.closed:
-            self._node.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
+            self._node.system.dead_letters.record(new_ref(cell), message, "unreachable")
             return
         outbox = self.outbox
         if len(body) < BYTES_PER_MESSAGE and (outbox.waiting or self.transport.waiting_to_write()):
@@ -341,7 +341,7 @@ class Tells:
         node = self._node
         _log.warning("node %s: %d tell(s) to node %s not sent: %s", node.name, count, to, error)
         for cell, message, _body in tells:
-            node.system.dead_letters.record(new_ref(cell), message, "unreachable")  # type: ignore[arg-type]
+            node.system.dead_letters.record(new_ref(cell), message, "unreachable")
 
     def _publish_tells(self, subject: str, tells: list[Told]) -> None:
         """Tells to one node as one ``TELL`` message, numbered in this node's
@@ -391,7 +391,7 @@ class Tells:
             if link.counts(number):
                 link.bounced += len(tells)
             for recipient, told, _body in tells:
-                self._node.system.dead_letters.record(new_ref(recipient), told, "unreachable")  # type: ignore[arg-type]
+                self._node.system.dead_letters.record(new_ref(recipient), told, "unreachable")
 
     async def count_lost(self, peer: Peer, link: Link, told: int) -> None:
         """``peer`` is down: once the server has routed what was sent to it before

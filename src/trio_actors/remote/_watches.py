@@ -108,7 +108,7 @@ class Watches:
     def unwatch(self, cell: RemoteCell, watcher: ActorCell) -> None:
         """Withdraw ``watcher``'s watch, and a ``Terminated`` of it already queued."""
         self.forget_watcher(cell, watcher)
-        ref = new_ref(cell)  # type: ignore[arg-type]
+        ref = new_ref(cell)
         withdraw_notices(watcher, lambda item: isinstance(item, Terminated) and item.ref == ref)
 
     def forget_watcher(self, cell: RemoteCell, key: object) -> None:
@@ -146,7 +146,7 @@ class Watches:
         if self.watching.pop(remote.cell.wire, None) is None:
             return
         del self._by_number[remote.number]
-        notice = Terminated(new_ref(remote.cell), error)  # type: ignore[arg-type]
+        notice = Terminated(new_ref(remote.cell), error)
         for deliver in list(remote.subscribers.values()):
             deliver(notice)
 

@@ -15,6 +15,7 @@ from trio.lowlevel import enable_ki_protection
 from ..._core._cell import ActorCell
 from ..._core._envelope import NO_MESSAGE, Ask, Notice
 from ..._core._foreign import current_task_of
+from ..._core._ref import local_cell
 from ..._core._state import ActorState, Serving
 from ..._errors import ActorStopped
 from ..._statistics import ActorStatistics, DeadLetterCounts
@@ -302,7 +303,7 @@ class PoolCell(ActorCell):
                 shutdown=config.shutdown,
             )
             instance.watch(ref)
-            worker = ref._cell
+            worker = local_cell(ref)
             self.workers.append(worker)
             if self.balancing:
                 self.feeders[worker] = trio.lowlevel.ParkingLot()
