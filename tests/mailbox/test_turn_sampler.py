@@ -208,7 +208,7 @@ async def test_under_mock_clock_nothing_is_sampled(
 
 async def test_the_default_clock_is_sampled_while_the_system_is_open() -> None:
     async with open_actor_system() as system:
-        assert SAMPLER._threads[system.thread_id] == [0.01]
+        assert SAMPLER._threads[system.thread_id] == [0.05]
     assert system.thread_id not in SAMPLER._threads
 
 

@@ -9,7 +9,7 @@ Timing every handler would cost two clock reads per message (87 ns, measured wit
 S3's ~313 ns per message). So the trio thread pays nothing, and a daemon thread
 looks instead:
 
-* every ``interval`` seconds (``open_actor_system(turn_sampling=0.01)``, the
+* every ``interval`` seconds (``open_actor_system(turn_sampling=0.05)``, the
   default) it takes the trio thread's current frame (``sys._current_frames``) and
   walks out to the innermost frame of the runtime that serves an actor's message
   -- the dispatcher's round (:meth:`Dispatcher._serve_turns`), an ask answered in
@@ -20,8 +20,9 @@ looks instead:
   turn) saw one turn last at least the time between them: the actor's sampled
   longest turn is raised to that (and the system's, with the actor's path).
 
-So a handler that blocks for 0.5 s shows as a turn of at least ~0.49 s. The
-resolution is the interval, plus up to Python's switch interval (5 ms) when the
+So a handler that blocks for 0.5 s shows as a turn of at least ~0.45 s, and any
+that blocks for twice the interval (0.1 s) or longer shows. The resolution is the
+interval, plus up to Python's switch interval (5 ms) when the
 handler holds the GIL (a CPU loop; ``time.sleep`` and blocking I/O release it). A
 plain ``on_start`` (not a turn) is not counted. Sampled turns are wall-clock time:
 the sampler runs only under trio's default clock, whose time is the wall clock's
@@ -30,7 +31,9 @@ statistics stay the same on every run).
 
 Costs: nothing on the trio thread's paths; the thread wakes ``1 / interval``
 times a second while a system with sampling is open (each sample a few
-microseconds holding the GIL) and waits without waking when none is. One thread
+microseconds holding the GIL, but the trio thread waits for the handover, which on
+a busy machine is the thread scheduler's delay) and waits without waking when none
+is. One thread
 serves every system of the process (:data:`SAMPLER`).
 
 Each field it writes (``ActorCell.sampled_turn_time``, the system's
@@ -54,7 +57,11 @@ from ._idle_ask import ask_idle
 if TYPE_CHECKING:
     from ._cell import ActorCell
 
-DEFAULT_TURN_SAMPLING = 0.01  # seconds between samples
+# Seconds between samples. Each sample makes the trio thread hand the GIL over and
+# wait for the sampler's thread to be scheduled: at 0.01 s that cost S1 (a trio
+# thread that never yields) 1.02x on a quiet machine and up to 1.17x on a busy one;
+# at 0.05 s, 1.01--1.02x (benchmarks/turn_sampler.py, docs/performance.rst).
+DEFAULT_TURN_SAMPLING = 0.05
 
 # The runtime's frames that serve a message (their local "cell" is the actor), and
 # those that run something else for an actor from inside them (not a turn).
