@@ -30,9 +30,9 @@ The paths, each next to the floor it is measured against in performance.md:
     over the live actors are part of what a spawn costs).
 ``S1-det``, ``S3-det``
     S1 and S3 with counts that do not depend on the machine's load, for comparing
-    commits: the turn sampler off (its thread samples every 10 ms of *wall* time,
-    so under valgrind's ~50x slowdown it is counted ~50x too often: S1 3,344 ->
-    3,724 instructions per message on a loaded machine) and a time slice of
+    commits: the turn sampler off (its thread samples by *wall* time, so under
+    valgrind's ~50x slowdown it is counted ~50x too often: at a 10 ms interval, S1
+    3,344 -> 3,724 instructions per message on a loaded machine) and a time slice of
     1,000 s (under valgrind a 16 ms slice ends S3's rounds every few dozen
     messages, and how many depends on the load; natively a round is tens of
     thousands of messages, so a slice that never ends a round is the faithful one).
