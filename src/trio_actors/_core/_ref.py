@@ -40,14 +40,6 @@ _IDLE = Serving.IDLE
 _DISPATCHER = Serving.DISPATCHER
 
 
-class TellThread(Protocol):
-    """Where a cell's tells are served: the trio thread's id (``None``: nowhere in
-    this process)."""
-
-    @property
-    def thread_id(self) -> int | None: ...
-
-
 class ForeignCell(Protocol):
     """What a ref needs of a cell this system does not serve: another node's actor
     (``remote/_remote_cell.py``). A ref holds an :class:`ActorCell` or one of these.
@@ -67,7 +59,7 @@ class ForeignCell(Protocol):
     @property
     def activates(self) -> Literal[False]: ...
     @property
-    def dispatcher(self) -> TellThread: ...
+    def dispatcher(self) -> Dispatcher: ...  # (the local system's: its thread is compared)
     @property
     def name(self) -> str: ...
     @property
@@ -157,8 +149,6 @@ class ActorRef(metaclass=_NoPublicConstructor):
             # where the two calls cost ~10%. The thread is checked first: from the
             # reads on there is no call, so no other thread can change the cell in
             # between (see _core._foreign).
-            if TYPE_CHECKING:  # (only a local cell activates: the dispatcher is its own)
-                assert isinstance(dispatcher, Dispatcher)
             cell.head = message
             cell.serving = _DISPATCHER
             cell.fast_tell = cell.mailbox is not None
@@ -326,4 +316,4 @@ def local_cell(ref: ActorRef) -> ActorCell:
     return cell
 
 
-__all__ = ["ActorRef", "ForeignCell", "TellThread", "local_cell", "new_ref"]
+__all__ = ["ActorRef", "ForeignCell", "local_cell", "new_ref"]

@@ -4,9 +4,11 @@ An :class:`~trio_actors.ActorRef` is one slot pointing at a record (its *cell*);
 a local actor that is the runtime's ``ActorCell``, for a remote one a
 :class:`RemoteCell`, which answers the same calls by sending messages through its
 node. So a remote ref *is* an ``ActorRef`` (same methods, ``isinstance`` holds), and
-the local ``tell``'s inlined fast path costs nothing more for it: a remote cell
-never looks fast (``fast_tell`` false, a dispatcher no thread owns), so ``tell``
-goes to :meth:`RemoteCell.tell`.
+the local ``tell``'s inlined fast paths cost nothing more for it: a remote cell
+never looks fast (``fast_tell`` and ``activates`` are always false), so ``tell``
+goes to :meth:`RemoteCell.tell`. It implements the kernel's
+:class:`~trio_actors._core._ref.ForeignCell` protocol (mypy checks it where a ref
+to one is made).
 
 A node keeps one remote cell per remote actor it has heard of (weakly), so refs to
 the same remote actor are the same cell, and equal and hash alike.
@@ -32,22 +34,12 @@ if TYPE_CHECKING:
 __all__ = ["RemoteCell"]
 
 
-class _NoThread:
-    """The dispatcher of a remote cell, as ``ActorRef.tell``'s inlined path sees it:
-    no thread is its, so that path is never taken."""
-
-    __slots__ = ()
-    thread_id = None
-
-
-_NO_DISPATCHER = _NoThread()
-
-
 class RemoteCell:
     """An actor of another node, as this node reaches it."""
 
     __slots__ = (
         "__weakref__",
+        "dispatcher",
         "eid",
         "incarnation",
         "link",
@@ -60,11 +52,13 @@ class RemoteCell:
 
     remote: Literal[True] = True
     fast_tell: Literal[False] = False
-    dispatcher = _NO_DISPATCHER
     activates: Literal[False] = False
 
     def __init__(self, node: Node, wire: WireRef) -> None:
         self.node = node
+        # The local system's: ActorRef.tell compares its thread first, then finds
+        # activates false and calls tell() (the fast paths never run on this cell).
+        self.dispatcher = node.system._dispatcher
         self.node_name, self.incarnation, self.local_path, self.eid = wire
         self.subject = node.subjects.node(self.node_name, self.incarnation)
         self.tells = node.tells  # (a tell's path: one attribute away)
