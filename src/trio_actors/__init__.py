@@ -30,6 +30,7 @@ from ._cluster import Cluster as Cluster
 from ._errors import ActorError as ActorError
 from ._errors import ActorNotFound as ActorNotFound
 from ._errors import ActorStopped as ActorStopped
+from ._errors import ConnectionInterrupted as ConnectionInterrupted
 from ._errors import MailboxFull as MailboxFull
 from ._errors import NodeDown as NodeDown
 from ._errors import RemoteError as RemoteError
@@ -80,6 +81,7 @@ __all__ = [
     "Bounded",
     "Broadcast",
     "Cluster",
+    "ConnectionInterrupted",
     "DEFAULT_BATCH",
     "DEFAULT_CLEANUP_BATCH",
     "DEFAULT_TIME_SLICE",

@@ -84,6 +84,16 @@ class NodeDown(ActorError):
     """
 
 
+class ConnectionInterrupted(NodeDown):
+    """A request to another node (an ask, a stop) ended without an answer because
+    the way between the nodes changed while it was in flight, not because the node
+    died: a connection was lost, a NATS server failed over, or the other node says
+    it does not hold the request (it, or its answer, was lost on the way). The
+    message says which. As with :class:`NodeDown` (its base class, so one
+    ``except NodeDown`` covers both), the message may or may not have been handled.
+    """
+
+
 class RemoteError(ActorError):
     """An exception raised on another node, whose type may not be rebuilt here.
 
@@ -122,6 +132,7 @@ __all__ = [
     "ActorError",
     "ActorNotFound",
     "ActorStopped",
+    "ConnectionInterrupted",
     "LifecycleError",
     "MailboxFull",
     "NodeDown",

@@ -285,7 +285,10 @@ async def test_asks_pending_to_a_node_that_dies_fail_with_node_down(
             bus.disconnect(transport_a)  # as a kill -9: not a word more from a
         # Declared down after 3 missed beats of 0.5 s (and at most one beat later).
         assert len(outcomes) == 10
-        assert all(died_at + 1.5 <= float(o.split()[-1]) <= died_at + 2.5 for o in outcomes)
+        assert all(died_at + 1.5 <= float(o.split()[-1]) <= died_at + 2.5 for o in outcomes), (
+            died_at,
+            outcomes,
+        )
         # A node that leaves says so: what waits on it fails at once.
         c_gate = trio.Event()
         async with ta.open_actor_system(cluster=cluster, node="c") as c:

@@ -80,12 +80,25 @@ class Answers:
     """The asks from other nodes this node owes an answer, by reply subject; and
     the stops from other nodes."""
 
-    __slots__ = ("_all_answered", "_node", "owed")
+    __slots__ = ("_all_answered", "_node", "owed", "stopping")
 
     def __init__(self, node: Node) -> None:
         self._node = node
         self.owed: dict[str, RemoteAsk] = {}
+        self.stopping: set[str] = set()  # the reply subjects of stops under way
         self._all_answered: trio.Event | None = None  # (leave() waits for it)
+
+    def held(self, prefix: str, numbers: list[int]) -> list[int]:
+        """Of the requests ``numbers`` of the node whose replies go to ``prefix``
+        (``P.r.<node>.<incarnation>``), those this node holds: asks it owes an
+        answer, stops under way (a confirm round's question)."""
+        owed, stopping = self.owed, self.stopping
+        held = []
+        for number in numbers:
+            reply = f"{prefix}.{number}"
+            if reply in owed or reply in stopping:
+                held.append(number)
+        return held
 
     def receive_ask(self, cell: ActorCell | None, path: str, body: Any, reply: str) -> None:
         """Queue an ask from another node, now, in arrival order."""
@@ -169,8 +182,15 @@ class Answers:
             ref.stop_nowait(drain=drain)
             return
 
+        if reply in self.stopping:
+            return  # (sent again by a confirm round: the first one answers)
+        self.stopping.add(reply)
+
         async def stop_and_answer() -> None:
-            await ref.stop(drain=drain)
-            node.tells.publish(reply, encode((True, NONE)))
+            try:
+                await ref.stop(drain=drain)
+                node.tells.publish(reply, encode((True, NONE)))
+            finally:
+                self.stopping.discard(reply)
 
         node.start(stop_and_answer)

@@ -23,6 +23,7 @@ from .._cluster import Cluster
 from .._errors import ActorError
 from ..nats import Disconnected, Reconnected
 from ._codec import Codec
+from ._confirm import Confirmations
 from ._exports import Exports
 from ._heartbeats import Heartbeats
 from ._inbound import Answers
@@ -32,6 +33,7 @@ from ._requests import Requests
 from ._subjects import (
     ASK,
     CANCEL,
+    CONFIRM,
     STOP,
     TELL,
     WATCH,
@@ -95,6 +97,7 @@ class Node:
         self.tells = Tells(self)
         self.requests = Requests(self)
         self.watches = Watches(self)
+        self.confirmations = Confirmations(self)  # (every request ends: _confirm.py)
         self.peers = Peers(
             (name, incarnation),
             heartbeat=cluster.heartbeat,
@@ -185,10 +188,12 @@ class Node:
 
     async def run(self) -> None:
         """The node's own tasks: heartbeats and the watch over the nodes it waits
-        on, confirming tells and acknowledging them (``_tells.py``)."""
+        on, confirming tells and acknowledging them (``_tells.py``), and the
+        confirm rounds with the nodes it waits on (``_confirm.py``)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.heartbeats.beat)
             nursery.start_soon(self.tells.run)
+            nursery.start_soon(self.confirmations.run)
 
     # --- peers: what the peer table makes the node do --------------------------------
 
@@ -208,6 +213,7 @@ class Node:
         node, incarnation = peer
         self.requests.peer_down(peer, said, sent_up_to)
         self.watches.peer_down(peer, said)
+        self.confirmations.forget(peer)
         self.tells.taken.forget(self.subjects.unreachable(node, incarnation))
         self.names.forget(peer)
         if closed is not None:
@@ -283,6 +289,8 @@ class Node:
             self.answers.receive_stop(cell, body, message.reply)
         elif kind == WATCH and message.reply:
             self.watches.receive_watch(cell, number, message.reply)
+        elif kind == CONFIRM and message.reply:
+            self.confirmations.answer(body, message.reply)
 
     def _dead_ref(self, number: int, path: str) -> ActorRef:
         """A ref for a dead letter to an actor of this node that is gone."""

@@ -53,7 +53,7 @@ silence like the others (it never exchanges names with itself).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -227,6 +227,13 @@ class Peers:
         """The link of ``peer``: open, or closed with its tells being accounted."""
         record = self._records.get(peer)
         return None if record is None else record.link
+
+    def open_links(self) -> Iterator[tuple[Peer, Link]]:
+        """The peers that are up with the open link of this node's tells to them."""
+        for record in list(self._records.values()):
+            link = record.link
+            if record.state is PeerState.UP and link is not None and link.closed_after is None:
+                yield record.peer, link
 
     def silent(self, peer: Peer) -> bool:
         """Whether ``peer`` has been silent too long (checked now, between beats):

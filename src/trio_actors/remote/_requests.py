@@ -1,16 +1,24 @@
 """Requests of this node that wait for an answer: asks, stops and lookups.
 
 Each request gets a number and waits for one reply on ``P.r.<node>.<incarnation>.
-<n>`` (a :class:`_Waiter`). It ends in one of four ways, each once:
+<n>`` (a :class:`_Waiter`). It ends in one of these ways, each once:
 
 * its **reply** comes: the value, the error (rebuilt by the codec), or NATS's
   no-responders (status 503: nothing serves that node incarnation, or no node
-  holds the name looked up);
+  holds the name looked up) -- except that an ask's or a stop's no-responders
+  while its peer is up was never delivered (the peer is between two
+  connections): it is sent again at the next confirm round (``_confirm.py``);
 * the **peer** that must answer it is declared down (``_peers.py``): ``NodeDown``
   ("may or may not have been handled") -- only those sent before the news, when it
   came by an advisory (later ones are answered by NATS);
-* this node's **connection** is lost: ``NodeDown`` for every request (the message,
-  or its answer, may have been lost with the socket);
+* a **confirm round** finds the peer does not hold it, or the peer answers none
+  for twice ``heartbeats_missed`` rounds: an ask fails with ``ConnectionInterrupted``;
+  a stop is sent again (or, unanswered, fails so too);
+* this node's **connection** is lost: ``ConnectionInterrupted`` for every ask (the
+  message, or its answer, may have been lost with the socket); a stop is sent
+  again once the connection is back;
+* a **lookup** waits at most ``heartbeat * heartbeats_missed`` seconds (it has no
+  peer to be declared down): then ``ActorNotFound``, saying that no node answered;
 * this node **closes**: the ask fails with ``ActorStopped``.
 
 An asker's cancellation withdraws its ask on the other node (a ``CANCEL``) unless
@@ -27,8 +35,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._errors import ActorNotFound, ActorStopped, NodeDown
-from ._subjects import ASK, CANCEL, NONE, STOP, Peer, encode
+from .._errors import ActorNotFound, ActorStopped, ConnectionInterrupted, NodeDown
+from ._confirm import give_up_after
+from ._peers import PeerState
+from ._subjects import ASK, CANCEL, CONFIRM, NONE, STOP, Peer, encode, number_of
 
 if TYPE_CHECKING:
     from ..actors import ActorRef
@@ -41,18 +51,44 @@ __all__ = ["Requests"]
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 
 
+Resend = tuple["RemoteCell", int, bytes]
+"""An ask's or a stop's message, as sent: its actor, its kind and its body."""
+
+
 class _Waiter:
     """One request of this node waiting for its reply (from ``peer``, if one node
     must answer it)."""
 
-    __slots__ = ("event", "failed", "peer", "reply", "sent_at")
+    __slots__ = (
+        "event",
+        "failed",
+        "interrupted",
+        "peer",
+        "reply",
+        "resend",
+        "sent_at",
+        "undelivered",
+    )
 
-    def __init__(self, peer: Peer | None) -> None:
+    def __init__(self, peer: Peer | None, resend: Resend | None) -> None:
         self.event = trio.Event()
         self.reply: Msg | None = None
         self.peer = peer
+        self.resend = resend  # (an ask's or a stop's: confirmed in rounds, sent again)
         self.sent_at = trio.current_time()
         self.failed: str | None = None  # why no answer will come (the peer, or the connection)
+        self.interrupted = False  # (failed: ConnectionInterrupted, not NodeDown)
+        self.undelivered = 0  # no-responders while its peer was up, in a row: sent again
+
+    @property
+    def open(self) -> bool:
+        """Still waiting for its answer."""
+        return self.reply is None and not self.failed
+
+    def fail(self, why: str, *, interrupted: bool) -> None:
+        self.failed = why
+        self.interrupted = interrupted
+        self.event.set()
 
 
 class Requests:
@@ -71,9 +107,9 @@ class Requests:
         """The subjects of the replies (subscribed by the node)."""
         return f"{self._replies}.*"
 
-    def _request(self, peer: Peer | None) -> tuple[int, str, _Waiter]:
+    def _request(self, peer: Peer | None, resend: Resend | None = None) -> tuple[int, str, _Waiter]:
         number = self.made = self.made + 1
-        waiter = self.waiting[number] = _Waiter(peer)
+        waiter = self.waiting[number] = _Waiter(peer, resend)
         return number, f"{self._replies}.{number}", waiter
 
     async def ask(self, cell: RemoteCell, message: Any) -> Any:
@@ -84,7 +120,7 @@ class Requests:
         if node.closed:
             await trio.lowlevel.checkpoint()
             raise ActorStopped(f"{cell.path}: this node has left the cluster; ask not sent")
-        number, reply_subject, waiter = self._request(cell.peer)
+        number, reply_subject, waiter = self._request(cell.peer, (cell, ASK, body))
         tells = node.tells
         try:
             tells.send(cell, ASK, body, reply_subject)
@@ -101,7 +137,8 @@ class Requests:
     def _answer_of(self, waiter: _Waiter, cell: RemoteCell) -> Any:
         reply = waiter.reply
         if waiter.failed:
-            raise NodeDown(
+            error = ConnectionInterrupted if waiter.interrupted else NodeDown
+            raise error(
                 f"{cell.path}: {waiter.failed}, before it answered; the message may or "
                 "may not have been handled"
             )
@@ -124,12 +161,15 @@ class Requests:
         if node.closed:
             await trio.lowlevel.checkpoint()
             return  # (this node can no longer reach it: as far as it can tell, stopped)
-        number, reply_subject, waiter = self._request(cell.peer)
+        body = encode(drain)
+        number, reply_subject, waiter = self._request(cell.peer, (cell, STOP, body))
         try:
-            node.tells.send(cell, STOP, encode(drain), reply_subject)
+            node.tells.send(cell, STOP, body, reply_subject)
             await waiter.event.wait()
         finally:
             del self.waiting[number]
+        if waiter.interrupted:
+            self._answer_of(waiter, cell)  # (raises: nobody can say it stopped)
         if waiter.failed or (waiter.reply is not None and waiter.reply.status == 503):
             return  # its node is gone: it has stopped
         if waiter.reply is not None:
@@ -146,16 +186,24 @@ class Requests:
         """The ref registered as ``name`` on any node. A checkpoint.
 
         Raises:
-            ActorNotFound: no node has it.
+            ActorNotFound: no node has it, or none answered within the time a node
+                takes to be declared down (``heartbeat * heartbeats_missed``).
         """
         node = self._node
         number, reply_subject, waiter = self._request(None)
+        within = node.cluster.heartbeat * node.cluster.heartbeats_missed
         try:
             node.tells.out(node.subjects.name(name), b"", reply_subject)
-            await waiter.event.wait()
+            with trio.move_on_after(within) as waited:
+                await waiter.event.wait()
         finally:
             del self.waiting[number]
         reply = waiter.reply
+        if waited.cancelled_caught:
+            raise ActorNotFound(
+                f"no node answered the lookup of {name!r} within {within} s (the node "
+                "holding it is stalled or gone); a lookup changes nothing: try again"
+            )
         if reply is None or reply.status == 503:
             raise ActorNotFound(f"no actor is registered as {name!r} on any node")
         _ok, wire = msgspec.msgpack.decode(reply.data, type=tuple[bool, tuple[str, str, str, int]])
@@ -163,40 +211,142 @@ class Requests:
 
     def on_reply(self, message: Msg) -> None:
         """A reply came (called by the connection's reader)."""
-        waiter = self.waiting.get(int(message.subject.rpartition(".")[2]))  # (number_of)
-        if waiter is not None and waiter.reply is None:
-            waiter.reply = message
-            waiter.event.set()
+        waiter = self.waiting.get(number_of(message.subject))
+        if waiter is None or not waiter.open:
+            return
+        if (
+            message.status == 503
+            and waiter.resend is not None
+            and waiter.peer is not None
+            and self._node.peers.state(waiter.peer) is PeerState.UP
+        ):
+            # Nothing served its node's subject, which beats: between two
+            # connections. Never delivered, so sent again at the next round.
+            waiter.undelivered += 1
+            return
+        waiter.reply = message
+        waiter.event.set()
+
+    # --- confirm rounds (_confirm.py) --------------------------------------------
+
+    async def confirm(self, peer: Peer, body: bytes, *, within: float) -> bytes | None:
+        """Send a confirm round's ``CONFIRM`` to ``peer`` and wait ``within`` seconds
+        at most for its answer: the answer's bytes, or ``None`` (no answer, or
+        no-responders). A checkpoint."""
+        node = self._node
+        number, reply_subject, waiter = self._request(peer)
+        try:
+            subject = node.subjects.node(*peer)
+            node.tells.out(subject, encode((CONFIRM, 0, "", msgspec.Raw(body))), reply_subject)
+            with trio.move_on_after(within):
+                await waiter.event.wait()
+        finally:
+            del self.waiting[number]
+        reply = waiter.reply
+        return None if reply is None or reply.status == 503 else reply.data
+
+    def numbers_waiting_on(self, peer: Peer) -> list[int]:
+        """The asks and stops waiting on ``peer`` for their answer, oldest first."""
+        return [
+            number
+            for number, waiter in self.waiting.items()
+            if waiter.peer == peer
+            and waiter.resend is not None
+            and waiter.open
+            and not waiter.undelivered
+        ]
+
+    def undelivered_peers(self) -> set[Peer]:
+        """The peers with an ask or a stop to send again."""
+        return {w.peer for w in self.waiting.values() if w.undelivered and w.open and w.peer}
+
+    def send_undelivered(self, peer: Peer) -> None:
+        """Send again the asks and stops to ``peer`` that were not delivered (NATS's
+        no-responders while it was up); after ``give_up_after`` times in a row,
+        they fail with ``ConnectionInterrupted`` instead."""
+        limit = give_up_after(self._node.cluster)
+        for number, waiter in list(self.waiting.items()):
+            if waiter.peer != peer or not waiter.undelivered or not waiter.open:
+                continue
+            if waiter.undelivered > limit:
+                node, incarnation = peer
+                waiter.fail(
+                    f"node {node!r} ({incarnation}) served none of its actors when it was "
+                    f"sent {waiter.undelivered} times, one round apart (it is between "
+                    "two connections, or going down)",
+                    interrupted=True,
+                )
+                continue
+            self._send_again(number, waiter)
+
+    def _send_again(self, number: int, waiter: _Waiter) -> None:
+        assert waiter.resend is not None
+        cell, kind, body = waiter.resend
+        waiter.sent_at = trio.current_time()
+        self._node.tells.send(cell, kind, body, f"{self._replies}.{number}")
+
+    def confirmed(self, asked: list[int], held: set[int], peer: Peer) -> None:
+        """A confirm round's answer: of the requests ``asked`` about, ``peer`` holds
+        those in ``held``. The others that still wait were lost on the way (or
+        their answers were): an ask fails with ``ConnectionInterrupted``, a stop is
+        sent again."""
+        node, incarnation = peer
+        for number in asked:
+            waiter = self.waiting.get(number)
+            if waiter is None or not waiter.open or number in held or waiter.resend is None:
+                continue
+            if waiter.resend[1] == STOP:
+                self._send_again(number, waiter)
+            else:
+                waiter.fail(
+                    f"node {node!r} ({incarnation}) does not hold it: it, or its answer, "
+                    "was lost between the nodes (a server or a connection changed while "
+                    "it was on its way)",
+                    interrupted=True,
+                )
+
+    def interrupt(self, peer: Peer, why: str) -> None:
+        """The asks and stops waiting on ``peer`` fail with ``ConnectionInterrupted``
+        (``why``): it answers no confirm round."""
+        for waiter in self.waiting.values():
+            if waiter.peer == peer and waiter.resend is not None and waiter.open:
+                waiter.fail(why, interrupted=True)
 
     # --- ended without a reply ----------------------------------------------------
 
-    def waiting_on(self) -> Iterator[tuple[Peer, float]]:
+    def waiting_on(self, before: float | None = None) -> Iterator[tuple[Peer, float]]:
         """The peers that requests still wait on, each with when it was sent (for
-        the silence check; a request that ends meanwhile is skipped)."""
+        the silence check; a request that ends meanwhile is skipped); only those
+        sent before ``before``, if given."""
         for waiter in list(self.waiting.values()):
             peer = waiter.peer
-            if peer is None or waiter.reply is not None or waiter.failed:
+            if peer is None or not waiter.open:
                 continue
-            yield peer, waiter.sent_at
+            if before is None or waiter.sent_at <= before:
+                yield peer, waiter.sent_at
 
     def peer_down(self, peer: Peer, said: str, sent_up_to: int | None) -> None:
         """``peer`` is down: the requests to it (up to number ``sent_up_to``, if
-        given) fail with ``NodeDown``."""
+        given, and every one waiting to be sent again) fail with ``NodeDown``."""
         for number, waiter in self.waiting.items():
-            if sent_up_to is not None and number > sent_up_to:
+            if sent_up_to is not None and number > sent_up_to and not waiter.undelivered:
                 continue  # (sent after the news: nothing serves it, NATS will say)
-            if waiter.peer == peer and waiter.reply is None:
-                waiter.failed = said
-                waiter.event.set()
+            if waiter.peer == peer and waiter.open:
+                waiter.fail(said, interrupted=False)
 
     def connection_lost(self, why: str) -> None:
         """This node's connection was lost: every request waiting for an answer
-        fails with ``NodeDown`` (its message, or its answer, may have been lost with
-        the socket: it may or may not have been handled)."""
+        fails with ``ConnectionInterrupted`` (its message, or its answer, may have
+        been lost with the socket: it may or may not have been handled) -- but a
+        stop, which may be sent twice, is sent again once the connection is back
+        (at the next confirm round)."""
         for waiter in self.waiting.values():
-            if waiter.reply is None and not waiter.failed:
-                waiter.failed = why
-                waiter.event.set()
+            if not waiter.open:
+                continue
+            if waiter.resend is not None and waiter.resend[1] == STOP:
+                waiter.undelivered += 1
+            else:
+                waiter.fail(why, interrupted=True)
 
     def close(self) -> None:
         """This node left: every request still waiting ends (asks with

@@ -4,7 +4,8 @@ Subjects (``P`` is ``ta.<cluster name>``); a node subscribes to its own with a
 callback, so a message goes from the connection's reader straight to a mailbox:
 
 * ``P.n.<node>.<incarnation>`` -- messages for the node's actors: tells, asks,
-  cancellations of asks, stops, watches. One subject per node *incarnation*: a
+  cancellations of asks, stops, watches; and the confirm rounds' questions to the
+  node itself (``_confirm.py``). One subject per node *incarnation*: a
   node that restarts gets a new one, so a ref to its previous life reaches nobody
   (NATS's no-responders) and never a successor.
 * ``P.r.<node>.<incarnation>.<n>`` -- replies to the node's asks, stops and
@@ -43,6 +44,7 @@ import msgspec
 __all__ = [
     "ASK",
     "CANCEL",
+    "CONFIRM",
     "DISCONNECT_ADVISORIES",
     "NONE",
     "STOP",
@@ -62,6 +64,7 @@ ASK: Final = 1
 CANCEL: Final = 2
 STOP: Final = 3
 WATCH: Final = 4
+CONFIRM: Final = 5  # (to the node itself: what it holds of the sender's; _confirm.py)
 
 encode = msgspec.msgpack.Encoder().encode
 NONE: Final = msgspec.Raw(encode(None))

@@ -109,12 +109,13 @@ class Link:
     """This node's tells to one node (one incarnation of it, one life of it: a new
     link once the peer table has declared it down and it is told again)."""
 
-    __slots__ = ("acked", "bounced", "closed_after", "told")
+    __slots__ = ("acked", "bounced", "closed_after", "missing", "told")
 
     def __init__(self) -> None:
         self.told = 0  # sent (and not counted unconfirmed by a lost connection)
         self.acked = 0  # acknowledged by the receiving node (its cumulative count)
         self.bounced = 0  # came back: nothing served it (dead letters "unreachable")
+        self.missing = 0  # lost on the way, found by a confirm round (unconfirmed)
         # Its node was declared down after the tell with this number: tells after it
         # are not accounted here (they bounce: dead letters). Set once, by the peer
         # table (``_peers.py``), when it closes the link.
@@ -125,8 +126,13 @@ class Link:
         return self.closed_after is None or number <= self.closed_after
 
     def lost(self, told: int) -> int:
-        """Of the first ``told`` tells, those neither acknowledged nor bounced."""
-        return max(0, told - self.acked - self.bounced)
+        """Of the first ``told`` tells, those neither acknowledged, bounced nor
+        already found missing."""
+        return max(0, told - self.acked - self.bounced - self.missing)
+
+    def unaccounted(self, told: int) -> bool:
+        """Whether some of the first ``told`` tells are not accounted yet."""
+        return told > self.acked + self.bounced + self.missing
 
 
 class TakenIn:
@@ -154,6 +160,11 @@ class TakenIn:
         for prefix, count in news:
             self._said[prefix] = count
         return news
+
+    def count_of(self, prefix: str) -> int:
+        """How many tells came in from the node of ``prefix`` (its unreachable-subject
+        prefix), in all."""
+        return self.counts.get(prefix, 0)
 
     def forget(self, prefix: str) -> None:
         """The sending node is gone: nothing more to acknowledge to it."""
@@ -401,6 +412,30 @@ class Tells:
             await self.transport.flush()
         self.unconfirmed += link.lost(told)
         self._node.peers.accounted(peer, link)
+
+    async def count_missing(self, link: Link, told: int, taken: int) -> None:
+        """A confirm round's answer: the receiving node had taken in ``taken`` of this
+        node's tells when it answered, and the first ``told`` on ``link`` were sent
+        before the round. Once the server has routed what was sent before (a
+        flush: the no-responders answers to them come first), those neither taken
+        in nor bounced were lost on the way: counted in :attr:`unconfirmed`. A
+        checkpoint."""
+        if taken > link.acked:
+            link.acked = taken
+        try:
+            await self.transport.flush()
+        except Exception:  # (this node's connection is lost: counted there)
+            return
+        missing = link.lost(min(told, link.told))  # (a lost connection took some back)
+        if missing:
+            link.missing += missing
+            self.unconfirmed += missing
+            _log.warning(
+                "node %s: %d tell(s) were lost on the way to another node (a server or a "
+                "connection changed); counted as unconfirmed",
+                self._node.name,
+                missing,
+            )
 
     def connection_lost(self) -> None:
         """This node's connection was lost: the tells not yet confirmed are counted

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Protocol
 
 import trio
@@ -109,6 +109,35 @@ class MemoryBus:
         self._transports: list[MemoryTransport] = []
         self.advisories = advisories
         self.published = 0  # messages, for tests
+        self.lost = 0  # messages lost on the way (:meth:`losing`)
+        self._losing: list[Callable[[str, bytes], bool]] = []
+
+    @contextmanager
+    def losing(self, which: Callable[[str, bytes], bool]) -> Iterator[None]:
+        """For the length of the block, lose the messages for which ``which(subject,
+        payload)`` is true, as a NATS server that dies loses what it was routing
+        while both ends stay connected (counted in :attr:`lost`)."""
+        self._losing.append(which)
+        try:
+            yield
+        finally:
+            self._losing.remove(which)
+
+    @contextmanager
+    def between_connections(self, transport: MemoryTransport) -> Iterator[None]:
+        """For the length of the block, ``transport`` is between two connections (its
+        server died; it reconnects to another): nothing reaches its subscriptions
+        (a message only for them is answered with no-responders), and what it
+        publishes waits, to be sent in order when the block ends -- as a NATS
+        client buffers while it reconnects."""
+        transport.reconnecting = True
+        try:
+            yield
+        finally:
+            transport.reconnecting = False
+            held, transport._held = transport._held, []
+            for subject, payload, reply in held:
+                transport.publish(subject, payload, reply=reply)
 
     @asynccontextmanager
     async def connect(self, name: str = "") -> AsyncIterator[MemoryTransport]:
@@ -146,8 +175,13 @@ class MemoryBus:
 
     def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
         self.published += 1
+        if any(which(subject, payload) for which in self._losing):
+            self.lost += 1
+            return
         found = False
         for transport in self._transports:
+            if transport.reconnecting:
+                continue
             for pattern, callback in list(transport._subscriptions.values()):
                 if subject_matches(pattern, subject):
                     found = True
@@ -155,6 +189,8 @@ class MemoryBus:
         if not found and reply is not None:
             # NATS's no responders: a status 503 to the reply subject.
             for transport in self._transports:
+                if transport.reconnecting:
+                    continue
                 for pattern, callback in list(transport._subscriptions.values()):
                     if subject_matches(pattern, reply):
                         transport._put(callback, Msg(reply, 0, None, b"", status=503))
@@ -167,6 +203,8 @@ class MemoryTransport:
         self.bus = bus
         self.name = name
         self.connected = True
+        self.reconnecting = False  # (MemoryBus.between_connections)
+        self._held: list[tuple[str, bytes, str | None]] = []  # published meanwhile
         self._subscriptions: dict[int, tuple[str, Callback]] = {}
         self._next_id = 0
         self._inbox: deque[tuple[Callback, Msg]] = deque()
@@ -176,7 +214,9 @@ class MemoryTransport:
         self._before_writing: list[Callable[[], object]] = []
 
     def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
-        if self.connected:
+        if self.reconnecting:
+            self._held.append((subject, payload, reply))
+        elif self.connected:
             self.bus._route(subject, payload, reply)
             if not self._unwritten:
                 self._unwritten = True

@@ -43,12 +43,13 @@ class _RemoteWatch:
     """This node's watch of one remote actor: who here wants its ``Terminated``
     (watcher cells, and ``wait_stopped`` callers by a token of their own)."""
 
-    __slots__ = ("cell", "number", "since", "subscribers")
+    __slots__ = ("cell", "confirmed", "number", "since", "subscribers")
 
     def __init__(self, cell: RemoteCell, number: int) -> None:
         self.cell = cell
         self.number = number
-        self.since = trio.current_time()
+        self.since = trio.current_time()  # (its WATCH was last sent)
+        self.confirmed = False  # its node said it holds it (a confirm round)
         self.subscribers: dict[object, Callable[[Terminated], None]] = {}
 
 
@@ -61,7 +62,15 @@ class Watches:
             termination subjects to answer when they stop.
     """
 
-    __slots__ = ("_by_number", "_count", "_node", "_terminations", "watched", "watching")
+    __slots__ = (
+        "_by_number",
+        "_count",
+        "_held",
+        "_node",
+        "_terminations",
+        "watched",
+        "watching",
+    )
 
     def __init__(self, node: Node) -> None:
         self._node = node
@@ -70,6 +79,7 @@ class Watches:
         self._by_number: dict[int, _RemoteWatch] = {}
         self._count = itertools.count(1)
         self.watched: dict[int, list[str]] = {}
+        self._held: set[str] = set()  # (the subjects in watched: a confirm round's answer)
 
     @property
     def subject(self) -> str:
@@ -80,6 +90,8 @@ class Watches:
 
     def _send_watch(self, remote: _RemoteWatch) -> None:
         reply = f"{self._terminations}.{remote.number}"
+        remote.since = trio.current_time()
+        remote.confirmed = False
         self._node.tells.send(remote.cell, WATCH, NONE, reply)
 
     def _subscribe(
@@ -178,6 +190,34 @@ class Watches:
         for remote in [w for w in self.watching.values() if w.cell.peer == peer]:
             self.terminated(remote, NodeDown(said))
 
+    def unconfirmed(self, before: float) -> Iterator[tuple[Peer, float]]:
+        """The peers with watches of their actors not yet confirmed, sent before
+        ``before`` (a confirm round asks about them)."""
+        for remote in self.watching.values():
+            if not remote.confirmed and remote.since <= before:
+                yield remote.cell.peer, remote.since
+
+    def numbers_unconfirmed(self, peer: Peer) -> list[int]:
+        """The watches of ``peer``'s actors not yet confirmed, oldest first."""
+        return [
+            number
+            for number, remote in self._by_number.items()
+            if not remote.confirmed and remote.cell.peer == peer
+        ]
+
+    def confirmed(self, asked: list[int], held: set[int]) -> None:
+        """A confirm round's answer: of the watches ``asked`` about, the other node
+        holds those in ``held``; the others (lost on the way, or their answer was)
+        are sent again -- of an actor that has stopped, answered at once."""
+        for number in asked:
+            remote = self._by_number.get(number)
+            if remote is None:
+                continue  # (ended meanwhile)
+            if number in held:
+                remote.confirmed = True
+            else:
+                self._send_watch(remote)
+
     def send_again(self) -> None:
         """This node's connection is back: the server forgot the watches with the
         old one; the watched nodes hear them again (a watch already there is kept
@@ -194,12 +234,20 @@ class Watches:
         if cell is None:
             node.tells.publish(reply, encode(None))
             return
+        self._held.add(reply)
         subjects = self.watched.get(number)
         if subjects is not None:
-            subjects.append(reply)
+            if reply not in subjects:  # (sent again: answered once)
+                subjects.append(reply)
             return
         self.watched[number] = [reply]
         node.start(self._report_stop, cell, number)
+
+    def held(self, node: str, incarnation: str, numbers: list[int]) -> list[int]:
+        """Of ``node``'s watches ``numbers``, those of actors here that will answer
+        when they stop (a confirm round's question)."""
+        prefix = self._node.subjects.terminations(node, incarnation)
+        return [number for number in numbers if f"{prefix}.{number}" in self._held]
 
     async def _report_stop(self, cell: ActorCell, number: int) -> None:
         try:
@@ -209,4 +257,4 @@ class Watches:
             for subject in self.watched.get(number, ()):
                 self._node.tells.publish(subject, answer)
         finally:
-            self.watched.pop(number, None)
+            self._held.difference_update(self.watched.pop(number, ()))

@@ -1,0 +1,197 @@
+"""Confirm rounds: what this node waits on from a peer, asked again -- so that every
+request ends, whether or not the peer is ever declared down.
+
+A request (an ask, a stop), a watch or a tell can be lost between two nodes that
+both stay alive: a NATS server that dies takes what it was routing, while the node
+that was connected to it fails over to another server and goes on beating -- it is
+never declared down, and waiting for its silence would wait forever. So, every
+heartbeat interval, for each peer this node waits on for something sent more than
+an interval ago, it asks the peer what it holds: one ``CONFIRM`` message on the
+peer's node subject, after everything this node sent it before (one publisher, one
+subject: NATS keeps their order), naming
+
+* the requests waiting on it (asks and stops without an answer, by number),
+* the watches of its actors it has not yet confirmed (by number),
+
+and the peer answers at once, on the round's reply subject: which of those it
+holds, and how many of this node's tells it has taken in. What the peer sent
+before that answer (a reply, a ``Terminated``) arrived before it. So:
+
+==========  ===================  =====================================================
+waiting     the peer holds it    the peer does not hold it
+==========  ===================  =====================================================
+an ask      it goes on waiting   lost on the way, or its answer was: it fails with
+                                 :exc:`~trio_actors.ConnectionInterrupted` ("may or
+                                 may not have been handled")
+a stop      it goes on waiting   sent again (a stop is idempotent)
+a watch     confirmed: no more   sent again (a watch is idempotent; of an actor that
+            rounds for it        has stopped, answered at once)
+tells       --                   those told before the round and neither taken in
+                                 nor bounced were lost on the way: counted in
+                                 ``unconfirmed`` (after a flush, so that the
+                                 no-responders answers to them have come first)
+==========  ===================  =====================================================
+
+A round the peer does not answer within an interval (or NATS answers no-responders:
+the peer is reconnecting, or dead) leaves everything waiting. After twice
+``Cluster.heartbeats_missed`` such rounds in a row, the asks and stops waiting on a
+peer that is still up fail with ``ConnectionInterrupted``: it beats, but does not
+answer. (Twice: a dead peer is declared down by its silence after
+``heartbeats_missed`` beats -- or by an advisory, at once -- which ends them with
+the truer ``NodeDown`` first.)
+
+An ask or a stop that NATS answered with no-responders while its peer was up (the
+peer is between two connections: its subscriptions are gone until it is back) was
+never delivered: it is sent again at the next round, instead of failing with
+``ActorStopped`` for an actor that did not stop -- as many times as above, then
+``ConnectionInterrupted``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+import trio
+
+from ._peers import PeerState
+from ._subjects import Peer, encode
+
+if TYPE_CHECKING:
+    from .._cluster import Cluster
+    from ._node import Node
+    from ._tells import Link
+
+__all__ = ["MAX_NUMBERS", "Confirmations", "ConfirmAnswer", "ConfirmAsk", "give_up_after"]
+
+MAX_NUMBERS: Final = 1_000
+"""Requests (and watches) named in one round at most: the oldest first; the rest
+wait for the next round. A peer reads at most as many of a round."""
+
+_log = logging.getLogger("trio_actors")
+
+ConfirmAsk = tuple[str, str, list[int], list[int]]
+"""A ``CONFIRM``'s body: the asking node, its incarnation, its requests and its
+watches waiting on the receiver."""
+
+ConfirmAnswer = tuple[list[int], list[int], int]
+"""The answer to a ``CONFIRM``: the requests and watches held, and how many of the
+asking node's tells the receiver has taken in."""
+
+_answer = msgspec.msgpack.Decoder(ConfirmAnswer)
+
+
+def give_up_after(cluster: Cluster) -> int:
+    """Rounds in a row a peer that is up may leave unanswered (or serve nothing in)
+    before what waits on it fails: twice the beats after which a silent one is
+    declared down, so that a dead peer's requests end as ``NodeDown`` first."""
+    return 2 * cluster.heartbeats_missed
+
+
+class Confirmations:
+    """This node's confirm rounds (the module docstring says what they are)."""
+
+    __slots__ = ("_in_round", "_node", "_told_before", "_unanswered", "interval")
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self.interval = node.cluster.heartbeat
+        self._in_round: set[Peer] = set()  # (a round with it is under way)
+        self._unanswered: dict[Peer, int] = {}  # rounds in a row it did not answer
+        # Per link: its ``told`` at the previous tick -- tells that were sent an
+        # interval ago, so that a round asks about those only.
+        self._told_before: dict[Peer, tuple[Link, int]] = {}
+
+    async def run(self) -> None:
+        """Start the rounds due, every interval, until cancelled (with the node)."""
+        while True:
+            await trio.sleep(self.interval)
+            self.start_rounds()
+
+    def start_rounds(self) -> None:
+        """Start a round with each peer that something waits on since before the
+        last interval (and with none a round is under way with). Never a
+        checkpoint."""
+        node = self._node
+        for peer in self._due():
+            if peer not in self._in_round and node.peers.state(peer) is PeerState.UP:
+                self._in_round.add(peer)
+                node.start(self._round, peer)
+
+    def _due(self) -> set[Peer]:
+        node = self._node
+        since = trio.current_time() - self.interval
+        due = {peer for peer, _sent_at in node.requests.waiting_on(before=since)}
+        due.update(node.requests.undelivered_peers())
+        due.update(peer for peer, _since in node.watches.unconfirmed(before=since))
+        told_before: dict[Peer, tuple[Link, int]] = {}
+        for peer, link in node.peers.open_links():
+            told_before[peer] = (link, link.told)
+            previous = self._told_before.get(peer)
+            if previous is not None and previous[0] is link and link.unaccounted(previous[1]):
+                due.add(peer)
+        self._told_before = told_before
+        return due
+
+    async def _round(self, peer: Peer) -> None:
+        """One round with ``peer``: ask, wait an interval at most, act on the answer.
+        A checkpoint."""
+        node = self._node
+        requests, watches = node.requests, node.watches
+        try:
+            requests.send_undelivered(peer)
+            asked = requests.numbers_waiting_on(peer)[:MAX_NUMBERS]
+            watched = watches.numbers_unconfirmed(peer)[:MAX_NUMBERS]
+            node.tells.flush()  # (the tells waiting go first: they are counted below)
+            link = node.peers.current_link(peer)
+            told = 0 if link is None else link.told
+            body = encode((node.name, node.incarnation, asked, watched))
+            reply = await requests.confirm(peer, body, within=self.interval)
+            if reply is None:
+                self._not_answered(peer)
+                return
+            self._unanswered.pop(peer, None)
+            held_requests, held_watches, taken = _answer.decode(reply)
+            requests.confirmed(asked, set(held_requests), peer)
+            watches.confirmed(watched, set(held_watches))
+            if link is not None and link.unaccounted(told):
+                await node.tells.count_missing(link, told, taken)
+        except Exception as error:  # (a node's task: say it, never end the node)
+            _log.warning("node %s: a confirm round with %s failed: %s", node.name, peer, error)
+        finally:
+            self._in_round.discard(peer)
+
+    def _not_answered(self, peer: Peer) -> None:
+        rounds = self._unanswered[peer] = self._unanswered.get(peer, 0) + 1
+        if rounds >= give_up_after(self._node.cluster):
+            del self._unanswered[peer]
+            node, incarnation = peer
+            self._node.requests.interrupt(
+                peer,
+                f"node {node!r} ({incarnation}) did not confirm it holds the request "
+                f"in {rounds} rounds of {self.interval} s (it beats, but does not answer, "
+                "or is between two connections)",
+            )
+
+    def forget(self, peer: Peer) -> None:
+        """``peer`` is down: its rounds are over."""
+        self._unanswered.pop(peer, None)
+        self._told_before.pop(peer, None)
+
+    # --- the peer's side --------------------------------------------------------------
+
+    def answer(self, body: bytes | msgspec.Raw, reply: str) -> None:
+        """Answer a ``CONFIRM`` from another node on ``reply``: what of it this node
+        holds. Never raises (what it cannot read it ignores, and says in the log)."""
+        node = self._node
+        try:
+            sender, incarnation, asked, watched = msgspec.msgpack.decode(body, type=ConfirmAsk)
+        except (msgspec.DecodeError, RecursionError) as error:
+            _log.warning("node %s: a confirm it cannot read was ignored: %s", node.name, error)
+            return
+        prefix = reply.rpartition(".")[0]  # (the asking node's replies: P.r.<node>.<inc>)
+        held_requests = node.answers.held(prefix, asked[:MAX_NUMBERS])
+        held_watches = node.watches.held(sender, incarnation, watched[:MAX_NUMBERS])
+        taken = node.tells.taken.count_of(node.subjects.unreachable(sender, incarnation))
+        node.tells.publish(reply, encode((held_requests, held_watches, taken)))
