@@ -314,15 +314,18 @@ class Node:
     async def leave(self, *, within: float = _LEAVE_WITHIN) -> None:
         """Leave the cluster in order (its actors have stopped): take no more
         messages, send the answers still being made (an ask that came in while
-        the actors stopped is answered, if only with ``ActorStopped``) -- waiting
-        at most ``within`` seconds -- then :meth:`close` (also when a cancellation
+        the actors stopped is answered, if only with ``ActorStopped``) and the
+        stops of actors other nodes watch -- waiting at most ``within`` seconds --
+        then :meth:`close` (also when a cancellation
         or a Ctrl-C ends the wait). A checkpoint."""
         if self.closed:
             await trio.lowlevel.checkpoint()
             return
         try:
             self._unsubscribes.pop(0)()  # (the actors' subject: nothing new comes in)
+            deadline = trio.current_time() + within
             await self.answers.all_answered(within)
+            await self.watches.all_reported(max(0.0, deadline - trio.current_time()))
             await trio.lowlevel.checkpoint()
         finally:
             self.close()

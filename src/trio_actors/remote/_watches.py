@@ -60,7 +60,15 @@ class Watches:
             termination subjects to answer when they stop.
     """
 
-    __slots__ = ("_by_number", "_count", "_node", "_terminations", "watched", "watching")
+    __slots__ = (
+        "_all_reported",
+        "_by_number",
+        "_count",
+        "_node",
+        "_terminations",
+        "watched",
+        "watching",
+    )
 
     def __init__(self, node: Node) -> None:
         self._node = node
@@ -69,6 +77,7 @@ class Watches:
         self._by_number: dict[int, _RemoteWatch] = {}
         self._count = itertools.count(1)
         self.watched: dict[int, list[str]] = {}
+        self._all_reported: trio.Event | None = None  # (leave() waits for it)
 
     @property
     def subject(self) -> str:
@@ -209,3 +218,15 @@ class Watches:
                 self._node.tells.publish(subject, answer)
         finally:
             self.watched.pop(number, None)
+            if not self.watched and self._all_reported is not None:
+                self._all_reported.set()
+
+    async def all_reported(self, within: float) -> None:
+        """Wait until the stop of every local actor watched from other nodes is
+        reported to them, at most ``within`` seconds (a leaving node's actors have
+        stopped: their watchers hear an ordinary stop, not the node's ``bye``). A
+        checkpoint if a report is due."""
+        if self.watched:
+            self._all_reported = trio.Event()
+            with trio.move_on_after(within):
+                await self._all_reported.wait()

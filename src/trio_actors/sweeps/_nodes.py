@@ -118,10 +118,14 @@ def run_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     stopped_by: list[int] = []
 
     async def main() -> None:
-        stop = trio.CancelScope()  # (the first SIGTERM or SIGINT cancels the node's work)
+        # The first SIGTERM or SIGINT cancels the node's work (leaving the system
+        # block then stops its actors and says "bye": a clean leave) -- or, before
+        # the node has joined, its joining.
+        joining, working = trio.CancelScope(), trio.CancelScope()
+        stopping = [joining]  # (what a signal cancels)
         async with trio.open_nursery() as nursery:
-            await nursery.start(_stop_on_signal, stop, stopped_by)
-            with stop:
+            await nursery.start(_stop_on_signal, stopping, stopped_by)
+            with joining:
                 async with open_actor_system(cluster=cluster, node=name) as system:
                     assert system.node is not None
                     print(
@@ -129,7 +133,9 @@ def run_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                         f"{cluster.name!r} at {', '.join(cluster.servers)}",
                         flush=True,
                     )
-                    await function(system)
+                    stopping[0] = working  # (joined: a signal cancels the work only)
+                    with working:
+                        await function(system)
             nursery.cancel_scope.cancel()
 
     try:
@@ -156,21 +162,22 @@ def run_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 async def _stop_on_signal(
-    stop: trio.CancelScope,
+    stopping: list[trio.CancelScope],
     stopped_by: list[int],
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """On the first ``SIGTERM`` or ``SIGINT``, cancel ``stop`` (the node's work ends,
-    and leaving the system block stops its actors and says ``bye``: a clean leave)
-    and note which signal it was in ``stopped_by``. Then the usual handlers are back:
-    a second Ctrl-C interrupts the leave (``KeyboardInterrupt``), a second
-    ``SIGTERM`` ends the process at once."""
+    """On the first ``SIGTERM`` or ``SIGINT``, cancel ``stopping[0]`` (the node's
+    joining, or once it has joined its work, never its leaving) and note which
+    signal it was in ``stopped_by``. Leaving the system block is then a clean
+    leave: actors stopped (``on_stop``), the answers still being made sent,
+    ``bye``. Then the usual handlers are back: a second Ctrl-C interrupts the leave
+    (``KeyboardInterrupt``), a second ``SIGTERM`` ends the process at once."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         task_status.started()
         async for number in signals:
             stopped_by.append(number)
-            stop.cancel()
+            stopping[0].cancel()
             return
 
 

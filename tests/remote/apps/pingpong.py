@@ -54,3 +54,25 @@ async def forever(system: ta.ActorSystem) -> None:
     assert system.node is not None
     print(f"{system.node.name} serving", flush=True)
     await trio.sleep_forever()
+
+
+class Recorder(ta.Actor):
+    """Answers ``"ping"``; never answers ``"hang"`` (its ask ends when the actor
+    stops); says when its ``on_stop`` ran."""
+
+    async def receive(self, message: Any) -> Any:
+        if message == "hang":
+            await trio.sleep_forever()
+        return message
+
+    def on_stop(self) -> None:
+        print("recorder: on_stop ran", flush=True)
+
+
+async def stoppable(system: ta.ActorSystem) -> None:
+    """Register a ``recorder`` and serve until a signal stops the node."""
+    assert system.node is not None
+    system.register("recorder", system.spawn(Recorder, name="recorder"))
+    await system.node.flush()
+    print(f"{system.node.name} serving", flush=True)
+    await trio.sleep_forever()
