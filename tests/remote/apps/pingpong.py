@@ -5,6 +5,7 @@ and returns (so the node exits 0). ``failing`` raises instead (exit 1);
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import trio
@@ -52,7 +53,7 @@ async def failing(system: ta.ActorSystem) -> None:
 
 async def forever(system: ta.ActorSystem) -> None:
     assert system.node is not None
-    print(f"{system.node.name} serving", flush=True)
+    print(f"{system.node.name} serving (pid {os.getpid()})", flush=True)
     await trio.sleep_forever()
 
 
@@ -76,3 +77,33 @@ async def stoppable(system: ta.ActorSystem) -> None:
     await system.node.flush()
     print(f"{system.node.name} serving", flush=True)
     await trio.sleep_forever()
+
+
+async def hold_or_wait(system: ta.ActorSystem) -> None:
+    """``node-0`` holds an actor that never answers; ``node-1`` asks it and says how
+    the ask ended (a ``kill -9`` of ``node-0``: ``NodeDown``, and by which route)."""
+    assert system.node is not None
+    if system.node.name == "node-0":
+        system.register("held", system.spawn(Recorder, name="held"))
+        await system.node.flush()
+        print(f"node-0 serving (pid {os.getpid()})", flush=True)
+        await trio.sleep_forever()
+    while True:
+        try:
+            held = await system.lookup("held")
+            break
+        except ta.ActorNotFound:
+            await trio.sleep(0.05)
+
+    async def ask() -> None:
+        try:
+            await held.ask("hang")
+        except ta.ActorError as error:
+            print(f"node-1 saw {type(error).__name__}: {error}", flush=True)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask)
+        await trio.sleep(0.01)
+        await system.node.flush()
+        print("node-1 waiting", flush=True)
+        await trio.sleep_forever()
