@@ -3,6 +3,7 @@ says the file, the key and what was wrong."""
 
 from __future__ import annotations
 
+import re
 import ssl
 import subprocess
 import sys
@@ -95,7 +96,7 @@ def test_an_empty_file_is_the_default_cluster(tmp_path: Path) -> None:
 )
 def test_a_mistake_names_the_file_and_the_key(tmp_path: Path, text: str, said: str) -> None:
     path = write(tmp_path, text)
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match=re.escape(said)) as caught:
         ta.Cluster.from_toml(path)
     assert str(caught.value).startswith(f"{path}: ")
     assert said in str(caught.value)
