@@ -193,3 +193,25 @@ async def test_sigterm_to_a_node_process_is_a_clean_leave(tmp_path: Path) -> Non
     output = seen.decode()
     assert "recorder: on_stop ran" in output, output
     assert "node far: stopped (SIGTERM); left the cluster" in output, output
+
+
+async def test_leaving_with_the_server_gone_ends_without_raising_and_counts_the_unsent(
+    tmp_path: Path,
+) -> None:
+    from nats_server import running_nats_server
+
+    with running_nats_server(tmp_path) as server, trio.fail_after(60):
+        cluster = ta.Cluster(server.url)
+        async with ta.open_actor_system(cluster=cluster, node="b") as b:
+            b.register("echo", b.spawn(Echo, name="echo"))
+            await Node.of(b).flush()
+            async with ta.open_actor_system(cluster=cluster, node="a") as a:
+                echo = await a.lookup("echo")
+                server.kill()  # (and a's client reconnects, in vain)
+                for number in range(TELLS):
+                    echo.tell(number)  # (waiting in the client's buffer: never sent)
+                node = Node.of(a)
+            # Left without raising (ConnectionClosed was raised out of the block).
+            assert node.closed
+            assert node.unsent >= 1  # (its "bye" at least: counted, not raised)
+            assert node.unconfirmed == TELLS  # (the tells: handled or not, unknown)

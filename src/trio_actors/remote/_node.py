@@ -39,7 +39,7 @@ from ._subjects import (
     Subjects,
 )
 from ._tells import Link, Tells
-from ._transport import Transport
+from ._transport import NatsTransport, Transport
 from ._watches import Watches
 
 if TYPE_CHECKING:
@@ -147,6 +147,16 @@ class Node:
     @property
     def unconfirmed(self) -> int:
         return self.tells.unconfirmed
+
+    @property
+    def unsent(self) -> int:
+        """Messages this node published that never reached a server, because its
+        connection closed first -- when it left with its server gone: its last
+        answers, acknowledgements, stop reports, its ``bye`` (the tells among them
+        are counted in ``unconfirmed`` too). Known once the node has left;
+        0 over the in-memory bus."""
+        transport = self.transport
+        return transport.client.unsent if isinstance(transport, NatsTransport) else 0
 
     def ref_to_wire(self, ref: ActorRef) -> tuple[str, str, str, int]:
         return self.exports.ref_to_wire(ref)
