@@ -225,3 +225,32 @@ def test_a_kill_9_of_a_node_is_seen_by_the_server_s_advisory_not_heartbeats() ->
     [said] = [line for line in seen if "node-1 saw" in line]
     assert "NodeDown" in said, output
     assert "its connection ended (the server's disconnect advisory)" in said, output
+
+
+async def test_the_advisories_user_of_the_command_s_server_may_only_subscribe_to_them(
+    tmp_path: Path,
+) -> None:
+    import trio
+
+    from nats_server import running_nats_server
+    from trio_actors import nats
+    from trio_actors.sweeps._nodes import _SERVER_CONFIG, ADVISORIES_USER
+
+    config = _SERVER_CONFIG.format(user=ADVISORIES_USER, password="pw", nodes_password="np")
+    with running_nats_server(tmp_path, config=config) as server, trio.fail_after(60):
+        async with (
+            nats.connect(server.url, user=ADVISORIES_USER, password="pw") as watcher,
+            watcher.subscribe("$SYS.ACCOUNT.*.DISCONNECT") as advisories,
+        ):
+            await watcher.flush()
+            assert watcher.last_error is None  # (allowed)
+            async with nats.connect(server.url, name="gone") as node:  # (no credentials)
+                await node.flush()
+            advisory = await advisories.__anext__()  # (its disconnect, heard)
+            assert b'"name":"gone"' in advisory.data
+            watcher.publish("$SYS.REQ.SERVER.PING", b"")  # (refused: publishes nothing)
+            await watcher.flush()
+            assert "Permissions Violation for Publish" in (watcher.last_error or "")
+            async with watcher.subscribe("$SYS.REQ.>"):  # (refused: only advisories)
+                await watcher.flush()
+            assert "Permissions Violation for Subscription" in (watcher.last_error or "")
