@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Heartbeats"]
 
+# A beat later than this share of the interval is a stall of this node's own (a
+# blocked loop); less is scheduling noise, far inside the silence's margin.
+_STALL = 0.1
+
 
 class Heartbeats:
     """One node's failure detector: its beats, and what it hears of the others'."""
@@ -55,7 +59,7 @@ class Heartbeats:
             slept_at = trio.current_time()
             await trio.sleep(interval)
             late = trio.current_time() - slept_at - interval
-            if late > 0:  # (this node did not run: not the others' silence)
+            if late > interval * _STALL:  # (this node did not run: not others' silence)
                 node.peers.stalled(late)
             node.peers.check(self._waiting_on())
 
