@@ -124,6 +124,7 @@ _UNRESOLVABLE_WITHOUT_INVENTORY: dict[str, list[tuple[str, str]]] = {
         ("py:class", "random.Random"),
         ("py:class", "ssl.SSLContext"),
         ("py:class", "pathlib.Path"),
+        ("py:class", "os.PathLike"),
     ],
     "trio": [("py:exc", "trio.EndOfChannel"), ("py:class", "trio.abc.Stream")],
     "attrs": [],

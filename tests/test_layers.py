@@ -18,7 +18,8 @@ PACKAGE = Path(trio_actors.__file__).parent
 # module under it.
 LAYERS: list[list[str]] = [
     ["nats"],  # the NATS client: nothing of the runtime
-    ["_errors", "_policy", "_statistics", "_cluster", "_supervision"],  # values only
+    # values only
+    ["_errors", "_policy", "_statistics", "_cluster", "_cluster_config", "_supervision"],
     ["_core"],  # the kernel: its modules know each other, nothing above them
     ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel
     ["remote"],  # nodes on NATS

@@ -11,14 +11,16 @@ import re
 import ssl
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from os import PathLike
 from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
 
+from ._cluster_config import read_config
 from .nats._handshake import parse_url
 
-__all__ = ["Bus", "Cluster", "as_cluster", "check_token"]
+__all__ = ["Bus", "Cluster", "as_cluster", "check_token", "read_cluster_file"]
 
 
 class Bus(Protocol):
@@ -132,6 +134,21 @@ class Cluster:
         if isinstance(missed, bool) or not isinstance(missed, int) or missed < 1:
             raise ValueError(f"Cluster heartbeats_missed is a whole number >= 1, got {missed!r}")
 
+    @classmethod
+    def from_toml(cls, path: str | PathLike[str]) -> Cluster:
+        """The cluster a node configuration file describes (its ``node`` key, if
+        any, is for ``open_actor_system(cluster=path)`` and ``trio-actors node``:
+        see ``trio_actors._cluster_config`` and the CLI reference for the keys).
+        Reads the file, the files it names (TLS, credentials), and imports the
+        classes of its ``types`` and ``errors``.
+
+        Raises:
+            ValueError: the file cannot be read, is not TOML, or has a mistake;
+                the message names the file and the key.
+        """
+        cluster, _node = read_cluster_file(path)
+        return cluster
+
     def connect_options(self) -> dict[str, Any]:
         """The keyword arguments for :func:`trio_actors.nats.connect`."""
         return {
@@ -143,6 +160,20 @@ class Cluster:
             "nkey_seed": self.nkey_seed,
             "credentials": self.credentials,
         }
+
+
+def read_cluster_file(path: str | PathLike[str]) -> tuple[Cluster, str | None]:
+    """The cluster a node configuration file describes, and its ``node`` key
+    (``None``: none). See :meth:`Cluster.from_toml`.
+
+    Raises:
+        ValueError: a mistake in the file (the message names the file and the key).
+    """
+    options, node = read_config(path)
+    try:
+        return Cluster(**options), node
+    except (TypeError, ValueError) as error:  # (a value Cluster itself refuses)
+        raise ValueError(f"{path}: {error}") from None
 
 
 def as_cluster(value: object) -> Cluster:

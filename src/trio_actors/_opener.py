@@ -15,11 +15,12 @@ import math
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._cluster import Cluster, as_cluster, check_token
+from ._cluster import Cluster, as_cluster, check_token, read_cluster_file
 from ._core._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
 from ._core._round_clock import is_default_clock
 from ._core._turn_sampler import DEFAULT_TURN_SAMPLING, SAMPLER
@@ -72,7 +73,7 @@ def open_actor_system(
     dead_letters_kept: int = DEFAULT_RECENT_DEAD_LETTERS,
     seed: int | None = None,
     turn_sampling: float | None = DEFAULT_TURN_SAMPLING,
-    cluster: str | Cluster | None = None,
+    cluster: str | Cluster | PathLike[str] | None = None,
     node: str | None = None,
 ) -> AbstractAsyncContextManager[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
@@ -102,7 +103,10 @@ def open_actor_system(
             or a :class:`~trio_actors.Cluster`): refs travel in messages and work
             across nodes, and the registry answers across them. Entering connects
             (and fails as :func:`trio_actors.nats.connect` does); leaving stops
-            the actors first, then leaves the cluster.
+            the actors first, then leaves the cluster. ``cluster`` may also be a
+            :class:`~pathlib.Path` to a node configuration file (TOML: see
+            :meth:`Cluster.from_toml <trio_actors.Cluster.from_toml>` and the CLI
+            reference); its ``node`` key names the node unless ``node`` is given.
 
     Leaving the block stops every actor still alive, children before their parents,
     newest first and one at a time (an actor not yet reached keeps serving): queued
@@ -172,9 +176,13 @@ async def _open(
     dead_letters = DeadLetters(dead_letters_kept)
     seed = _checked_seed(seed)
     sampled = _checked_turn_sampling(turn_sampling) and _real_clock()
+    if isinstance(cluster, PathLike):  # a node configuration file (read here: its errors too)
+        cluster, named = read_cluster_file(cluster)
+        node = named if node is None else node
     if (cluster is None) != (node is None):
         raise TypeError(
-            "a node needs both cluster= (a nats:// URL or a Cluster) and node= (its name); "
+            "a node needs both cluster= (a nats:// URL, a Cluster, or a configuration file) "
+            "and node= (its name, or the file's node key); "
             f"got cluster={cluster!r}, node={node!r}"
         )
     open_node = None

@@ -92,7 +92,15 @@ async def _connect(cluster: Cluster, client_name: str) -> AsyncIterator[Transpor
         return
     options = cluster.connect_options()
     async with nats.connect(list(cluster.servers), name=client_name, **options) as client:
-        yield NatsTransport(client)
+        try:
+            yield NatsTransport(client)
+        finally:
+            # The node has left (and flushed, for at most _FLUSH_WITHIN): a client
+            # still reconnecting -- its server gone -- closes at once, and what it
+            # could not send is counted (Node.unsent), never raised out of the block.
+            within = _FLUSH_WITHIN if client.status == "connected" else 0.0
+            with trio.CancelScope(shield=True), suppress(nats.ConnectionClosed):
+                await client.close(send_within=within)
 
 
 @asynccontextmanager

@@ -8,7 +8,10 @@
   is declared down -- one that a request or a watch waits on (since it was sent,
   if never heard), and one heard before (also if nothing waits on it: its names).
   This works on any NATS account and covers a node that hangs with its connection
-  open.
+  open. Silence is counted in the time this node ran: a beat that wakes late
+  (this node's own loop was blocked) moves every silence clock on by as much
+  (``Peers.stalled``), so a node never takes its own stall for the others'
+  silence.
 * **Advisories**: given a user of the servers' system account, the server says
   when a connection ends (``$SYS.ACCOUNT.*.DISCONNECT``); a node's connection is
   named after it (``_subjects.connection_name``), so its death is known within
@@ -32,6 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Heartbeats"]
 
+# A beat later than this share of the interval is a stall of this node's own (a
+# blocked loop); less is scheduling noise, far inside the silence's margin.
+_STALL = 0.1
+
 
 class Heartbeats:
     """One node's failure detector: its beats, and what it hears of the others'."""
@@ -43,11 +50,17 @@ class Heartbeats:
         self.subject = node.subjects.heartbeat(node.name, node.incarnation)
 
     async def beat(self) -> None:
-        """Beat, and after each beat declare down the peers silent too long."""
+        """Beat, and after each beat declare down the peers silent too long (how
+        late the beat woke is this node's own stall, not the others' silence)."""
         node = self._node
+        interval = node.cluster.heartbeat
         while True:
             node.tells.publish(self.subject, b"")
-            await trio.sleep(node.cluster.heartbeat)
+            slept_at = trio.current_time()
+            await trio.sleep(interval)
+            late = trio.current_time() - slept_at - interval
+            if late > interval * _STALL:  # (this node did not run: not others' silence)
+                node.peers.stalled(late)
             node.peers.check(self._waiting_on())
 
     def _waiting_on(self) -> Iterator[tuple[Peer, float]]:

@@ -41,7 +41,7 @@ from ._subjects import (
     Subjects,
 )
 from ._tells import Link, Tells
-from ._transport import Transport
+from ._transport import NatsTransport, Transport
 from ._watches import Watches
 
 if TYPE_CHECKING:
@@ -150,6 +150,16 @@ class Node:
     @property
     def unconfirmed(self) -> int:
         return self.tells.unconfirmed
+
+    @property
+    def unsent(self) -> int:
+        """Messages this node published that never reached a server, because its
+        connection closed first -- when it left with its server gone: its last
+        answers, acknowledgements, stop reports, its ``bye`` (the tells among them
+        are counted in ``unconfirmed`` too). Known once the node has left;
+        0 over the in-memory bus."""
+        transport = self.transport
+        return transport.client.unsent if isinstance(transport, NatsTransport) else 0
 
     def ref_to_wire(self, ref: ActorRef) -> tuple[str, str, str, int]:
         return self.exports.ref_to_wire(ref)
@@ -322,15 +332,18 @@ class Node:
     async def leave(self, *, within: float = _LEAVE_WITHIN) -> None:
         """Leave the cluster in order (its actors have stopped): take no more
         messages, send the answers still being made (an ask that came in while
-        the actors stopped is answered, if only with ``ActorStopped``) -- waiting
-        at most ``within`` seconds -- then :meth:`close` (also when a cancellation
+        the actors stopped is answered, if only with ``ActorStopped``) and the
+        stops of actors other nodes watch -- waiting at most ``within`` seconds --
+        then :meth:`close` (also when a cancellation
         or a Ctrl-C ends the wait). A checkpoint."""
         if self.closed:
             await trio.lowlevel.checkpoint()
             return
         try:
             self._unsubscribes.pop(0)()  # (the actors' subject: nothing new comes in)
+            deadline = trio.current_time() + within
             await self.answers.all_answered(within)
+            await self.watches.all_reported(max(0.0, deadline - trio.current_time()))
             await trio.lowlevel.checkpoint()
         finally:
             self.close()

@@ -47,7 +47,12 @@ and the node's reactions -- names exchanged on entering ``UP``
 ``NodeDown``, its names freed, and its closed link's tells counted (``on_down``).
 
 This node itself is a peer too: it hears its own heartbeats, and is watched for
-silence like the others (it never exchanges names with itself).
+silence like the others (it never exchanges names with itself). Silence is
+counted in the time this node itself ran: after a stall of its own (its event
+loop blocked, the process stopped), its heartbeat wakes late and every silence
+clock moves on by the stall (:meth:`Peers.stalled`), so that the heartbeats still
+unread are not taken for silence -- a node never declares the others, or itself,
+down because it did not run.
 """
 
 from __future__ import annotations
@@ -189,6 +194,7 @@ class Peers:
         "_records",
         "_schedule",
         "_sent",
+        "_stalls",
         "_why_silent",
         "me",
         "silence",
@@ -213,6 +219,9 @@ class Peers:
         self._on_down = on_down
         self._schedule = schedule  # (runs a callback on the next scheduler pass)
         self._records: dict[Peer, PeerRecord] = {}
+        # This node's own recent stalls, (when it woke, seconds it did not run):
+        # silence is judged in the time this node ran (see stalled()).
+        self._stalls: list[tuple[float, float]] = []
 
     # --- reading ------------------------------------------------------------------
 
@@ -322,14 +331,35 @@ class Peers:
         self._apply(peer, PeerEvent.ACCOUNTED)
         record.link = None
 
+    def stalled(self, seconds: float) -> None:
+        """This node itself did not run for ``seconds`` (its heartbeat woke that
+        late: its event loop was blocked, or the process stopped). What the others
+        sent meanwhile is still unread, so their silence is judged in the time this
+        node ran: every silence clock moves on by ``seconds``, and the waits that
+        began before are credited as much (:meth:`check`). A peer really silent is
+        still declared down, as much later as the stall lasted."""
+        now = trio.current_time()
+        for record in self._records.values():
+            if record.heard is not None:
+                record.heard = min(now, record.heard + seconds)
+        horizon = now - 4 * self.silence  # (older stalls: no wait is judged by them)
+        self._stalls = [stall for stall in self._stalls if stall[0] > horizon]
+        self._stalls.append((now, seconds))
+
+    def _ran_since(self, since: float) -> float:
+        """``since`` moved on by the stalls of this node that ended after it."""
+        return since + sum(seconds for woke, seconds in self._stalls if woke > since)
+
     def check(self, waiting: Iterable[tuple[Peer, float]]) -> None:
         """Declare down every peer that has been silent too long: each one that
         something ``waiting`` waits on (since the time given, if never heard), then
-        any heard before (also one nothing here waits on: its names)."""
+        any heard before (also one nothing here waits on: its names). Silence is
+        counted in the time this node ran (:meth:`stalled`)."""
         now = trio.current_time()
         why = self._why_silent
         for peer, since in waiting:
             record = self._records.get(peer)
+            since = self._ran_since(since) if self._stalls else since
             heard = since if record is None or record.heard is None else record.heard
             if now - max(heard, since) > self.silence:
                 self.down(peer, why)

@@ -63,6 +63,7 @@ class Watches:
     """
 
     __slots__ = (
+        "_all_reported",
         "_by_number",
         "_count",
         "_held",
@@ -80,6 +81,7 @@ class Watches:
         self._count = itertools.count(1)
         self.watched: dict[int, list[str]] = {}
         self._held: set[str] = set()  # (the subjects in watched: a confirm round's answer)
+        self._all_reported: trio.Event | None = None  # (leave() waits for it)
 
     @property
     def subject(self) -> str:
@@ -258,3 +260,15 @@ class Watches:
                 self._node.tells.publish(subject, answer)
         finally:
             self._held.difference_update(self.watched.pop(number, ()))
+            if not self.watched and self._all_reported is not None:
+                self._all_reported.set()
+
+    async def all_reported(self, within: float) -> None:
+        """Wait until the stop of every local actor watched from other nodes is
+        reported to them, at most ``within`` seconds (a leaving node's actors have
+        stopped: their watchers hear an ordinary stop, not the node's ``bye``). A
+        checkpoint if a report is due."""
+        if self.watched:
+            self._all_reported = trio.Event()
+            with trio.move_on_after(within):
+                await self._all_reported.wait()

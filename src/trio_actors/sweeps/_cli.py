@@ -179,35 +179,55 @@ def _add_node_commands(commands: Any) -> None:
     node = commands.add_parser(
         "node",
         help="run one node of a cluster: await MODULE:FUNCTION(system)",
-        description="Open an actor system as a node of the cluster at --cluster and "
-        "await FUNCTION(system) from MODULE; exit 0 when it returns, 1 when it raises, "
-        "130 on Ctrl-C.",
+        description="Open an actor system as a node of the cluster and await "
+        "FUNCTION(system) from MODULE; exit 0 when it returns (or on SIGTERM: a clean "
+        "leave), 1 when it raises, 130 on Ctrl-C.",
     )
-    node.add_argument("--name", help="the node's name (default: <host>-<pid>)")
+    node.add_argument(
+        "--name", help="the node's name (default: the file's node key, else <host>-<pid>)"
+    )
+    node.add_argument(
+        "--system-user",
+        metavar="USER",
+        help="a subscribe-only user of the servers' system account, for disconnect "
+        "advisories (with --system-password-file)",
+    )
+    node.add_argument(
+        "--system-password-file",
+        metavar="FILE",
+        help="a file holding the --system-user's password",
+    )
     cluster = commands.add_parser(
         "cluster",
         help="run N nodes on this machine (and a nats-server if none answers)",
-        description="Start a nats-server at --cluster unless one answers there, then N "
-        "node processes running MODULE:FUNCTION; Ctrl-C stops them all; exit non-zero "
-        "if any node failed.",
+        description="Start a nats-server at the cluster's first server unless one "
+        "answers there, then N node processes running MODULE:FUNCTION; Ctrl-C, SIGTERM "
+        "or SIGHUP stops them all and the server; exit non-zero if any node failed.",
     )
     cluster.add_argument("--nodes", type=int, default=2, metavar="N", help="how many (2)")
     for command in (node, cluster):
         command.add_argument("target", metavar="MODULE:FUNCTION")
         command.add_argument(
-            "--cluster",
-            default="nats://127.0.0.1:4222",
-            metavar="URL",
-            help="a nats:// URL (default nats://127.0.0.1:4222)",
+            "--config",
+            metavar="FILE",
+            help="a node configuration file (TOML: servers, cluster name, types, errors, "
+            "TLS, credentials, system user, heartbeat); the options below change it",
         )
-        command.add_argument("--cluster-name", default="trio-actors", help="the cluster's name")
+        command.add_argument(
+            "--cluster",
+            metavar="URL",
+            help="a nats:// URL (default: the file's servers, else nats://127.0.0.1:4222)",
+        )
+        command.add_argument(
+            "--cluster-name", help="the cluster's name (default: the file's, else trio-actors)"
+        )
         command.add_argument(
             "--heartbeat",
             type=float,
-            default=1.0,
             metavar="SECONDS",
-            help="between heartbeats (a node silent for 3 is down; default 1.0)",
+            help="between heartbeats (a node silent for 3 is down; default: the file's, else 1.0)",
         )
+    cluster.set_defaults(system_user=None, system_password_file=None)
 
 
 SWEEP_EXTRA = 'pip install "trio-actors[sweep]"'

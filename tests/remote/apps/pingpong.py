@@ -5,6 +5,7 @@ and returns (so the node exits 0). ``failing`` raises instead (exit 1);
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import trio
@@ -52,5 +53,57 @@ async def failing(system: ta.ActorSystem) -> None:
 
 async def forever(system: ta.ActorSystem) -> None:
     assert system.node is not None
+    print(f"{system.node.name} serving (pid {os.getpid()})", flush=True)
+    await trio.sleep_forever()
+
+
+class Recorder(ta.Actor):
+    """Answers ``"ping"``; never answers ``"hang"`` (its ask ends when the actor
+    stops); says when its ``on_stop`` ran."""
+
+    async def receive(self, message: Any) -> Any:
+        if message == "hang":
+            await trio.sleep_forever()
+        return message
+
+    def on_stop(self) -> None:
+        print("recorder: on_stop ran", flush=True)
+
+
+async def stoppable(system: ta.ActorSystem) -> None:
+    """Register a ``recorder`` and serve until a signal stops the node."""
+    assert system.node is not None
+    system.register("recorder", system.spawn(Recorder, name="recorder"))
+    await system.node.flush()
     print(f"{system.node.name} serving", flush=True)
     await trio.sleep_forever()
+
+
+async def hold_or_wait(system: ta.ActorSystem) -> None:
+    """``node-0`` holds an actor that never answers; ``node-1`` asks it and says how
+    the ask ended (a ``kill -9`` of ``node-0``: ``NodeDown``, and by which route)."""
+    assert system.node is not None
+    if system.node.name == "node-0":
+        system.register("held", system.spawn(Recorder, name="held"))
+        await system.node.flush()
+        print(f"node-0 serving (pid {os.getpid()})", flush=True)
+        await trio.sleep_forever()
+    while True:
+        try:
+            held = await system.lookup("held")
+            break
+        except ta.ActorNotFound:
+            await trio.sleep(0.05)
+
+    async def ask() -> None:
+        try:
+            await held.ask("hang")
+        except ta.ActorError as error:
+            print(f"node-1 saw {type(error).__name__}: {error}", flush=True)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask)
+        await trio.sleep(0.01)
+        await system.node.flush()
+        print("node-1 waiting", flush=True)
+        await trio.sleep_forever()
