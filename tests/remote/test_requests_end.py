@@ -265,6 +265,27 @@ async def test_asks_to_a_node_between_two_connections_wait_for_it(
         assert sorted(await counter.ask("handled")) == list(range(5))
 
 
+async def test_a_watch_sent_to_a_node_between_two_connections_waits_for_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # NATS answers the watch with no-responders while the node reconnects: never
+    # delivered, not a sign the node is gone -- sent again once a round finds the
+    # node does not hold it, and the Terminated says the actor stopped, no NodeDown.
+    bus = MemoryBus()
+    async with nodes(bus) as (a, b, counter):
+        watcher = b.spawn(Watcher)
+        with bus.between_connections(Node.of(a).transport):  # type: ignore[arg-type]
+            await watcher.ask(("watch", counter))
+            await trio.sleep(HEARTBEAT / 2)  # (shorter than its silence: still up)
+        assert await watcher.ask("notices") == []  # (not ended by the no-responders)
+        await trio.sleep(3 * HEARTBEAT)  # (a round: a holds no watch; sent again)
+        await counter.stop()
+        await told(watcher, within=4 * HEARTBEAT)
+        [notice] = await watcher.ask("notices")
+        assert notice.ref == counter
+        assert notice.error is None
+
+
 async def test_a_node_that_serves_nothing_for_too_long_interrupts_what_waits(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -5,7 +5,9 @@ watched from here, whoever watches it (watcher cells, and ``wait_stopped`` calle
 by a token of their own). The first subscriber sends a ``WATCH`` whose reply
 subject is ``P.t.<node>.<incarnation>.<n>``; the watched actor's node answers there
 once, when the actor stops (at once if it has), and NATS answers no-responders
-there if that node is gone. Every subscriber then gets one ``Terminated``. Watches
+there if that node is gone -- or between two connections, if it still beats: then
+the watch waits, and a confirm round (``_confirm.py``) sends it again. Every
+subscriber then gets one ``Terminated``. Watches
 of actors on a node declared down (``_peers.py``) end with
 ``Terminated(ref, error=NodeDown(...))``. After this node's connection comes back,
 the watches are sent again (the server forgot them with the connection).
@@ -28,6 +30,7 @@ from .._core._ref import new_ref
 from .._core._watch import tell_notice, withdraw_notices
 from .._errors import NodeDown, RemoteError
 from ..lifecycle import Terminated
+from ._peers import PeerState
 from ._subjects import NONE, WATCH, Peer, encode, number_of
 
 if TYPE_CHECKING:
@@ -165,11 +168,16 @@ class Watches:
             deliver(notice)
 
     def on_terminated(self, message: Msg) -> None:
-        """A watched actor's node says it stopped (or NATS: nothing serves it)."""
+        """A watched actor's node says it stopped (or NATS: nothing serves it --
+        the node is gone, or, if it still beats, between two connections: then
+        the watch was never delivered, and waits for a confirm round to send it
+        again)."""
         remote = self._by_number.get(number_of(message.subject))
         if remote is None:
             return
         if message.status == 503:
+            if self._node.peers.state(remote.cell.peer) is PeerState.UP:
+                return  # (between two connections: a confirm round sends it again)
             node, incarnation = remote.cell.peer
             error: BaseException | None = NodeDown(
                 f"node {node!r} ({incarnation}) cannot be reached: nothing serves it"
