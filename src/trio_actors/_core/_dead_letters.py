@@ -47,7 +47,9 @@ class DeadLetter:
         reason: ``"stopped"`` (told to a stopping or stopped actor), ``"stranded"``
             (left queued when the actor stopped), ``"overflow"`` (dropped by a
             bounded mailbox), ``"unreachable"`` (told to an actor on another node
-            that nothing serves: the node, or that incarnation of it, is gone) or
+            that nothing served when the tell arrived -- never delivered: the node,
+            or that incarnation of it, is gone, or it was between two connections)
+            or
             ``"undecodable"`` (a tell from another node that this node cannot decode,
             e.g. a type its cluster does not register: the message is its bytes).
     """
