@@ -265,6 +265,21 @@ async def test_asks_to_a_node_between_two_connections_wait_for_it(
         assert sorted(await counter.ask("handled")) == list(range(5))
 
 
+async def test_an_ask_sent_again_after_a_reconnect_is_handled_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Sent again once, delivered, and slow to answer: the rounds that follow find
+    # it held, and never send it a third time.
+    bus = MemoryBus()
+    async with nodes(bus) as (a, _b, counter):
+        slow = ("sleep", 8 * HEARTBEAT)
+        async with trio.open_nursery() as nursery:
+            with bus.between_connections(Node.of(a).transport):  # type: ignore[arg-type]
+                nursery.start_soon(counter.ask, slow)
+                await trio.sleep(HEARTBEAT)
+        assert await counter.ask("handled") == [slow]
+
+
 async def test_a_node_that_serves_nothing_for_too_long_interrupts_what_waits(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -67,6 +67,7 @@ class _Waiter:
         "reply",
         "resend",
         "sent_at",
+        "to_send_again",
         "undelivered",
     )
 
@@ -78,7 +79,8 @@ class _Waiter:
         self.sent_at = trio.current_time()
         self.failed: str | None = None  # why no answer will come (the peer, or the connection)
         self.interrupted = False  # (failed: ConnectionInterrupted, not NodeDown)
-        self.undelivered = 0  # no-responders while its peer was up, in a row: sent again
+        self.undelivered = 0  # times it was not delivered (no-responders, peer up)
+        self.to_send_again = False  # not delivered: sent again at the next round
 
     @property
     def open(self) -> bool:
@@ -223,6 +225,7 @@ class Requests:
             # Nothing served its node's subject, which beats: between two
             # connections. Never delivered, so sent again at the next round.
             waiter.undelivered += 1
+            waiter.to_send_again = True
             return
         waiter.reply = message
         waiter.event.set()
@@ -253,12 +256,12 @@ class Requests:
             if waiter.peer == peer
             and waiter.resend is not None
             and waiter.open
-            and not waiter.undelivered
+            and not waiter.to_send_again
         ]
 
     def undelivered_peers(self) -> set[Peer]:
         """The peers with an ask or a stop to send again."""
-        return {w.peer for w in self.waiting.values() if w.undelivered and w.open and w.peer}
+        return {w.peer for w in self.waiting.values() if w.to_send_again and w.open and w.peer}
 
     def send_undelivered(self, peer: Peer) -> None:
         """Send again the asks and stops to ``peer`` that were not delivered (NATS's
@@ -266,7 +269,7 @@ class Requests:
         they fail with ``ConnectionInterrupted`` instead."""
         limit = give_up_after(self._node.cluster)
         for number, waiter in list(self.waiting.items()):
-            if waiter.peer != peer or not waiter.undelivered or not waiter.open:
+            if waiter.peer != peer or not waiter.to_send_again or not waiter.open:
                 continue
             if waiter.undelivered > limit:
                 node, incarnation = peer
@@ -283,6 +286,7 @@ class Requests:
         assert waiter.resend is not None
         cell, kind, body = waiter.resend
         waiter.sent_at = trio.current_time()
+        waiter.to_send_again = False
         self._node.tells.send(cell, kind, body, f"{self._replies}.{number}")
 
     def confirmed(self, asked: list[int], held: set[int], peer: Peer) -> None:
@@ -329,7 +333,7 @@ class Requests:
         """``peer`` is down: the requests to it (up to number ``sent_up_to``, if
         given, and every one waiting to be sent again) fail with ``NodeDown``."""
         for number, waiter in self.waiting.items():
-            if sent_up_to is not None and number > sent_up_to and not waiter.undelivered:
+            if sent_up_to is not None and number > sent_up_to and not waiter.to_send_again:
                 continue  # (sent after the news: nothing serves it, NATS will say)
             if waiter.peer == peer and waiter.open:
                 waiter.fail(said, interrupted=False)
@@ -344,7 +348,7 @@ class Requests:
             if not waiter.open:
                 continue
             if waiter.resend is not None and waiter.resend[1] == STOP:
-                waiter.undelivered += 1
+                waiter.to_send_again = True
             else:
                 waiter.fail(why, interrupted=True)
 
