@@ -230,6 +230,11 @@ class DeadLetters:
             subscription.close()
 
     @property
+    def keep(self) -> int:
+        """How many of the most recent dead letters :attr:`recent` holds at most."""
+        return self._recent.maxlen or 0
+
+    @property
     def recent(self) -> Sequence[DeadLetter]:
         """The most recent dead letters, newest last (a snapshot)."""
         return _RecentView(tuple(self._recent))

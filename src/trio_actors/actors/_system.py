@@ -34,7 +34,7 @@ from .._core._stranded import CleanupCadence
 from .._core._timers import TimerService
 from .._errors import ActorError, ActorNotFound
 from .._policy import ServingPolicy
-from .._statistics import DeadLetterCounts, SystemStatistics
+from .._statistics import DeadLetterCounts, NodeStatistics, SystemStatistics
 from .._supervision import (
     DEFAULT_RESTART_TYPE,
     DEFAULT_SUPERVISION,
@@ -74,6 +74,11 @@ class ClusterNode(Protocol):
 
     async def flush(self) -> None:
         """Wait until the cluster has had everything this node sent so far."""
+        ...
+
+    def statistics(self) -> NodeStatistics:
+        """A snapshot of the node's counters: a :class:`~trio_actors.NodeStatistics`
+        (never a checkpoint)."""
         ...
 
     async def lookup(self, name: str) -> ActorRef:

@@ -24,32 +24,33 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import trio
 
 from .._errors import ActorNotFound, ActorStopped, NodeDown
+from ._bad_input import Bad
+from ._frames import Frames, Reply
 from ._subjects import ASK, CANCEL, NONE, STOP, Peer, encode
 
 if TYPE_CHECKING:
     from ..actors import ActorRef
-    from ..nats import Msg
+    from ._codec import WireRef
     from ._node import Node
     from ._remote_cell import RemoteCell
 
 __all__ = ["Requests"]
-
-_reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 
 
 class _Waiter:
     """One request of this node waiting for its reply (from ``peer``, if one node
     must answer it)."""
 
-    __slots__ = ("event", "failed", "peer", "reply", "sent_at")
+    __slots__ = ("event", "failed", "lookup", "peer", "ref", "reply", "sent_at")
 
-    def __init__(self, peer: Peer | None) -> None:
+    def __init__(self, peer: Peer | None, *, lookup: bool = False) -> None:
         self.event = trio.Event()
-        self.reply: Msg | None = None
+        self.reply: Reply | None = None  # (parsed: Frames.reply)
+        self.lookup = lookup
+        self.ref: WireRef | None = None  # (a lookup's answer, parsed)
         self.peer = peer
         self.sent_at = trio.current_time()
         self.failed: str | None = None  # why no answer will come (the peer, or the connection)
@@ -71,9 +72,9 @@ class Requests:
         """The subjects of the replies (subscribed by the node)."""
         return f"{self._replies}.*"
 
-    def _request(self, peer: Peer | None) -> tuple[int, str, _Waiter]:
+    def _request(self, peer: Peer | None, *, lookup: bool = False) -> tuple[int, str, _Waiter]:
         number = self.made = self.made + 1
-        waiter = self.waiting[number] = _Waiter(peer)
+        waiter = self.waiting[number] = _Waiter(peer, lookup=lookup)
         return number, f"{self._replies}.{number}", waiter
 
     async def ask(self, cell: RemoteCell, message: Any) -> Any:
@@ -107,15 +108,14 @@ class Requests:
             )
         if reply is None:
             raise ActorStopped(f"{cell.path}: this node left the cluster before it answered")
-        if reply.status == 503:
+        if reply.ok is None:
             raise ActorStopped(
                 f"{cell.path} is unreachable: nothing serves node {cell.node_name!r} "
                 f"incarnation {cell.incarnation} (it stopped, or restarted as another)"
             )
-        ok, body = _reply.decode(reply.data)
-        if ok:
-            return self._node.codec.decode(body)
-        raise self._node.codec.decode_error(body)
+        if reply.ok:
+            return self._node.codec.decode(reply.body)
+        raise self._node.codec.decode_error(reply.body)
 
     async def stop(self, cell: RemoteCell, *, drain: bool) -> None:
         """A remote ``stop``: returns once the actor has stopped. A checkpoint."""
@@ -130,7 +130,7 @@ class Requests:
             await waiter.event.wait()
         finally:
             del self.waiting[number]
-        if waiter.failed or (waiter.reply is not None and waiter.reply.status == 503):
+        if waiter.failed or (waiter.reply is not None and waiter.reply.ok is None):
             return  # its node is gone: it has stopped
         if waiter.reply is not None:
             self._answer_of(waiter, cell)
@@ -149,24 +149,32 @@ class Requests:
             ActorNotFound: no node has it.
         """
         node = self._node
-        number, reply_subject, waiter = self._request(None)
+        number, reply_subject, waiter = self._request(None, lookup=True)
         try:
             node.tells.out(node.subjects.name(name), b"", reply_subject)
             await waiter.event.wait()
         finally:
             del self.waiting[number]
-        reply = waiter.reply
-        if reply is None or reply.status == 503:
+        wire = waiter.ref
+        if wire is None:
             raise ActorNotFound(f"no actor is registered as {name!r} on any node")
-        _ok, wire = msgspec.msgpack.decode(reply.data, type=tuple[bool, tuple[str, str, str, int]])
         return node.exports.ref_from_wire(*wire)
 
-    def on_reply(self, message: Msg) -> None:
-        """A reply came (called by the connection's reader)."""
-        waiter = self.waiting.get(int(message.subject.rpartition(".")[2]))  # (number_of)
-        if waiter is not None and waiter.reply is None:
-            waiter.reply = message
-            waiter.event.set()
+    def on_reply(self, reply: Reply) -> None:
+        """A reply came (parsed: ``Frames.reply``; called by the connection's
+        reader). A lookup's must hold a ref: one that does not is bad input, and
+        the lookup goes on waiting (for its holder's answer, or NATS's)."""
+        waiter = self.waiting.get(reply.number)
+        if waiter is None or waiter.reply is not None:
+            return
+        if waiter.lookup and reply.ok is not None:
+            wire = Frames.wire_ref(reply.body) if reply.ok else Bad("replies", "not a ref")
+            if isinstance(wire, Bad):
+                self._node.refused("replies", wire.why, self._replies)
+                return
+            waiter.ref = wire
+        waiter.reply = reply
+        waiter.event.set()
 
     # --- ended without a reply ----------------------------------------------------
 

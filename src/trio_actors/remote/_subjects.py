@@ -35,7 +35,6 @@ bytes. Tells travel together: a ``TELL``'s body is ``[[export number, path, body
 
 from __future__ import annotations
 
-import json
 from typing import Final
 
 import msgspec
@@ -52,8 +51,6 @@ __all__ = [
     "Subjects",
     "connection_name",
     "encode",
-    "number_of",
-    "peer_of_advisory",
     "peer_of_connection",
 ]
 
@@ -88,22 +85,6 @@ def peer_of_connection(cluster: str, name: object) -> tuple[str, str] | None:
     if prefix or not dot or not node or not incarnation or "." in incarnation:
         return None
     return (node, incarnation)
-
-
-def peer_of_advisory(cluster: str, data: bytes) -> tuple[str, str] | None:
-    """The (node, incarnation) of ``cluster`` whose connection a disconnect
-    advisory says ended; or ``None`` (not a node's, or not an advisory this node
-    understands)."""
-    try:
-        client = json.loads(data)["client"]
-        return peer_of_connection(cluster, client.get("name", ""))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def number_of(subject: str) -> int:
-    """The number that ends a numbered subject (``P.r.<node>.<incarnation>.<n>``)."""
-    return int(subject.rpartition(".")[2])
 
 
 class Subjects:

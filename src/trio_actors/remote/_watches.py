@@ -12,7 +12,10 @@ the watches are sent again (the server forgot them with the connection).
 
 **The watched side.** A ``WATCH`` of a local actor: its node answers the reply
 subject when the actor stops (at once if it has stopped) -- one task per watched
-actor, whatever the watchers.
+actor, whatever the watchers. What it keeps is bounded: a reply subject must be a
+node's termination subject (its node is then a sign of life for the peer table),
+each is kept once, at most ``InputLimits.watches`` in all, and those of a node
+declared down are dropped with it (nobody is left to tell).
 """
 
 from __future__ import annotations
@@ -21,17 +24,16 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-import msgspec
 import trio
 
 from .._core._ref import new_ref
 from .._errors import NodeDown, RemoteError
 from ..lifecycle import Terminated
-from ._subjects import NONE, WATCH, Peer, encode, number_of
+from ._bad_input import Bad
+from ._subjects import NONE, WATCH, Peer, encode
 
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
-    from ..nats import Msg
     from ._node import Node
     from ._remote_cell import RemoteCell
 
@@ -57,10 +59,20 @@ class Watches:
     Attributes:
         watching: remote actors watched from here, by wire.
         watched: local actors watched from other nodes, by export number: the
-            termination subjects to answer when they stop.
+            termination subjects to answer when they stop, each with the node
+            that watches.
+        watched_count: the termination subjects in :attr:`watched`, all together.
     """
 
-    __slots__ = ("_by_number", "_count", "_node", "_terminations", "watched", "watching")
+    __slots__ = (
+        "_by_number",
+        "_count",
+        "_node",
+        "_terminations",
+        "watched",
+        "watched_count",
+        "watching",
+    )
 
     def __init__(self, node: Node) -> None:
         self._node = node
@@ -68,7 +80,8 @@ class Watches:
         self.watching: dict[tuple[str, str, str, int], _RemoteWatch] = {}
         self._by_number: dict[int, _RemoteWatch] = {}
         self._count = itertools.count(1)
-        self.watched: dict[int, list[str]] = {}
+        self.watched: dict[int, dict[str, Peer]] = {}
+        self.watched_count = 0
 
     @property
     def subject(self) -> str:
@@ -149,19 +162,20 @@ class Watches:
         for deliver in list(remote.subscribers.values()):
             deliver(notice)
 
-    def on_terminated(self, message: Msg) -> None:
-        """A watched actor's node says it stopped (or NATS: nothing serves it)."""
-        remote = self._by_number.get(number_of(message.subject))
+    def on_terminated(self, termination: tuple[int, bool, bytes | None]) -> None:
+        """A watched actor's node says it stopped (or NATS: nothing serves it);
+        parsed: ``Frames.termination``."""
+        number, no_responders, encoded = termination
+        remote = self._by_number.get(number)
         if remote is None:
             return
-        if message.status == 503:
+        if no_responders:
             node, incarnation = remote.cell.peer
             error: BaseException | None = NodeDown(
                 f"node {node!r} ({incarnation}) cannot be reached: nothing serves it"
             )
         else:
             try:
-                encoded = msgspec.msgpack.decode(message.data, type=bytes | None)
                 error = None if encoded is None else self._node.codec.decode_error(encoded)
             except Exception as undecodable:  # (its error holds what this node cannot read)
                 error = RemoteError("undecodable", str(undecodable))
@@ -173,9 +187,14 @@ class Watches:
             yield remote.cell.peer, remote.since
 
     def peer_down(self, peer: Peer, said: str) -> None:
-        """``peer`` is down: the watches of its actors end with ``NodeDown``."""
+        """``peer`` is down: the watches of its actors end with ``NodeDown``, and
+        its watches of actors here are dropped (nobody is left to tell)."""
         for remote in [w for w in self.watching.values() if w.cell.peer == peer]:
             self.terminated(remote, NodeDown(said))
+        for subjects in self.watched.values():
+            for subject in [s for s, watcher in subjects.items() if watcher == peer]:
+                del subjects[subject]
+                self.watched_count -= 1
 
     def send_again(self) -> None:
         """This node's connection is back: the server forgot the watches with the
@@ -188,16 +207,32 @@ class Watches:
 
     def receive_watch(self, cell: ActorCell | None, number: int, reply: str) -> None:
         """Another node watches a local actor: answer ``reply`` when it stops (at
-        once if it has). One task per watched actor, whatever the watchers."""
+        once if it has). One task per watched actor, whatever the watchers. A
+        reply subject that is not a node's, or one more than the watches this
+        node keeps, or from a node the full peer table has no room for, is
+        counted and ignored."""
         node = self._node
+        watcher = node.frames.watcher(reply)
+        if isinstance(watcher, Bad):
+            node.bad_input.count(watcher, node.subject)
+            return
         if cell is None:
             node.tells.publish(reply, encode(None))
             return
         subjects = self.watched.get(number)
-        if subjects is not None:
-            subjects.append(reply)
+        if subjects is not None and reply in subjects:
+            return  # (sent again after a reconnect: kept once, answered once)
+        if self.watched_count >= node.cluster.limits.watches:
+            node.refused("over_limit", "more watches than InputLimits.watches", node.subject)
             return
-        self.watched[number] = [reply]
+        if not node.peers.claim(watcher):
+            node.refused("over_limit", "a watch from a node the peer table has no room for", reply)
+            return
+        self.watched_count += 1
+        if subjects is not None:
+            subjects[reply] = watcher
+            return
+        self.watched[number] = {reply: watcher}
         node.start(self._report_stop, cell, number)
 
     async def _report_stop(self, cell: ActorCell, number: int) -> None:
@@ -205,7 +240,7 @@ class Watches:
             terminated = await new_ref(cell).wait_stopped()
             error = terminated.error
             answer = encode(None if error is None else self._node.codec.encode_error(error))
-            for subject in self.watched.get(number, ()):
+            for subject in list(self.watched.get(number, ())):
                 self._node.tells.publish(subject, answer)
         finally:
-            self.watched.pop(number, None)
+            self.watched_count -= len(self.watched.pop(number, ()))
