@@ -85,7 +85,7 @@ class InputLimits:
     """
 
     peers: int = attrs.field(default=1_024, validator=_whole(1), kw_only=True)
-    names: int = attrs.field(default=65_536, validator=_whole(0), kw_only=True)
+    names: int = attrs.field(default=16_384, validator=_whole(0), kw_only=True)
     watches: int = attrs.field(default=16_384, validator=_whole(0), kw_only=True)
     undecodable_prefix: int = attrs.field(default=1_024, validator=_whole(0), kw_only=True)
     undecodable_bytes: int = attrs.field(default=1 << 20, validator=_whole(0), kw_only=True)

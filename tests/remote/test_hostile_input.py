@@ -15,6 +15,7 @@ import attrs
 import msgspec
 import pytest
 import trio
+import trio.testing
 
 import trio_actors as ta
 from trio_actors.remote import MemoryBus, MemoryTransport, Node
@@ -24,8 +25,10 @@ encode = msgspec.msgpack.encode
 
 
 @pytest.fixture
-def transport_kind() -> str:
-    return "memory"  # (these tests forge frames on the in-memory bus)
+def cluster_here(autojump_clock: trio.testing.MockClock) -> ta.Cluster:
+    """An in-memory bus (these tests forge frames on it), under the MockClock that
+    each test asks for too (pytest-trio takes the clock from the test's arguments)."""
+    return ta.Cluster(bus=MemoryBus())
 
 
 class Echo(ta.Actor):
@@ -64,6 +67,7 @@ async def still_answers(node: Node, echo: ta.ActorRef) -> None:
 
 async def test_a_numbered_subject_whose_last_token_is_not_a_number_is_counted(
     cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     async with node_and_raw(cluster_here) as (_a, node, echo, raw):
         me = (node.name, node.incarnation)
@@ -80,6 +84,7 @@ async def test_a_numbered_subject_whose_last_token_is_not_a_number_is_counted(
 
 async def test_a_deeply_nested_advisory_is_counted_not_the_end_of_every_node(
     cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     async with node_and_raw(cluster_here) as (_a, node, echo, raw):
         raw.publish("$SYS.ACCOUNT.X.DISCONNECT", b"[" * 200_000 + b"]" * 200_000)
@@ -92,6 +97,7 @@ async def test_a_deeply_nested_advisory_is_counted_not_the_end_of_every_node(
 
 async def test_deeply_nested_frames_on_every_subject_are_counted(
     cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     nested = b"\x91" * 200_000 + b"\xc0"  # (a msgpack array in an array in ..., 200,000 deep)
     async with node_and_raw(cluster_here) as (_a, node, echo, raw):
@@ -120,6 +126,7 @@ async def test_deeply_nested_frames_on_every_subject_are_counted(
 
 async def test_a_flood_of_forged_heartbeats_costs_one_announcement_of_the_names(
     cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     limits = ta.InputLimits(peers=64)
     cluster = attrs.evolve(cluster_here, limits=limits)
@@ -148,6 +155,7 @@ async def test_a_flood_of_forged_heartbeats_costs_one_announcement_of_the_names(
 
 async def test_tables_keyed_by_what_a_forged_peer_sends_are_freed_when_it_goes_down(
     cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     async with node_and_raw(cluster_here) as (_a, node, echo, raw):
         subjects = node.subjects
@@ -178,7 +186,10 @@ async def test_tables_keyed_by_what_a_forged_peer_sends_are_freed_when_it_goes_d
         await still_answers(node, echo)
 
 
-async def test_watches_from_other_nodes_are_bounded(cluster_here: ta.Cluster) -> None:
+async def test_watches_from_other_nodes_are_bounded(
+    cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     cluster = attrs.evolve(cluster_here, limits=ta.InputLimits(watches=100))
     async with node_and_raw(cluster) as (_a, node, echo, raw):
         subjects = node.subjects
@@ -195,7 +206,10 @@ async def test_watches_from_other_nodes_are_bounded(cluster_here: ta.Cluster) ->
         assert (bad.over_limit, bad.watches) == (900, 1)
 
 
-async def test_names_held_for_other_nodes_are_bounded(cluster_here: ta.Cluster) -> None:
+async def test_names_held_for_other_nodes_are_bounded(
+    cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     cluster = attrs.evolve(cluster_here, limits=ta.InputLimits(names=100))
     async with node_and_raw(cluster) as (a, node, echo, raw):
         for number in range(1_000):
@@ -215,6 +229,7 @@ class Big(msgspec.Struct):
 
 async def test_undecodable_dead_letters_keep_a_prefix_and_a_node_caps_their_bytes(
     cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     limits = ta.InputLimits(undecodable_prefix=100, undecodable_bytes=1_000)
     ignorant = attrs.evolve(cluster_here, limits=limits)
@@ -243,7 +258,9 @@ async def test_undecodable_dead_letters_keep_a_prefix_and_a_node_caps_their_byte
 
 
 async def test_bad_input_is_logged_first_then_every_nth_with_the_count(
-    cluster_here: ta.Cluster, caplog: pytest.LogCaptureFixture
+    cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="trio_actors")
     cluster = attrs.evolve(cluster_here, limits=ta.InputLimits(log_every=100))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import trio
 
@@ -51,13 +51,15 @@ from ._watches import Watches
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
     from ..actors import ActorRef, ActorSystem
-    from ..nats import Client
+    from ..nats import Client, Msg
 
 __all__ = ["Node"]
 
 _LEAVE_WITHIN: Final = 5.0  # seconds a leaving node gives the answers still being made
 
 _log = logging.getLogger("trio_actors")
+
+T = TypeVar("T")
 
 
 class Node:
@@ -169,7 +171,11 @@ class Node:
         )
 
     def listen(
-        self, subject: str, parse: Any, handle: Any, transport: Transport | None = None
+        self,
+        subject: str,
+        parse: Callable[[Msg], T | Bad],
+        handle: Callable[[T], object],
+        transport: Transport | None = None,
     ) -> Callable[[], None]:
         """Subscribe to ``subject`` (on ``transport``, the node's by default): each
         message parsed by ``parse`` (``_frames.py``), then handled, or counted as bad
