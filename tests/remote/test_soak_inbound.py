@@ -94,7 +94,7 @@ async def soak(url: str, messages: int) -> dict[str, Any]:
         echo = a.spawn(Echo, name="echo")
         echo_number = node.ref_to_wire(echo)[3]
         there = Node.of(b).ref_from_wire(*node.ref_to_wire(echo))
-        start = resident_bytes()
+        start, began = resident_bytes(), trio.current_time()
         baseline: int | None = None
         peak = 0
         asks = 0
@@ -117,6 +117,7 @@ async def soak(url: str, messages: int) -> dict[str, Any]:
         return {
             "messages": messages,
             "asks": asks + 1,
+            "seconds": round(trio.current_time() - began, 2),
             "start": start,
             "baseline": baseline,
             "peak": peak,

@@ -49,7 +49,8 @@ class DeadLetter:
             bounded mailbox), ``"unreachable"`` (told to an actor on another node
             that nothing serves: the node, or that incarnation of it, is gone) or
             ``"undecodable"`` (a tell from another node that this node cannot decode,
-            e.g. a type its cluster does not register: the message is its bytes).
+            e.g. a type its cluster does not register: the message is its first
+            bytes, ``InputLimits.undecodable_prefix`` at most).
     """
 
     recipient: ActorRef
