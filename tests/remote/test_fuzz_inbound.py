@@ -210,3 +210,18 @@ def test_no_frame_on_any_subject_ends_a_node(
     batches: list[list[tuple[int, str, bytes, str | None, bool]]],
 ) -> None:
     trio.run(drive, batches, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@given(st.none() | st.text(max_size=12) | st.text(alphabet="ab. *>\t\x1b\u2003", max_size=8))
+def test_a_reply_subject_is_refused_exactly_when_the_client_would_refuse_it(
+    reply: str | None,
+) -> None:
+    from trio_actors.nats import check_subject
+    from trio_actors.remote._frames import _valid_reply
+
+    try:
+        check_subject(reply)
+    except (TypeError, ValueError):
+        assert not _valid_reply(reply)
+    else:
+        assert _valid_reply(reply)

@@ -226,6 +226,22 @@ async def test_names_held_for_other_nodes_are_bounded(
             a.register("n5", echo)  # (a name the view holds is still refused)
 
 
+async def test_a_ref_to_a_node_that_could_not_exist_makes_its_message_undecodable(
+    cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with node_and_raw(cluster_here) as (a, node, echo, raw):
+        number = node.ref_to_wire(echo)[3]
+        for wire in (("*", "0" * 12, "x", 1), ("b", "a.b", "x", 1), ("", "x", "x", 1)):
+            ref = msgspec.msgpack.Ext(1, encode(wire))  # (the codec's extension for a ref)
+            tell = encode((TELL, 0, "", [(number, "echo", msgspec.Raw(encode(ref)))]))
+            raw.publish(node.subject, tell)
+        await settle()
+        assert node.statistics().bad_input.tells == 3
+        assert a.statistics().dead_letters.undecodable == 3
+        await still_answers(node, echo)
+
+
 class Big(msgspec.Struct):
     data: bytes
 

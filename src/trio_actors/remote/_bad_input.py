@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
@@ -86,26 +86,6 @@ class BadInput:
         return BadInputCounts(**self.counts)
 
 
-class _Listener(Generic[T]):
-    """A subscription's callback: parse, then handle or count (see :func:`listen`)."""
-
-    __slots__ = ("_bad_input", "_handle", "_parse")
-
-    def __init__(
-        self, bad_input: BadInput, parse: Callable[[Msg], T | Bad], handle: Callable[[T], object]
-    ) -> None:
-        self._bad_input = bad_input
-        self._parse = parse
-        self._handle = handle
-
-    def __call__(self, message: Msg) -> None:
-        parsed = self._parse(message)
-        if isinstance(parsed, Bad):
-            self._bad_input.count(parsed, message.subject)
-        else:
-            self._handle(parsed)
-
-
 def listen(
     transport: Transport,
     subject: str,
@@ -116,7 +96,16 @@ def listen(
     """Subscribe to ``subject``: each message is parsed (``parse`` never raises),
     then given to ``handle`` if it is usable, else counted in ``bad_input``. Return
     what unsubscribes."""
-    return transport.subscribe(subject, _Listener(bad_input, parse, handle))
+    count = bad_input.count
+
+    def on_message(message: Msg) -> None:
+        parsed = parse(message)
+        if isinstance(parsed, Bad):
+            count(parsed, message.subject)
+        else:
+            handle(parsed)
+
+    return transport.subscribe(subject, on_message)
 
 
 class UndecodableBytes:
