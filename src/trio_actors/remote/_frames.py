@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import msgspec
 
 from ._bad_input import Bad
-from ._subjects import ASK, CANCEL, STOP, TELL, WATCH, Peer, peer_of_connection
+from ._subjects import ASK, CANCEL, STOP, TELL, WATCH, Peer, Subjects, peer_of_connection
 
 if TYPE_CHECKING:
     from ..nats import Msg
@@ -107,10 +107,10 @@ class Frames:
 
     __slots__ = ("_cluster", "_tell_replies", "_terminations")
 
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str, subjects: Subjects) -> None:
         self._cluster = cluster
-        self._tell_replies = f"ta.{cluster}.u."
-        self._terminations = f"ta.{cluster}.t."
+        self._tell_replies = subjects.tell_replies()
+        self._terminations = subjects.watch_replies()
 
     # --- P.n.<node>.<incarnation> ---------------------------------------------------
 

@@ -98,7 +98,7 @@ class Node:
         self.closed = False
         limits = cluster.limits
         self.bad_input = BadInput(name, limits)  # (what it could not use, by kind)
-        self.frames = Frames(cluster.name)  # (what arrives, parsed)
+        self.frames = Frames(cluster.name, subjects)  # (what arrives, parsed)
         self.undecodable = UndecodableBytes(system.dead_letters, limits)
         self.exports = Exports(self)
         self.codec = self.new_codec()

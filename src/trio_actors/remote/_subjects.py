@@ -124,6 +124,10 @@ class Subjects:
         """The start of any node's :meth:`unreachable` subjects."""
         return f"{self.prefix}.u."
 
+    def watch_replies(self) -> str:
+        """The start of any node's :meth:`terminations` subjects."""
+        return f"{self.prefix}.t."
+
     def heartbeat(self, node: str, incarnation: str) -> str:
         return f"{self.prefix}.hb.{node}.{incarnation}"
 

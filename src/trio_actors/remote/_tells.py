@@ -224,7 +224,6 @@ class Tells:
         "outbox",
         "sent",
         "taken",
-        "tell_replies",
         "transport",
         "unconfirmed",
     )
@@ -235,7 +234,6 @@ class Tells:
         self.codec = node.codec
         self.closed = False  # (the node has left: a tell is a dead letter here)
         self._unreachable = node.subjects.unreachable(node.name, node.incarnation)
-        self.tell_replies = node.subjects.tell_replies()  # (any node's tells' replies)
         self._codecs_elsewhere = threading.local()  # (one per other thread that tells)
         # Tells sent and not yet confirmed, by the number of the last in each message.
         self._unconfirmed: dict[int, list[Told]] = {}
