@@ -242,6 +242,32 @@ async def test_a_ref_to_a_node_that_could_not_exist_makes_its_message_undecodabl
         await still_answers(node, echo)
 
 
+async def test_a_lookup_answered_with_no_ref_goes_on_waiting_for_a_real_answer(
+    cluster_here: ta.Cluster,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with node_and_raw(cluster_here) as (_a, node, echo, raw):
+        asked: list[str | None] = []
+        raw.subscribe(node.subjects.name("held"), lambda message: asked.append(message.reply))
+        async with trio.open_nursery() as nursery:
+            found: list[ta.ActorRef] = []
+
+            async def look_up() -> None:
+                found.append(await node.lookup("held"))
+
+            nursery.start_soon(look_up)
+            await settle()
+            (reply,) = asked
+            assert reply is not None
+            raw.publish(reply, encode((True, "not a ref")))
+            raw.publish(reply, encode((False, ["a", "b", 1])))
+            await settle()
+            assert not found  # (still waiting: neither was an answer)
+            raw.publish(reply, encode((True, node.ref_to_wire(echo))))
+        assert found == [echo]
+        assert node.statistics().bad_input.replies == 2
+
+
 class Big(msgspec.Struct):
     data: bytes
 
