@@ -322,3 +322,24 @@ async def test_a_lookup_nobody_answers_ends_after_its_bound(
                 await b.lookup("counter")
         assert trio.current_time() - started == pytest.approx(HEARTBEAT * MISSED)
         assert await b.lookup("counter") == counter
+
+
+async def test_a_confirm_a_node_cannot_read_is_counted_and_not_answered(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Too many numbers, or not numbers: bad input, counted; nothing is answered.
+    bus = MemoryBus()
+    async with nodes(bus) as (a, _b, counter), bus.connect("raw") as raw:
+        node_a = Node.of(a)
+        answered: list[Any] = []
+        reply_to = node_a.subjects.replies("raw", "1")
+        raw.subscribe(f"{reply_to}.*", answered.append)
+        before = node_a.statistics().bad_input.messages
+        for asked in (list(range(2_000)), ["not", "numbers"]):
+            body = msgspec.Raw(msgspec.msgpack.encode(("raw", "1", asked, [])))
+            frame = msgspec.msgpack.encode((CONFIRM, 0, "", body))
+            raw.publish(node_a.subject, frame, reply=f"{reply_to}.7")
+        await trio.sleep(HEARTBEAT)
+        assert node_a.statistics().bad_input.messages == before + 2
+        assert answered == []
+        assert await counter.ask("still here") == "still here"

@@ -51,7 +51,8 @@ class DeadLetter:
             or that incarnation of it, is gone, or it was between two connections)
             or
             ``"undecodable"`` (a tell from another node that this node cannot decode,
-            e.g. a type its cluster does not register: the message is its bytes).
+            e.g. a type its cluster does not register: the message is its first
+            bytes, ``InputLimits.undecodable_prefix`` at most).
     """
 
     recipient: ActorRef
@@ -230,6 +231,11 @@ class DeadLetters:
         self._closed = True
         for subscription in list(self._subscriptions):
             subscription.close()
+
+    @property
+    def keep(self) -> int:
+        """How many of the most recent dead letters :attr:`recent` holds at most."""
+        return self._recent.maxlen or 0
 
     @property
     def recent(self) -> Sequence[DeadLetter]:

@@ -36,19 +36,19 @@ import msgspec
 import trio
 
 from .._errors import ActorNotFound, ActorStopped, ConnectionInterrupted, NodeDown
+from ._bad_input import Bad
 from ._confirm import give_up_after
+from ._frames import Frames, Reply
 from ._peers import PeerState
-from ._subjects import ASK, CANCEL, CONFIRM, NONE, STOP, Peer, encode, number_of
+from ._subjects import ASK, CANCEL, CONFIRM, NONE, STOP, Peer, encode
 
 if TYPE_CHECKING:
     from ..actors import ActorRef
-    from ..nats import Msg
+    from ._codec import WireRef
     from ._node import Node
     from ._remote_cell import RemoteCell
 
 __all__ = ["Requests"]
-
-_reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 
 
 Resend = tuple["RemoteCell", int, bytes]
@@ -63,7 +63,9 @@ class _Waiter:
         "event",
         "failed",
         "interrupted",
+        "lookup",
         "peer",
+        "ref",
         "reply",
         "resend",
         "sent_at",
@@ -71,9 +73,13 @@ class _Waiter:
         "undelivered",
     )
 
-    def __init__(self, peer: Peer | None, resend: Resend | None) -> None:
+    def __init__(
+        self, peer: Peer | None, resend: Resend | None = None, *, lookup: bool = False
+    ) -> None:
         self.event = trio.Event()
-        self.reply: Msg | None = None
+        self.reply: Reply | None = None  # (parsed: Frames.reply)
+        self.lookup = lookup
+        self.ref: WireRef | None = None  # (a lookup's answer, parsed)
         self.peer = peer
         self.resend = resend  # (an ask's or a stop's: confirmed in rounds, sent again)
         self.sent_at = trio.current_time()
@@ -109,9 +115,11 @@ class Requests:
         """The subjects of the replies (subscribed by the node)."""
         return f"{self._replies}.*"
 
-    def _request(self, peer: Peer | None, resend: Resend | None = None) -> tuple[int, str, _Waiter]:
+    def _request(
+        self, peer: Peer | None, resend: Resend | None = None, *, lookup: bool = False
+    ) -> tuple[int, str, _Waiter]:
         number = self.made = self.made + 1
-        waiter = self.waiting[number] = _Waiter(peer, resend)
+        waiter = self.waiting[number] = _Waiter(peer, resend, lookup=lookup)
         return number, f"{self._replies}.{number}", waiter
 
     async def ask(self, cell: RemoteCell, message: Any) -> Any:
@@ -146,15 +154,14 @@ class Requests:
             )
         if reply is None:
             raise ActorStopped(f"{cell.path}: this node left the cluster before it answered")
-        if reply.status == 503:
+        if reply.ok is None:
             raise ActorStopped(
                 f"{cell.path} is unreachable: nothing serves node {cell.node_name!r} "
                 f"incarnation {cell.incarnation} (it stopped, or restarted as another)"
             )
-        ok, body = _reply.decode(reply.data)
-        if ok:
-            return self._node.codec.decode(body)
-        raise self._node.codec.decode_error(body)
+        if reply.ok:
+            return self._node.codec.decode(reply.body)
+        raise self._node.codec.decode_error(reply.body)
 
     async def stop(self, cell: RemoteCell, *, drain: bool) -> None:
         """A remote ``stop``: returns once the actor has stopped. A checkpoint."""
@@ -172,7 +179,7 @@ class Requests:
             del self.waiting[number]
         if waiter.interrupted:
             self._answer_of(waiter, cell)  # (raises: nobody can say it stopped)
-        if waiter.failed or (waiter.reply is not None and waiter.reply.status == 503):
+        if waiter.failed or (waiter.reply is not None and waiter.reply.ok is None):
             return  # its node is gone: it has stopped
         if waiter.reply is not None:
             self._answer_of(waiter, cell)
@@ -192,7 +199,7 @@ class Requests:
                 takes to be declared down (``heartbeat * heartbeats_missed``).
         """
         node = self._node
-        number, reply_subject, waiter = self._request(None)
+        number, reply_subject, waiter = self._request(None, lookup=True)
         within = node.cluster.heartbeat * node.cluster.heartbeats_missed
         try:
             node.tells.out(node.subjects.name(name), b"", reply_subject)
@@ -200,24 +207,27 @@ class Requests:
                 await waiter.event.wait()
         finally:
             del self.waiting[number]
-        reply = waiter.reply
         if waited.cancelled_caught:
             raise ActorNotFound(
                 f"no node answered the lookup of {name!r} within {within} s (the node "
                 "holding it is stalled or gone); a lookup changes nothing: try again"
             )
-        if reply is None or reply.status == 503:
+        wire = waiter.ref
+        if wire is None:
             raise ActorNotFound(f"no actor is registered as {name!r} on any node")
-        _ok, wire = msgspec.msgpack.decode(reply.data, type=tuple[bool, tuple[str, str, str, int]])
         return node.exports.ref_from_wire(*wire)
 
-    def on_reply(self, message: Msg) -> None:
-        """A reply came (called by the connection's reader)."""
-        waiter = self.waiting.get(number_of(message.subject))
+    def on_reply(self, reply: Reply) -> None:
+        """A reply came (parsed: ``Frames.reply``; called by the connection's
+        reader). A lookup's must hold a ref: one that does not is bad input, and
+        the lookup goes on waiting (for its holder's answer, or NATS's). An ask's
+        or a stop's no-responders while its peer is up was never delivered: it is
+        sent again at the next confirm round."""
+        waiter = self.waiting.get(reply.number)
         if waiter is None or not waiter.open:
             return
         if (
-            message.status == 503
+            reply.ok is None
             and waiter.resend is not None
             and waiter.peer is not None
             and self._node.peers.state(waiter.peer) is PeerState.UP
@@ -227,15 +237,21 @@ class Requests:
             waiter.undelivered += 1
             waiter.to_send_again = True
             return
-        waiter.reply = message
+        if waiter.lookup and reply.ok is not None:
+            wire = Frames.wire_ref(reply.body) if reply.ok else Bad("replies", "not a ref")
+            if isinstance(wire, Bad):
+                self._node.refused("replies", wire.why, self._replies)
+                return
+            waiter.ref = wire
+        waiter.reply = reply
         waiter.event.set()
 
     # --- confirm rounds (_confirm.py) --------------------------------------------
 
     async def confirm(self, peer: Peer, body: bytes, *, within: float) -> bytes | None:
         """Send a confirm round's ``CONFIRM`` to ``peer`` and wait ``within`` seconds
-        at most for its answer: the answer's bytes, or ``None`` (no answer, or
-        no-responders). A checkpoint."""
+        at most for its answer: the answer's bytes, or ``None`` (no answer,
+        no-responders, or an error). A checkpoint."""
         node = self._node
         number, reply_subject, waiter = self._request(peer)
         try:
@@ -246,7 +262,7 @@ class Requests:
         finally:
             del self.waiting[number]
         reply = waiter.reply
-        return None if reply is None or reply.status == 503 else reply.data
+        return None if reply is None or not reply.ok else bytes(reply.body)
 
     def numbers_waiting_on(self, peer: Peer) -> list[int]:
         """The asks and stops waiting on ``peer`` for their answer, oldest first."""
