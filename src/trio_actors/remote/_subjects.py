@@ -36,7 +36,6 @@ bytes. Tells travel together: a ``TELL``'s body is ``[[export number, path, body
 
 from __future__ import annotations
 
-import json
 from typing import Final
 
 import msgspec
@@ -54,8 +53,6 @@ __all__ = [
     "Subjects",
     "connection_name",
     "encode",
-    "number_of",
-    "peer_of_advisory",
     "peer_of_connection",
 ]
 
@@ -91,22 +88,6 @@ def peer_of_connection(cluster: str, name: object) -> tuple[str, str] | None:
     if prefix or not dot or not node or not incarnation or "." in incarnation:
         return None
     return (node, incarnation)
-
-
-def peer_of_advisory(cluster: str, data: bytes) -> tuple[str, str] | None:
-    """The (node, incarnation) of ``cluster`` whose connection a disconnect
-    advisory says ended; or ``None`` (not a node's, or not an advisory this node
-    understands)."""
-    try:
-        client = json.loads(data)["client"]
-        return peer_of_connection(cluster, client.get("name", ""))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def number_of(subject: str) -> int:
-    """The number that ends a numbered subject (``P.r.<node>.<incarnation>.<n>``)."""
-    return int(subject.rpartition(".")[2])
 
 
 class Subjects:
@@ -145,6 +126,10 @@ class Subjects:
     def tell_replies(self) -> str:
         """The start of any node's :meth:`unreachable` subjects."""
         return f"{self.prefix}.u."
+
+    def watch_replies(self) -> str:
+        """The start of any node's :meth:`terminations` subjects."""
+        return f"{self.prefix}.t."
 
     def heartbeat(self, node: str, incarnation: str) -> str:
         return f"{self.prefix}.hb.{node}.{incarnation}"

@@ -7,14 +7,16 @@ subject is ``P.t.<node>.<incarnation>.<n>``; the watched actor's node answers th
 once, when the actor stops (at once if it has), and NATS answers no-responders
 there if that node is gone -- or between two connections, if it still beats: then
 the watch waits, and a confirm round (``_confirm.py``) sends it again. Every
-subscriber then gets one ``Terminated``. Watches
-of actors on a node declared down (``_peers.py``) end with
-``Terminated(ref, error=NodeDown(...))``. After this node's connection comes back,
+subscriber then gets one ``Terminated``. Watches of actors on a node declared down
+(``_peers.py``) end with ``Terminated(ref, error=NodeDown(...))``. After this node's connection comes back,
 the watches are sent again (the server forgot them with the connection).
 
 **The watched side.** A ``WATCH`` of a local actor: its node answers the reply
 subject when the actor stops (at once if it has stopped) -- one task per watched
-actor, whatever the watchers.
+actor, whatever the watchers. What it keeps is bounded: a reply subject must be a
+node's termination subject (its node is then a sign of life for the peer table),
+each is kept once, at most ``InputLimits.watches`` in all, and those of a node
+declared down are dropped with it (nobody is left to tell).
 """
 
 from __future__ import annotations
@@ -23,19 +25,18 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-import msgspec
 import trio
 
 from .._core._ref import new_ref
 from .._core._watch import tell_notice, withdraw_notices
 from .._errors import NodeDown, RemoteError
 from ..lifecycle import Terminated
+from ._bad_input import Bad
 from ._peers import PeerState
-from ._subjects import NONE, WATCH, Peer, encode, number_of
+from ._subjects import NONE, WATCH, Peer, encode
 
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
-    from ..nats import Msg
     from ._node import Node
     from ._remote_cell import RemoteCell
 
@@ -62,7 +63,9 @@ class Watches:
     Attributes:
         watching: remote actors watched from here, by wire.
         watched: local actors watched from other nodes, by export number: the
-            termination subjects to answer when they stop.
+            termination subjects to answer when they stop, each with the node
+            that watches.
+        watched_count: the termination subjects in :attr:`watched`, all together.
     """
 
     __slots__ = (
@@ -73,6 +76,7 @@ class Watches:
         "_node",
         "_terminations",
         "watched",
+        "watched_count",
         "watching",
     )
 
@@ -82,7 +86,8 @@ class Watches:
         self.watching: dict[tuple[str, str, str, int], _RemoteWatch] = {}
         self._by_number: dict[int, _RemoteWatch] = {}
         self._count = itertools.count(1)
-        self.watched: dict[int, list[str]] = {}
+        self.watched: dict[int, dict[str, Peer]] = {}
+        self.watched_count = 0
         self._held: set[str] = set()  # (the subjects in watched: a confirm round's answer)
         self._all_reported: trio.Event | None = None  # (leave() waits for it)
 
@@ -167,15 +172,16 @@ class Watches:
         for deliver in list(remote.subscribers.values()):
             deliver(notice)
 
-    def on_terminated(self, message: Msg) -> None:
+    def on_terminated(self, termination: tuple[int, bool, bytes | None]) -> None:
         """A watched actor's node says it stopped (or NATS: nothing serves it --
         the node is gone, or, if it still beats, between two connections: then
         the watch was never delivered, and waits for a confirm round to send it
-        again)."""
-        remote = self._by_number.get(number_of(message.subject))
+        again); parsed: ``Frames.termination``."""
+        number, no_responders, encoded = termination
+        remote = self._by_number.get(number)
         if remote is None:
             return
-        if message.status == 503:
+        if no_responders:
             if self._node.peers.state(remote.cell.peer) is PeerState.UP:
                 return  # (between two connections: a confirm round sends it again)
             node, incarnation = remote.cell.peer
@@ -184,7 +190,6 @@ class Watches:
             )
         else:
             try:
-                encoded = msgspec.msgpack.decode(message.data, type=bytes | None)
                 error = None if encoded is None else self._node.codec.decode_error(encoded)
             except Exception as undecodable:  # (its error holds what this node cannot read)
                 error = RemoteError("undecodable", str(undecodable))
@@ -196,9 +201,15 @@ class Watches:
             yield remote.cell.peer, remote.since
 
     def peer_down(self, peer: Peer, said: str) -> None:
-        """``peer`` is down: the watches of its actors end with ``NodeDown``."""
+        """``peer`` is down: the watches of its actors end with ``NodeDown``, and
+        its watches of actors here are dropped (nobody is left to tell)."""
         for remote in [w for w in self.watching.values() if w.cell.peer == peer]:
             self.terminated(remote, NodeDown(said))
+        for subjects in self.watched.values():
+            for subject in [s for s, watcher in subjects.items() if watcher == peer]:
+                del subjects[subject]
+                self._held.discard(subject)
+                self.watched_count -= 1
 
     def unconfirmed(self, before: float) -> Iterator[tuple[Peer, float]]:
         """The peers with watches of their actors not yet confirmed, sent before
@@ -239,18 +250,33 @@ class Watches:
 
     def receive_watch(self, cell: ActorCell | None, number: int, reply: str) -> None:
         """Another node watches a local actor: answer ``reply`` when it stops (at
-        once if it has). One task per watched actor, whatever the watchers."""
+        once if it has). One task per watched actor, whatever the watchers. A
+        reply subject that is not a node's, or one more than the watches this
+        node keeps, or from a node the full peer table has no room for, is
+        counted and ignored."""
         node = self._node
+        watcher = node.frames.watcher(reply)
+        if isinstance(watcher, Bad):
+            node.bad_input.count(watcher, node.subject)
+            return
         if cell is None:
             node.tells.publish(reply, encode(None))
             return
-        self._held.add(reply)
         subjects = self.watched.get(number)
-        if subjects is not None:
-            if reply not in subjects:  # (sent again: answered once)
-                subjects.append(reply)
+        if subjects is not None and reply in subjects:
+            return  # (sent again after a reconnect: kept once, answered once)
+        if self.watched_count >= node.cluster.limits.watches:
+            node.refused("over_limit", "more watches than InputLimits.watches", node.subject)
             return
-        self.watched[number] = [reply]
+        if not node.peers.claim(watcher):
+            node.refused("over_limit", "a watch from a node the peer table has no room for", reply)
+            return
+        self.watched_count += 1
+        self._held.add(reply)
+        if subjects is not None:
+            subjects[reply] = watcher
+            return
+        self.watched[number] = {reply: watcher}
         node.start(self._report_stop, cell, number)
 
     def held(self, node: str, incarnation: str, numbers: list[int]) -> list[int]:
@@ -264,10 +290,12 @@ class Watches:
             terminated = await new_ref(cell).wait_stopped()
             error = terminated.error
             answer = encode(None if error is None else self._node.codec.encode_error(error))
-            for subject in self.watched.get(number, ()):
+            for subject in list(self.watched.get(number, ())):
                 self._node.tells.publish(subject, answer)
         finally:
-            self._held.difference_update(self.watched.pop(number, ()))
+            reported = self.watched.pop(number, {})
+            self.watched_count -= len(reported)
+            self._held.difference_update(reported)
             if not self.watched and self._all_reported is not None:
                 self._all_reported.set()
 
