@@ -192,6 +192,7 @@ async def test_requests_in_flight_through_a_killed_server_all_end(tmp_path: Path
             told = 0
             asks: list[str] = []
             stops: list[str] = []
+            lookups: list[str] = []
             pending: set[str] = set()
             stop_pumping = trio.Event()
 
@@ -229,6 +230,21 @@ async def test_requests_in_flight_through_a_killed_server_all_end(tmp_path: Path
                     pending.discard(tag)
                 stops.append(outcome_of(error))
 
+            async def looker() -> None:
+                number = 0
+                while not stop_pumping.is_set():
+                    number += 1
+                    tag = f"lookup {number}"
+                    pending.add(tag)
+                    try:
+                        assert await a.lookup("sink") == there
+                        lookups.append("answered")
+                    except ta.ActorNotFound as error:  # (within its bound: else wrong)
+                        bounded = "no node answered" in str(error)
+                        lookups.append("unanswered" if bounded else f"wrong: {error}")
+                    finally:
+                        pending.discard(tag)
+
             async def teller() -> None:
                 nonlocal told
                 while not stop_pumping.is_set():
@@ -239,6 +255,7 @@ async def test_requests_in_flight_through_a_killed_server_all_end(tmp_path: Path
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(teller)
+                nursery.start_soon(looker)
                 for index in range(ASKERS):
                     nursery.start_soon(asker, index)
                 await until(
@@ -276,6 +293,7 @@ async def test_requests_in_flight_through_a_killed_server_all_end(tmp_path: Path
             assert client_of(b).server_info.get("port") != b_server.port  # (it failed over)
             assert set(asks) <= ENDINGS, asks  # (no ActorStopped: the sink never stopped)
             assert set(stops) <= ENDINGS, stops
+            assert set(lookups) <= {"answered", "unanswered"}, _tally(lookups)
             assert len(stops) == VICTIMS
             assert all(ref.statistics().state == "running" for ref in [sink, *echoes])
 
@@ -308,7 +326,8 @@ async def test_requests_in_flight_through_a_killed_server_all_end(tmp_path: Path
             assert handled | dead <= set(range(told))
             print(
                 f"failover: {told} tells ({len(handled)} handled, {len(dead)} dead letters, "
-                f"{unconfirmed} unconfirmed); asks {_tally(asks)}; stops {_tally(stops)}"
+                f"{unconfirmed} unconfirmed); asks {_tally(asks)}; stops {_tally(stops)}; "
+                f"lookups {_tally(lookups)}"
             )
 
 

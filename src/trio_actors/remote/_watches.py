@@ -8,8 +8,9 @@ once, when the actor stops (at once if it has), and NATS answers no-responders
 there if that node is gone -- or between two connections, if it still beats: then
 the watch waits, and a confirm round (``_confirm.py``) sends it again. Every
 subscriber then gets one ``Terminated``. Watches of actors on a node declared down
-(``_peers.py``) end with ``Terminated(ref, error=NodeDown(...))``. After this node's connection comes back,
-the watches are sent again (the server forgot them with the connection).
+(``_peers.py``) end with ``Terminated(ref, error=NodeDown(...))``. After this
+node's connection comes back, the watches are sent again (the server forgot them
+with the connection).
 
 **The watched side.** A ``WATCH`` of a local actor: its node answers the reply
 subject when the actor stops (at once if it has stopped) -- one task per watched
