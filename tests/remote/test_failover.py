@@ -262,15 +262,21 @@ async def test_requests_in_flight_through_a_killed_server_all_end(tmp_path: Path
                     lambda: told >= BEFORE_KILL and len(asks) >= 2 * ASKERS,
                     "tells and asks before the kill",
                 )
-                # In flight at the kill: asks (some held by b), and a stop and a
-                # watch to each of b's actors, sent just before.
-                for ref in stopped_there + watched_there:
+                # In flight at the kill: half the stops and watches sent just before
+                # it, half just after (while b is between two connections).
+                half_stopped, half_watched = len(stopped_there) // 2, len(watched_there) // 2
+                half_victims = len(victims_there) // 2
+                for ref in stopped_there[:half_stopped] + watched_there[:half_watched]:
                     watcher.tell(("watch", ref))
-                for index, ref in enumerate(victims_there):
+                for index, ref in enumerate(victims_there[:half_victims]):
                     nursery.start_soon(stop, index, ref)
                 await trio.lowlevel.checkpoint()
                 reconnects = client_of(b).reconnects
                 b_server.kill()  # SIGKILL: what it routes is lost; b fails over
+                for ref in stopped_there[half_stopped:] + watched_there[half_watched:]:
+                    watcher.tell(("watch", ref))
+                for index, ref in enumerate(victims_there[half_victims:], half_victims):
+                    nursery.start_soon(stop, index, ref)
                 await until(
                     lambda: (
                         client_of(b).reconnects > reconnects and client_of(b).status == "connected"
