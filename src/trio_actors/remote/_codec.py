@@ -183,8 +183,9 @@ class _Registered:
             raise msgspec.DecodeError(f"a {self.name} came without its fields as a map")
         if not (self.arguments or self.set_after):
             return self.cls(**fields)
+        renamed = self.arguments
         arguments: dict[str, Any] = {
-            self.arguments.get(name, name): value
+            renamed[name] if name in renamed else name: value
             for name, value in fields.items()
             if name not in self.set_after
         }
