@@ -172,7 +172,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, Mutable | Box | Loose | Line):  # (their fields, all the way down)
         return all(same(getattr(a, f), getattr(b, f)) for f in _fields_of(type(a)))
     if isinstance(a, float) and a != a:
-        return b != b
+        return bool(b != b)
     return bool(a == b)
 
 
