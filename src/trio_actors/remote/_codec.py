@@ -51,12 +51,11 @@ import builtins
 import dataclasses
 import datetime
 import decimal
-import enum
 import pickle
 import uuid
 from collections.abc import Callable, Iterable
 from itertools import repeat
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 import msgspec
@@ -185,7 +184,7 @@ class _Registered:
             return self.cls(**fields)
         renamed = self.arguments
         arguments: dict[str, Any] = {
-            renamed[name] if name in renamed else name: value
+            cast(str, renamed.get(name, name)): value
             for name, value in fields.items()
             if name not in self.set_after
         }
@@ -315,7 +314,7 @@ class Codec:
     def _fields(self, registered: _Registered, value: Any, depth: int) -> Any:
         """What crosses of an instance of a registered class (``depth``: the
         containers around it): its fields by name (an Enum: its value)."""
-        if isinstance(value, enum.Enum):
+        if registered.is_enum:
             return self._prepare(value.value, depth)
         if depth >= MAX_DEPTH:
             raise _too_deep()
