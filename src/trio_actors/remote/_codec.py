@@ -48,16 +48,14 @@ application registers are rebuilt; any other arrives as
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import datetime
 import decimal
 import pickle
 import uuid
 from collections.abc import Callable, Iterable
 from itertools import repeat
-from typing import Any, Final, cast
+from typing import Any, Final
 
-import attrs
 import msgspec
 from msgspec.msgpack import Ext
 
@@ -65,6 +63,7 @@ from .. import _errors
 from .._cluster import kind_of_class, message_types
 from .._errors import ActorError, RemoteError
 from ..actors import ActorRef
+from ._classes import Registered, type_name
 
 __all__ = ["MAX_DEPTH", "Codec", "WireRef", "type_name"]
 
@@ -99,11 +98,6 @@ RefToWire = Callable[[ActorRef], WireRef]
 RefFromWire = Callable[[str, str, str, int], ActorRef]
 
 
-def type_name(cls: type) -> str:
-    """``module.QualName``: how a type is named on the wire."""
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 def _package_errors() -> dict[str, type[BaseException]]:
     errors: dict[str, type[BaseException]] = {}
     for name in _errors.__all__:
@@ -119,79 +113,6 @@ def _builtin_errors() -> dict[str, type[BaseException]]:
         for value in vars(builtins).values()
         if isinstance(value, type) and issubclass(value, Exception)
     }
-
-
-@attrs.frozen
-class _Registered:
-    """How instances of one registered class cross.
-
-    Attributes:
-        name: its ``module.QualName`` (the tag on the wire).
-        cls: the class.
-        fields: the attributes sent (``()`` for an Enum: its value is sent).
-        arguments: for each field the class's ``__init__`` takes, the keyword that
-            takes it, where that is not the field's own name (attrs strips a
-            leading underscore, or an ``alias``).
-        set_after: the fields ``__init__`` does not take (``init=False``): set on
-            the instance after it is built.
-        is_enum: an ``Enum``: its member is looked up by value.
-    """
-
-    name: str
-    cls: type
-    fields: tuple[str, ...]
-    arguments: dict[str, str]
-    set_after: frozenset[str]
-    is_enum: bool
-
-    @classmethod
-    def of(cls, registered: type) -> _Registered:
-        kind = kind_of_class(registered)
-        fields: tuple[str, ...] = ()
-        arguments: dict[str, str] = {}
-        set_after: set[str] = set()
-        if kind == "msgspec.Struct":
-            fields = tuple(registered.__struct_fields__)  # type: ignore[attr-defined]
-        elif kind == "dataclass":
-            for field in dataclasses.fields(registered):
-                fields += (field.name,)
-                if not field.init:
-                    set_after.add(field.name)
-        elif kind == "attrs class":
-            for attribute in attrs.fields(registered):
-                fields += (attribute.name,)
-                if not attribute.init:
-                    set_after.add(attribute.name)
-                elif attribute.alias != attribute.name:
-                    arguments[attribute.name] = attribute.alias
-        return cls(
-            type_name(registered),
-            registered,
-            fields,
-            arguments,
-            frozenset(set_after),
-            is_enum=kind == "Enum",
-        )
-
-    def build(self, fields: Any) -> Any:
-        """An instance, from the fields that came (a dict by field name; an Enum's
-        value), by calling the class (``TypeError`` for fields it does not take)."""
-        if self.is_enum:
-            return self.cls(fields)
-        if type(fields) is not dict:
-            raise msgspec.DecodeError(f"a {self.name} came without its fields as a map")
-        if not (self.arguments or self.set_after):
-            return self.cls(**fields)
-        renamed = self.arguments
-        arguments: dict[str, Any] = {
-            cast(str, renamed.get(name, name)): value
-            for name, value in fields.items()
-            if name not in self.set_after
-        }
-        instance = self.cls(**arguments)
-        for name in self.set_after & fields.keys():
-            object.__setattr__(instance, name, fields[name])  # (frozen too, as attrs does)
-        return instance
 
 
 class Codec:
@@ -217,9 +138,9 @@ class Codec:
         ref_to_wire: RefToWire,
         ref_from_wire: RefFromWire,
     ) -> None:
-        registered = [_Registered.of(cls) for cls in message_types(tuple(types))]
-        self._registered: dict[type, _Registered] = {entry.cls: entry for entry in registered}
-        self._by_name: dict[str, _Registered] = {entry.name: entry for entry in registered}
+        registered = [Registered.of(cls) for cls in message_types(tuple(types))]
+        self._registered: dict[type, Registered] = {entry.cls: entry for entry in registered}
+        self._by_name: dict[str, Registered] = {entry.name: entry for entry in registered}
         self._errors = {**_builtin_errors(), **_package_errors()}
         for error in errors:
             if not (isinstance(error, type) and issubclass(error, BaseException)):
@@ -311,7 +232,7 @@ class Codec:
         ]
         return self._ext(_PAIRS, pairs)
 
-    def _fields(self, registered: _Registered, value: Any, depth: int) -> Any:
+    def _fields(self, registered: Registered, value: Any, depth: int) -> Any:
         """What crosses of an instance of a registered class (``depth``: the
         containers around it): its fields by name (an Enum: its value)."""
         if registered.is_enum:
