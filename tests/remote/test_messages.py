@@ -67,6 +67,8 @@ class Matcher(ta.Actor):
         match message:
             case "seen":
                 return list(self.seen)
+            case "heading?":
+                return Heading.NORTH
             case Point(x=x, y=y):
                 self.seen.append(("point", x, y))
                 return Point(y, x)
@@ -168,8 +170,12 @@ async def test_a_type_registered_on_the_sender_only_is_a_dead_letter_there_namin
 ) -> None:
     caplog.set_level(logging.ERROR, logger="trio_actors")
     async with (
-        ta.open_actor_system(cluster=attrs.evolve(cluster_here, types=[Point]), node="a") as a,
-        ta.open_actor_system(cluster=attrs.evolve(cluster_here, types=TYPES), node="b") as b,
+        ta.open_actor_system(
+            cluster=attrs.evolve(cluster_here, types=[Point, Heading]), node="a"
+        ) as a,
+        ta.open_actor_system(
+            cluster=attrs.evolve(cluster_here, types=[Point, Move]), node="b"
+        ) as b,
     ):
         there = await nodes_with(cluster_here, a, b)
         there.tell(Point(1))  # (both register it)
@@ -184,3 +190,7 @@ async def test_a_type_registered_on_the_sender_only_is_a_dead_letter_there_namin
             "test_messages.Move, which this node's Cluster(types=[...]) does not register "
             "(register it on every node)" in caplog.text
         )
+        # A reply holding a class the asking node does not register: its ask says so.
+        with pytest.raises(msgspec.DecodeError, match=r"holds a test_messages\.Heading, which"):
+            await there.ask("heading?")
+        assert await there.ask("seen") == [("point", 1, 0)]
