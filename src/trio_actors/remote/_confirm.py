@@ -181,17 +181,22 @@ class Confirmations:
 
     # --- the peer's side --------------------------------------------------------------
 
-    def answer(self, body: bytes | msgspec.Raw, reply: str) -> None:
-        """Answer a ``CONFIRM`` from another node on ``reply``: what of it this node
-        holds. Never raises (what it cannot read it ignores, and says in the log)."""
+    def answer(self, sender: str, body: bytes | msgspec.Raw, reply: str) -> None:
+        """Answer a ``CONFIRM`` from node ``sender`` (its subject's) on ``reply`` (a
+        reply subject of ``sender``'s): what of it this node holds. Never raises
+        (what it cannot read it ignores, and says in the log; a body naming another
+        node than the subject is dropped as forged)."""
         node = self._node
         try:
-            sender, incarnation, asked, watched = msgspec.msgpack.decode(body, type=ConfirmAsk)
+            named, incarnation, asked, watched = msgspec.msgpack.decode(body, type=ConfirmAsk)
         except (msgspec.DecodeError, RecursionError) as error:
             _log.warning("node %s: a confirm it cannot read was ignored: %s", node.name, error)
             return
         prefix = reply.rpartition(".")[0]  # (the asking node's replies: P.r.<node>.<inc>)
+        if sender != named or prefix != node.subjects.replies(named, incarnation):
+            node.refuse("confirm", f"from {sender!r} naming {named!r} ({incarnation})")
+            return
         held_requests = node.answers.held(prefix, asked[:MAX_NUMBERS])
-        held_watches = node.watches.held(sender, incarnation, watched[:MAX_NUMBERS])
-        taken = node.tells.taken.count_of(node.subjects.unreachable(sender, incarnation))
+        held_watches = node.watches.held(named, incarnation, watched[:MAX_NUMBERS])
+        taken = node.tells.taken.count_of(node.subjects.unreachable(named, incarnation))
         node.tells.publish(reply, encode((held_requests, held_watches, taken)))

@@ -89,9 +89,13 @@ class Heartbeats:
 
     def on_disconnect_advisory(self, message: Msg) -> None:
         """The server says a connection ended (the system account's
-        ``client_disconnect`` advisory): if it was a node's, that node is down."""
+        ``client_disconnect`` advisory): if it was a node's, that node is down.
+        Where this node authenticates as a user named after itself (a secure
+        deployment, ``docs/security.rst``), the others do too: an advisory counts
+        only if the connection's user is the node its name says."""
         node = self._node
-        peer = peer_of_advisory(node.cluster.name, message.data)
+        by_user = node.cluster.user == node.name  # (each node its own user: trust that)
+        peer = peer_of_advisory(node.cluster.name, message.data, by_user=by_user)
         if peer is not None and peer != (node.name, node.incarnation):
             node.start(self._down_by_advisory, peer, node.requests.made)  # (not once closed)
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from .._core._ref import new_ref
+from ._subjects import last_token, publisher_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,14 +60,15 @@ class ClusterNames:
     def __init__(self, node: Node, publish: Callable[[str, bytes], None]) -> None:
         self._node = node
         self._publish = publish  # (the node's own: what cannot go is logged)
-        self._subject = node.subjects.names()
+        self._subject = node.subjects.names(node.name, node.incarnation)  # (this node's)
         self.held: dict[str, WireRef] = {}  # names other nodes hold: name -> their ref
         # Names registered here: name -> what unsubscribes its lookups' subject.
         self._subscriptions: dict[str, Callable[[], None]] = {}
 
     @property
     def subject(self) -> str:
-        return self._subject
+        """The subjects of every node's announcements (subscribed by the node)."""
+        return self._node.subjects.all_names()
 
     def check(self, name: str) -> None:
         """Refuse ``name`` if another node holds it (as far as this node has heard).
@@ -96,11 +98,14 @@ class ClusterNames:
         self.check(name)
         node = self._node
         wire = node.ref_to_wire(new_ref(cell))
-        publish = self._publish
+        publish, subjects = self._publish, node.subjects
 
         def answer(message: Msg) -> None:
-            if message.reply:
-                publish(message.reply, _encode((True, wire)))
+            reply = message.reply
+            if reply and reply.startswith(subjects.sender_replies(last_token(message.subject))[0]):
+                publish(reply, _encode((True, wire)))
+            elif reply:  # (a lookup must be answered to its sender only)
+                node.refuse("lookup", f"{message.subject} with reply {reply}")
 
         self._subscriptions[name] = node.transport.subscribe(node.subjects.name(name), answer)
         self.claim(name, wire)
@@ -153,9 +158,13 @@ class ClusterNames:
         wire: WireRef = (node_name, incarnation, path, number)
         peer = (wire[0], wire[1])
         me = (node.name, node.incarnation)
-        if kind == ASK_FOR_NAMES:
+        publisher = publisher_of(message.subject)
+        if kind == ASK_FOR_NAMES:  # (its node: the one asked)
             if peer == me:
                 self.announce_all()
+            return
+        if peer != publisher:  # (a node claims and releases its own names only)
+            node.refuse("names", f"{publisher} announced for {peer}")
             return
         if peer == me:
             return

@@ -39,6 +39,7 @@ from ._subjects import (
     WATCH,
     Peer,
     Subjects,
+    last_token,
 )
 from ._tells import Link, Tells
 from ._transport import NatsTransport, Transport
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["Node"]
 
 _LEAVE_WITHIN: Final = 5.0  # seconds a leaving node gives the answers still being made
+_SAY_FORGED_EVERY: Final = 1000  # forged messages: the first said in the log, then 1 in N
 
 _log = logging.getLogger("trio_actors")
 _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
@@ -72,6 +74,12 @@ class Node:
             confirmed routing them, or to a node that died before acknowledging
             them: handled or not, nobody can say (T21's "unconfirmed"), counted
             rather than guessed.
+        forged: messages dropped because their subject and what they say
+            disagree, by kind (``"reply"``: a request whose reply subject is not
+            its sender's; ``"names"``, ``"confirm"``, ``"lookup"``,
+            ``"termination"``): on a server whose permissions make each node
+            publish on its own subjects only, the work of a node speaking for
+            another (``docs/security.rst``).
     """
 
     def __init__(
@@ -92,6 +100,7 @@ class Node:
         self.thread_id = system.thread_id  # (read by every remote tell)
         self._nursery = nursery
         self.closed = False
+        self.forged: dict[str, int] = {}
         self.exports = Exports(self)
         self.codec = self.new_codec()
         self.tells = Tells(self)
@@ -140,8 +149,22 @@ class Node:
 
     @property
     def subject(self) -> str:
-        """The subject of this node's actors."""
-        return self.subjects.node(self.name, self.incarnation)
+        """The subjects of this node's actors (one per sending node)."""
+        return f"{self.subjects.node(self.name, self.incarnation)}.*"
+
+    def refuse(self, kind: str, what: str) -> None:
+        """Drop a forged message of ``kind`` (``what`` says which): counted in
+        :attr:`forged`, said in the log (the first, then one in
+        ``_SAY_FORGED_EVERY``). Never raises."""
+        count = self.forged[kind] = self.forged.get(kind, 0) + 1
+        if count % _SAY_FORGED_EVERY == 1:
+            _log.warning(
+                "node %s: a forged message was dropped (%s: %s; %d of this kind so far)",
+                self.name,
+                kind,
+                what,
+                count,
+            )
 
     @property
     def trio_token(self) -> trio.lowlevel.TrioToken:
@@ -281,9 +304,13 @@ class Node:
         except msgspec.DecodeError as error:  # (not one of ours: nothing to answer)
             _log.warning("node %s: a message it cannot read was ignored: %s", self.name, error)
             return
+        reply = message.reply
+        if reply is not None and not self._replies_to_sender(kind, message.subject, reply):
+            self.refuse("reply", f"{message.subject} with reply {reply}")
+            return
         if kind == TELL:
-            if message.reply and message.reply.startswith(self.tells.tell_replies):
-                self.tells.took(message.reply, len(tells))
+            if reply:
+                self.tells.took(reply, len(tells))
             exported = self.exports.cells
             for number, path, told in tells:
                 self._receive_tell(exported.get(number), number, path, told)
@@ -300,7 +327,19 @@ class Node:
         elif kind == WATCH and message.reply:
             self.watches.receive_watch(cell, number, message.reply)
         elif kind == CONFIRM and message.reply:
-            self.confirmations.answer(body, message.reply)
+            self.confirmations.answer(last_token(message.subject), body, message.reply)
+
+    def _replies_to_sender(self, kind: int, subject: str, reply: str) -> bool:
+        """Whether ``reply`` is the sender's own (the sender: the last token of
+        ``subject``) and of ``kind``'s sort -- so that nobody makes this node answer
+        into a third node's requests, acknowledge another's tells, or report a
+        stop as another node's."""
+        replies, unreachable, terminations = self.subjects.sender_replies(last_token(subject))
+        if kind == TELL:
+            return reply.startswith(unreachable)
+        if kind == WATCH:
+            return reply.startswith(terminations) and reply.rsplit(".", 2)[1] == self.name
+        return reply.startswith(replies)
 
     def _dead_ref(self, number: int, path: str) -> ActorRef:
         """A ref for a dead letter to an actor of this node that is gone."""

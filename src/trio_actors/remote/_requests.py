@@ -193,7 +193,7 @@ class Requests:
         number, reply_subject, waiter = self._request(None)
         within = node.cluster.heartbeat * node.cluster.heartbeats_missed
         try:
-            node.tells.out(node.subjects.name(name), b"", reply_subject)
+            node.tells.out(node.subjects.lookup(name, node.name), b"", reply_subject)
             with trio.move_on_after(within) as waited:
                 await waiter.event.wait()
         finally:
@@ -236,7 +236,7 @@ class Requests:
         node = self._node
         number, reply_subject, waiter = self._request(peer)
         try:
-            subject = node.subjects.node(*peer)
+            subject = node.subjects.to_node(*peer, node.name)
             node.tells.out(subject, encode((CONFIRM, 0, "", msgspec.Raw(body))), reply_subject)
             with trio.move_on_after(within):
                 await waiter.event.wait()

@@ -65,7 +65,7 @@ import msgspec
 import trio
 
 from .._core._ref import new_ref
-from ._subjects import TELL, Peer, encode, number_of
+from ._subjects import TELL, Peer, encode, number_of, publisher_of
 
 if TYPE_CHECKING:
     from ..nats import Msg
@@ -102,7 +102,7 @@ Told = tuple["RemoteCell", Any, bytes]
 """A tell: its recipient, its message (kept for a dead letter) and its body."""
 
 _log = logging.getLogger("trio_actors")
-_ack = msgspec.msgpack.Decoder(tuple[str, str, int])
+_ack = msgspec.msgpack.Decoder(int)
 
 
 class Link:
@@ -239,7 +239,6 @@ class Tells:
         "outbox",
         "sent",
         "taken",
-        "tell_replies",
         "transport",
         "unconfirmed",
     )
@@ -250,7 +249,6 @@ class Tells:
         self.codec = node.codec
         self.closed = False  # (the node has left: a tell is a dead letter here)
         self._unreachable = node.subjects.unreachable(node.name, node.incarnation)
-        self.tell_replies = node.subjects.tell_replies()  # (any node's tells' replies)
         self._codecs_elsewhere = threading.local()  # (one per other thread that tells)
         # Tells sent and not yet confirmed, by the number of the last in each message.
         self._unconfirmed: dict[int, list[Told]] = {}
@@ -478,16 +476,17 @@ class Tells:
     def send_acks(self) -> None:
         """Tell each node whose tells came in since the last time how many in all."""
         node = self._node
+        me = (node.name, node.incarnation)
         for prefix, count in self.taken.unsaid():
-            ack = encode((node.name, node.incarnation, count))
-            self.publish(node.subjects.acks_of(prefix), ack)
+            self.publish(node.subjects.acks_of(me, prefix), encode(count))
 
     def on_ack(self, message: Msg) -> None:
-        """A node says how many of this node's tells it has taken in, in all."""
+        """A node says how many of this node's tells it has taken in, in all (the
+        node its subject names: ``P.a.<node>.<incarnation>...``)."""
         try:
-            node, incarnation, count = _ack.decode(message.data)
+            count = _ack.decode(message.data)
         except msgspec.DecodeError:
             return
-        link = self._node.peers.current_link((node, incarnation))
+        link = self._node.peers.current_link(publisher_of(message.subject))
         if link is not None and count > link.acked:
             link.acked = count

@@ -68,14 +68,12 @@ class Watches:
         "_count",
         "_held",
         "_node",
-        "_terminations",
         "watched",
         "watching",
     )
 
     def __init__(self, node: Node) -> None:
         self._node = node
-        self._terminations = node.subjects.terminations(node.name, node.incarnation)
         self.watching: dict[tuple[str, str, str, int], _RemoteWatch] = {}
         self._by_number: dict[int, _RemoteWatch] = {}
         self._count = itertools.count(1)
@@ -86,15 +84,17 @@ class Watches:
     @property
     def subject(self) -> str:
         """The subjects of the stops of actors watched from here."""
-        return f"{self._terminations}.*"
+        node = self._node
+        return f"{node.subjects.prefix}.t.{node.name}.{node.incarnation}.*.*"
 
     # --- the watcher's side -----------------------------------------------------
 
     def _send_watch(self, remote: _RemoteWatch) -> None:
-        reply = f"{self._terminations}.{remote.number}"
+        node = self._node
+        watched = node.subjects.terminations(node.name, node.incarnation, remote.cell.node_name)
         remote.since = trio.current_time()
         remote.confirmed = False
-        self._node.tells.send(remote.cell, WATCH, NONE, reply)
+        node.tells.send(remote.cell, WATCH, NONE, f"{watched}.{remote.number}")
 
     def _subscribe(
         self, cell: RemoteCell, key: object, callback: Callable[[Terminated], None]
@@ -168,6 +168,10 @@ class Watches:
         """A watched actor's node says it stopped (or NATS: nothing serves it)."""
         remote = self._by_number.get(number_of(message.subject))
         if remote is None:
+            return
+        if message.subject.rsplit(".", 2)[1] != remote.cell.node_name:
+            # (only the watched actor's node may answer: it alone may publish there)
+            self._node.refuse("termination", message.subject)
             return
         if message.status == 503:
             node, incarnation = remote.cell.peer
@@ -248,7 +252,7 @@ class Watches:
     def held(self, node: str, incarnation: str, numbers: list[int]) -> list[int]:
         """Of ``node``'s watches ``numbers``, those of actors here that will answer
         when they stop (a confirm round's question)."""
-        prefix = self._node.subjects.terminations(node, incarnation)
+        prefix = self._node.subjects.terminations(node, incarnation, self._node.name)
         return [number for number in numbers if f"{prefix}.{number}" in self._held]
 
     async def _report_stop(self, cell: ActorCell, number: int) -> None:

@@ -16,6 +16,7 @@ import trio.testing
 
 from ... import Actor, ActorRef, ActorSystem, NodeDown, ServingPolicy, Terminated
 from ...remote import MemoryBus, Node
+from ...remote._transport import subject_matches
 from .._harness import require, run_virtual
 from .._registry import ContractViolation, contract
 from ._actors import _Echo, _Gate, _Recorder
@@ -51,7 +52,7 @@ class _CuttingBus(MemoryBus):
 
     def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
         super()._route(subject, payload, reply)
-        if self._cut is not None and subject == self._cut[1]:
+        if self._cut is not None and subject_matches(self._cut[1], subject):
             transport, _subject = self._cut
             self._cut = None
             self.cut_at = trio.current_time()
