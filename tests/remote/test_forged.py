@@ -69,14 +69,15 @@ async def test_a_request_answered_only_on_its_senders_own_reply_subjects(
         _node, _incarnation, path, number = a.ref_to_wire(counter)
         to_a = a.subjects.to_node(a.name, a.incarnation, "x")
         got: list[bytes] = []
-        x.subscribe(f"{b.subjects.replies(b.name, b.incarnation)}.*", lambda m: got.append(m.data))
-        b_reply = f"{b.subjects.replies(b.name, b.incarnation)}.1"
+        b_replies = b.subjects.replies(b.name, b.incarnation)
+        x.subscribe(f"{b_replies}.>", lambda m: got.append(m.data))
+        b_reply = f"{b_replies}.a.1"
         x.publish(to_a, envelope(ASK, number, path, "forged"), reply=b_reply)
         tells = encode((TELL, 0, "", [(number, path, msgspec.Raw(encode("forged tell")))]))
         x.publish(to_a, tells, reply=f"{b.subjects.unreachable(b.name, b.incarnation)}.1")
         # The same pretending to be b: the subject is b's, the reply another's.
         as_b = a.subjects.to_node(a.name, a.incarnation, "b")
-        x_reply = f"{a.subjects.replies('x', '1')}.1"
+        x_reply = f"{a.subjects.replies('x', '1')}.a.1"
         x.publish(as_b, envelope(ASK, number, path, "forged as b"), reply=x_reply)
         await trio.sleep(HEARTBEAT)
         assert a.forged == {"reply": 3}
@@ -107,8 +108,9 @@ async def test_a_lookup_is_answered_to_its_sender_only(
 ) -> None:
     async with cluster(MemoryBus()) as (a, b, _counter, x):
         got: list[bytes] = []
-        x.subscribe(f"{b.subjects.replies(b.name, b.incarnation)}.*", lambda m: got.append(m.data))
-        b_reply = f"{b.subjects.replies(b.name, b.incarnation)}.99"
+        b_replies = b.subjects.replies(b.name, b.incarnation)
+        x.subscribe(f"{b_replies}.>", lambda m: got.append(m.data))
+        b_reply = f"{b_replies}.-.99"
         x.publish(a.subjects.lookup("counter", "x"), b"", reply=b_reply)
         await trio.sleep(HEARTBEAT / 10)
         assert a.forged == {"lookup": 1}
@@ -146,9 +148,11 @@ async def test_a_confirm_naming_another_node_is_not_answered(
     async with cluster(MemoryBus()) as (a, b, _counter, x):
         got: list[bytes] = []
         x_replies = a.subjects.replies("x", "1")
-        x.subscribe(f"{x_replies}.*", lambda m: got.append(m.data))
+        x.subscribe(f"{x_replies}.>", lambda m: got.append(m.data))
         question = encode((CONFIRM, 0, "", msgspec.Raw(encode((b.name, b.incarnation, [], [])))))
-        x.publish(a.subjects.to_node(a.name, a.incarnation, "x"), question, reply=f"{x_replies}.1")
+        x.publish(
+            a.subjects.to_node(a.name, a.incarnation, "x"), question, reply=f"{x_replies}.a.1"
+        )
         await trio.sleep(HEARTBEAT / 10)
         assert a.forged == {"confirm": 1}
         assert got == []
@@ -167,3 +171,25 @@ def test_an_advisory_counts_from_the_nodes_own_user_only() -> None:
     assert peer_of_advisory("c", mine, by_user=True) == ("b", "1234")
     assert peer_of_advisory("c", forged, by_user=True) is None
     assert peer_of_advisory("c", forged) == ("b", "1234")  # (an open server: trusted)
+
+
+async def test_a_reply_is_taken_from_the_node_asked_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """b asks a's actor, which takes long; x answers on b's reply subject in its own
+    name (all a server with permissions lets it): dropped, the ask still waits for
+    a's answer."""
+    async with cluster(MemoryBus()) as (a, b, _counter, x):
+        remote = await b.system.lookup("counter")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(remote.ask, ("sleep",))
+            await trio.sleep(HEARTBEAT / 10)
+            (number,) = [
+                n for n, w in b.requests.waiting.items() if w.peer == (a.name, a.incarnation)
+            ]
+            forged = f"{b.subjects.replies(b.name, b.incarnation)}.x.{number}"
+            x.publish(forged, encode((True, msgspec.Raw(encode("forged")))))
+            await trio.sleep(HEARTBEAT / 10)
+            assert b.forged == {"reply": 1}
+            assert b.requests.waiting[number].open
+            nursery.cancel_scope.cancel()

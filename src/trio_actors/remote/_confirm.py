@@ -192,8 +192,8 @@ class Confirmations:
         except (msgspec.DecodeError, RecursionError) as error:
             _log.warning("node %s: a confirm it cannot read was ignored: %s", node.name, error)
             return
-        prefix = reply.rpartition(".")[0]  # (the asking node's replies: P.r.<node>.<inc>)
-        if sender != named or prefix != node.subjects.replies(named, incarnation):
+        prefix = reply.rpartition(".")[0]  # (the asker's replies from here: P.r.<n>.<i>.<me>)
+        if sender != named or prefix != f"{node.subjects.replies(named, incarnation)}.{node.name}":
             node.refuse("confirm", f"from {sender!r} naming {named!r} ({incarnation})")
             return
         held_requests = node.answers.held(prefix, asked[:MAX_NUMBERS])

@@ -101,10 +101,15 @@ class ClusterNames:
         publish, subjects = self._publish, node.subjects
 
         def answer(message: Msg) -> None:
+            # A lookup's reply subject is its sender's, ``P.r.<sender>.<inc>.-.<n>``:
+            # answered as this node, ``P.r.<sender>.<inc>.<this node>.<n>``.
             reply = message.reply
-            if reply and reply.startswith(subjects.sender_replies(last_token(message.subject))[0]):
-                publish(reply, _encode((True, wire)))
-            elif reply:  # (a lookup must be answered to its sender only)
+            if not reply:
+                return
+            start, dash, number = reply.rpartition(".-.")
+            if dash and start.startswith(subjects.sender_replies(last_token(message.subject))[0]):
+                publish(f"{start}.{node.name}.{number}", _encode((True, wire)))
+            else:  # (a lookup is answered to its sender only)
                 node.refuse("lookup", f"{message.subject} with reply {reply}")
 
         self._subscriptions[name] = node.transport.subscribe(node.subjects.name(name), answer)

@@ -339,7 +339,7 @@ class Node:
             return reply.startswith(unreachable)
         if kind == WATCH:
             return reply.startswith(terminations) and reply.rsplit(".", 2)[1] == self.name
-        return reply.startswith(replies)
+        return reply.startswith(replies) and reply.rsplit(".", 2)[1] == self.name
 
     def _dead_ref(self, number: int, path: str) -> ActorRef:
         """A ref for a dead letter to an actor of this node that is gone."""

@@ -104,13 +104,19 @@ class Requests:
 
     @property
     def subject(self) -> str:
-        """The subjects of the replies (subscribed by the node)."""
-        return f"{self._replies}.*"
+        """The subjects of the replies (subscribed by the node):
+        ``P.r.<node>.<incarnation>.<answering node>.<n>``."""
+        return f"{self._replies}.*.*"
 
     def _request(self, peer: Peer | None, resend: Resend | None = None) -> tuple[int, str, _Waiter]:
         number = self.made = self.made + 1
         waiter = self.waiting[number] = _Waiter(peer, resend)
-        return number, f"{self._replies}.{number}", waiter
+        return number, self._reply_subject(peer, number), waiter
+
+    def _reply_subject(self, peer: Peer | None, number: int) -> str:
+        """Where ``peer`` answers request ``number`` (a lookup, to no one peer:
+        ``-``, which the node answering it replaces with its own name)."""
+        return f"{self._replies}.{'-' if peer is None else peer[0]}.{number}"
 
     async def ask(self, cell: RemoteCell, message: Any) -> Any:
         """A remote ask (see ``ActorRef.ask``). A checkpoint."""
@@ -207,12 +213,20 @@ class Requests:
         if reply is None or reply.status == 503:
             raise ActorNotFound(f"no actor is registered as {name!r} on any node")
         _ok, wire = msgspec.msgpack.decode(reply.data, type=tuple[bool, tuple[str, str, str, int]])
+        if wire[0] != reply.subject.rsplit(".", 2)[1]:  # (a node answers for its own actors)
+            node.refuse("lookup", f"{reply.subject} answered with {wire[0]}'s ref")
+            raise ActorNotFound(f"the answer to the lookup of {name!r} was forged")
         return node.exports.ref_from_wire(*wire)
 
     def on_reply(self, message: Msg) -> None:
-        """A reply came (called by the connection's reader)."""
-        waiter = self.waiting.get(number_of(message.subject))
+        """A reply came (called by the connection's reader): from the node the
+        request went to (its subject names it), else it is forged."""
+        subject = message.subject
+        waiter = self.waiting.get(number_of(subject))
         if waiter is None or not waiter.open:
+            return
+        if waiter.peer is not None and subject.rsplit(".", 2)[1] != waiter.peer[0]:
+            self._node.refuse("reply", subject)
             return
         if (
             message.status == 503
@@ -283,7 +297,7 @@ class Requests:
         assert waiter.resend is not None
         cell, kind, body = waiter.resend
         waiter.sent_at = trio.current_time()
-        self._node.tells.send(cell, kind, body, f"{self._replies}.{number}")
+        self._node.tells.send(cell, kind, body, self._reply_subject(waiter.peer, number))
 
     def confirmed(self, asked: list[int], held: set[int], peer: Peer) -> None:
         """A confirm round's answer: of the requests ``asked`` about, ``peer`` holds

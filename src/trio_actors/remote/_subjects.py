@@ -29,12 +29,15 @@ subject                                published    what
                                                     ``to``: a ref to its previous
                                                     life reaches nobody (NATS's
                                                     no-responders)
-``P.r.X.I.<n>``                        a reply      replies to X's asks, stops,
+``P.r.X.I.<to>.<n>``                   ``to``       replies to X's asks, stops,
                                                     confirm rounds and lookups
                                                     (``_requests.py``): the reply
-                                                    subject of the request, answered
-                                                    once (the server's response
-                                                    permissions)
+                                                    subject of request ``n`` to node
+                                                    ``to``, which X takes from ``to``
+                                                    only. A lookup goes to no one
+                                                    node: its reply subject has
+                                                    ``-``, which the node answering
+                                                    replaces with its own name
 ``P.t.X.I.<watched>.<n>``              <watched>    the stop of an actor of node
                                                     ``<watched>`` that X watches
                                                     (``_watches.py``): a ``WATCH``

@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_contracts_command(commands)
     _add_sweep_command(commands)
     _add_node_commands(commands)
+    from ._secure import add_secure_command  # (small: the secure deployment's files)
+
+    add_secure_command(commands)
     return parser
 
 
@@ -413,6 +416,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._nodes import run_cluster, run_node
 
         return (run_node if args.command == "node" else run_cluster)(args, parser)
+    if args.command == "secure":
+        from ._secure import run_secure
+
+        return run_secure(args, parser)
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse
     return 2  # pragma: no cover
 
