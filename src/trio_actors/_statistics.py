@@ -33,6 +33,7 @@ class DeadLetterCounts:
         overflow: dropped by a full bounded mailbox.
         unreachable: told to an actor on another node that nothing serves.
         undecodable: a tell from another node this node could not decode.
+        refused: a tell to another node that the NATS server refused to carry.
     """
 
     stopped: int = 0
@@ -40,11 +41,19 @@ class DeadLetterCounts:
     overflow: int = 0
     unreachable: int = 0
     undecodable: int = 0
+    refused: int = 0
 
     @property
     def total(self) -> int:
         """All dead letters, whatever the reason."""
-        return self.stopped + self.stranded + self.overflow + self.unreachable + self.undecodable
+        return (
+            self.stopped
+            + self.stranded
+            + self.overflow
+            + self.unreachable
+            + self.undecodable
+            + self.refused
+        )
 
 
 @attrs.frozen

@@ -264,3 +264,44 @@ def test_an_allow_list_limits_which_nodes_actors_a_node_reaches() -> None:
     assert "ta.shop.n.*.*.a" in everyone
     assert "ta.shop.n.b.*.a" in listed
     assert not any(subject.startswith("ta.shop.n.") and "b" not in subject for subject in listed)
+
+
+async def test_what_the_server_refuses_fails_the_tell_ask_stop_or_watch_that_sent_it(
+    tmp_path: Path,
+) -> None:
+    """With ``--allow a:b`` (b may reach no node's actors), b's ask and stop to a's
+    actor fail at once with NotPermitted naming the subject, its tell is a dead
+    letter "refused", its watch ends with NotPermitted; a still reaches b."""
+    out = tmp_path / "secure"
+    write_deployment(out, NODES, cluster="shop", allowed={"a": ["b"]})
+    config = (out / "nats-server.conf").read_text()
+    with running_nats_server(tmp_path, config=config) as server, trio.fail_after(60):
+        async with (
+            ta.open_actor_system(cluster=configured(out, "a", server), node="a") as a,
+            ta.open_actor_system(cluster=configured(out, "b", server), node="b") as b,
+        ):
+            a.register("echo", a.spawn(Echo, name="echo"))
+            b.register("echo-b", b.spawn(Echo, name="echo-b"))
+            await Node.of(a).flush()
+            await Node.of(b).flush()
+            assert await (await a.lookup("echo-b")).ask("a to b") == "a to b"
+            echo = await b.lookup("echo")  # (a lookup is allowed: a ref to a's actor)
+            subject = f"ta.shop.n.a.{Node.of(a).incarnation}.b"
+            with trio.fail_after(5):  # (at once: not the caller's timeout)
+                with pytest.raises(ta.NotPermitted, match=f"Publish to {subject}"):
+                    await echo.ask("b to a")
+                with pytest.raises(ta.NotPermitted, match="not delivered"):
+                    await echo.stop()
+            echo.tell("told")
+            terminated = await echo.wait_stopped()
+            assert isinstance(terminated.error, ta.NotPermitted)
+            await Node.of(b).flush()
+            for _ in range(100):  # (the tell's -ERR: one round trip)
+                if b.statistics().dead_letters.refused:
+                    break
+                await trio.sleep(0.02)
+            assert b.statistics().dead_letters.refused == 1
+            assert [(d.reason, d.message) for d in b.dead_letters.recent] == [("refused", "told")]
+            assert Node.of(b).refused == 4  # (the messages: ask, stop, tells, watch)
+            assert Node.of(b).unconfirmed == 0
+            assert await (await a.lookup("echo-b")).ask("still") == "still"

@@ -18,7 +18,9 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
 * ``_names.py`` -- the cluster's registered names;
 * ``_remote_cell.py`` -- the record behind a ref to an actor of another node;
 * ``_codec.py`` -- what crosses, encoded;
-* ``_transport.py`` -- NATS, or for tests an in-memory bus.
+* ``_transport.py`` -- NATS, or for tests an in-memory bus;
+* ``_refused.py`` -- what the server refused to carry (permissions), mapped to
+  what the node published.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -33,6 +36,7 @@ import trio
 from .. import nats
 from .._cluster import Cluster, as_cluster, check_token
 from ._node import Node
+from ._refused import on_server_error
 from ._subjects import connection_name
 from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
 
@@ -64,6 +68,7 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
         nursery.start_soon(node.run, name=f"trio-actors node {name}")
         if isinstance(transport, NatsTransport):
             nursery.start_soon(node.follow_connection, transport.client)
+            transport.client.on_server_error(partial(on_server_error, node))
         try:
             yield node
         finally:

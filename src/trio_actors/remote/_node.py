@@ -80,6 +80,9 @@ class Node:
             ``"termination"``): on a server whose permissions make each node
             publish on its own subjects only, the work of a node speaking for
             another (``docs/security.rst``).
+        refused: messages of this node's that the NATS server refused to carry
+            (a permissions violation: one per ``-ERR``; ``_refused.py`` says what
+            each becomes).
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class Node:
         self._nursery = nursery
         self.closed = False
         self.forged: dict[str, int] = {}
+        self.refused = 0  # messages the server refused to carry (_refused.py)
         self.exports = Exports(self)
         self.codec = self.new_codec()
         self.tells = Tells(self)

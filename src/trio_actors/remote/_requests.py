@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._errors import ActorNotFound, ActorStopped, ConnectionInterrupted, NodeDown
+from .._errors import ActorNotFound, ActorStopped, ConnectionInterrupted, NodeDown, NotPermitted
 from ._confirm import give_up_after
 from ._peers import PeerState
 from ._subjects import ASK, CANCEL, CONFIRM, NONE, STOP, Peer, encode, number_of
@@ -64,6 +64,7 @@ class _Waiter:
         "failed",
         "interrupted",
         "peer",
+        "refused",
         "reply",
         "resend",
         "sent_at",
@@ -78,6 +79,7 @@ class _Waiter:
         self.sent_at = trio.current_time()
         self.failed: str | None = None  # why no answer will come (the peer, or the connection)
         self.interrupted = False  # (failed: ConnectionInterrupted, not NodeDown)
+        self.refused = False  # (failed: the server refused its message, NotPermitted)
         self.undelivered = 0  # no-responders while its peer was up, in a row: sent again
 
     @property
@@ -142,6 +144,8 @@ class Requests:
 
     def _answer_of(self, waiter: _Waiter, cell: RemoteCell) -> Any:
         reply = waiter.reply
+        if waiter.refused:
+            raise NotPermitted(f"{cell.path}: {waiter.failed}")
         if waiter.failed:
             error = ConnectionInterrupted if waiter.interrupted else NodeDown
             raise error(
@@ -174,7 +178,7 @@ class Requests:
             await waiter.event.wait()
         finally:
             del self.waiting[number]
-        if waiter.interrupted:
+        if waiter.interrupted or waiter.refused:
             self._answer_of(waiter, cell)  # (raises: nobody can say it stopped)
         if waiter.failed or (waiter.reply is not None and waiter.reply.status == 503):
             return  # its node is gone: it has stopped
@@ -327,6 +331,18 @@ class Requests:
                 waiter.fail(why, interrupted=True)
 
     # --- ended without a reply ----------------------------------------------------
+
+    def refused(self, peer: Peer, why: str) -> int:
+        """The server refused this node's messages to ``peer``'s actors: every
+        request waiting on it fails with ``NotPermitted`` (``why``); return how
+        many."""
+        count = 0
+        for waiter in self.waiting.values():
+            if waiter.peer == peer and waiter.open:
+                waiter.refused = True
+                waiter.fail(why, interrupted=False)
+                count += 1
+        return count
 
     def waiting_on(self, before: float | None = None) -> Iterator[tuple[Peer, float]]:
         """The peers that requests still wait on, each with when it was sent (for

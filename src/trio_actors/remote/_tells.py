@@ -402,6 +402,25 @@ class Tells:
             for recipient, told, _body in tells:
                 self._node.system.dead_letters.record(new_ref(recipient), told, "unreachable")
 
+    def refused(self, subject: str, why: str) -> int:
+        """The server refused this node's messages on ``subject`` (a node's):
+        the tells sent there and not yet confirmed are dead letters "refused",
+        accounted on their link like bounced ones; return how many."""
+        count = 0
+        for number, tells in list(self._unconfirmed.items()):
+            if tells[0][0].subject != subject:  # (one message: one node's tells)
+                continue
+            del self._unconfirmed[number]
+            link = tells[0][0].link
+            if link.counts(number):
+                link.bounced += len(tells)
+            for recipient, told, _body in tells:
+                self._node.system.dead_letters.record(new_ref(recipient), told, "refused")
+            count += len(tells)
+        if count:
+            _log.warning("node %s: %d tell(s) refused: %s", self._node.name, count, why)
+        return count
+
     async def count_lost(self, peer: Peer, link: Link, told: int) -> None:
         """``peer`` is down: once the server has routed what was sent to it before
         (its no-responders answers come first), count the tells it had neither

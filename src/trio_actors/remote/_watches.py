@@ -196,6 +196,15 @@ class Watches:
         for remote in [w for w in self.watching.values() if w.cell.peer == peer]:
             self.terminated(remote, NodeDown(said))
 
+    def refused(self, peer: Peer, error: BaseException) -> int:
+        """The server refused this node's messages to ``peer``'s actors: the watches
+        of its actors not yet confirmed (their ``WATCH`` may never have gone) end
+        with ``error``; return how many."""
+        ended = [w for w in self.watching.values() if w.cell.peer == peer and not w.confirmed]
+        for remote in ended:
+            self.terminated(remote, error)
+        return len(ended)
+
     def unconfirmed(self, before: float) -> Iterator[tuple[Peer, float]]:
         """The peers with watches of their actors not yet confirmed, sent before
         ``before`` (a confirm round asks about them)."""
