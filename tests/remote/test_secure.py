@@ -305,3 +305,21 @@ async def test_what_the_server_refuses_fails_the_tell_ask_stop_or_watch_that_sen
             assert Node.of(b).refused == 4  # (the messages: ask, stop, tells, watch)
             assert Node.of(b).unconfirmed == 0
             assert await (await a.lookup("echo-b")).ask("still") == "still"
+
+
+def test_a_node_without_credentials_is_warned_of_a_server_off_this_machine() -> None:
+    from trio_actors.remote import open_server_warning
+
+    name = "ta.shop.a.1234"
+    for servers in ("nats://10.0.0.5:4222", ["nats://127.0.0.1:4222", "nats://nats.shop:4222"]):
+        warning = open_server_warning(ta.Cluster(servers), name)
+        assert warning is not None
+        assert "without credentials" in warning
+        assert "trusted network only" in warning
+    for servers in ("nats://127.0.0.1:4222", "nats://localhost:4222", "nats://[::1]:4222"):
+        assert open_server_warning(ta.Cluster(servers), name) is None
+    assert (
+        open_server_warning(ta.Cluster("nats://10.0.0.5:4222", user="a", password="p"), name)
+        is None
+    )
+    assert open_server_warning(ta.Cluster("nats://10.0.0.5:4222", token="t"), name) is None

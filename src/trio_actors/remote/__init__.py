@@ -25,11 +25,14 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from functools import partial
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import trio
 
@@ -45,7 +48,17 @@ if TYPE_CHECKING:
 
 _FLUSH_WITHIN = 2.0  # seconds a leaving node waits for the server to take its last words
 
-__all__ = ["MemoryBus", "MemoryTransport", "NatsTransport", "Node", "Transport", "open_node"]
+_log = logging.getLogger("trio_actors")
+
+__all__ = [
+    "MemoryBus",
+    "MemoryTransport",
+    "NatsTransport",
+    "Node",
+    "Transport",
+    "open_node",
+    "open_server_warning",
+]
 
 
 @asynccontextmanager
@@ -95,6 +108,9 @@ async def _connect(cluster: Cluster, client_name: str) -> AsyncIterator[Transpor
         async with cluster.bus.connect(client_name) as memory:
             yield memory
         return
+    warning = open_server_warning(cluster, client_name)
+    if warning is not None:
+        _log.warning(warning)
     options = cluster.connect_options()
     async with nats.connect(list(cluster.servers), name=client_name, **options) as client:
         try:
@@ -106,6 +122,35 @@ async def _connect(cluster: Cluster, client_name: str) -> AsyncIterator[Transpor
             within = _FLUSH_WITHIN if client.status == "connected" else 0.0
             with trio.CancelScope(shield=True), suppress(nats.ConnectionClosed):
                 await client.close(send_within=within)
+
+
+def open_server_warning(cluster: Cluster, client_name: str) -> str | None:
+    """What to warn of when a node connects without credentials to a server that is
+    not on this machine (``None``: it has credentials, or every server is on a
+    loopback address): an open server is a trusted network only."""
+    options = cluster.connect_options()
+    if any(options[key] is not None for key in ("token", "user", "nkey_seed", "credentials")):
+        return None
+    remote = [server for server in cluster.servers if not _loopback(server)]
+    if not remote:
+        return None
+    return (
+        f"{client_name} connects without credentials to {', '.join(remote)}: an open "
+        "server is a trusted network only -- any client it lets in reads every message "
+        "and can speak for any node (tell, ask and stop any actor, take names, forge a "
+        "node's bye); give each node its own user (trio-actors secure; see the "
+        "Security page of the docs)"
+    )
+
+
+def _loopback(url: str) -> bool:
+    host = urlsplit(url if "://" in url else f"nats://{url}").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # (a name: not known to be this machine)
+        return False
 
 
 @asynccontextmanager

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .._cluster import check_token
-from ..nats._handshake import parse_url
+from .. import Cluster
 
 __all__ = ["ADVISORIES_USER", "node_permissions", "run_secure", "write_deployment"]
 
@@ -47,6 +47,7 @@ ADVISORIES_USER = "ta-advisories"
 advisories and nothing else, and publish nothing."""
 
 _SERVER_CONF = "nats-server.conf"
+_NAME = re.compile(r"[A-Za-z0-9_-]+")  # (as Cluster's names: NATS subject tokens)
 
 
 def node_permissions(
@@ -162,17 +163,19 @@ def write_deployment(
             advisories user's; an ``allowed`` entry naming an unknown node; a file
             already there (nothing is overwritten); a server that is not a URL.
     """
-    check_token(cluster, "the cluster's name")
+    Cluster(list(servers), name=cluster)  # (a ValueError for a bad URL or name)
     for node in nodes:
-        check_token(node, "a node's name")
+        if not _NAME.fullmatch(node):
+            raise ValueError(
+                f"a node's name is letters, digits, '_' and '-' (part of NATS subjects), "
+                f"got {node!r}"
+            )
     if not nodes:
         raise ValueError("name at least one node")
     if len(set(nodes)) != len(nodes):
         raise ValueError(f"a node is named twice: {', '.join(nodes)}")
     if ADVISORIES_USER in nodes:
         raise ValueError(f"{ADVISORIES_USER!r} is the advisories user's name: not a node's")
-    for server in servers:
-        parse_url(server)
     for sender, receivers in (allowed or {}).items():
         for node in (sender, *receivers):
             if node not in nodes:
