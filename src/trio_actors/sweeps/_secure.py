@@ -212,35 +212,6 @@ def parse_allow(entries: Sequence[str] | None) -> dict[str, list[str]] | None:
     return allowed
 
 
-def add_secure_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    secure = commands.add_parser(
-        "secure",
-        help="write a nats-server configuration and node files for a secure cluster",
-        description="Write into DIR a nats-server configuration (one user per node, "
-        "subject permissions so that only a node speaks for itself, a subscribe-only "
-        "advisories user) and one configuration file per node (its credentials).",
-    )
-    secure.add_argument("nodes", nargs="+", metavar="NODE", help="the nodes' names")
-    secure.add_argument("--out", required=True, metavar="DIR", help="where to write")
-    secure.add_argument(
-        "--cluster-name", default="trio-actors", help="the cluster's name (trio-actors)"
-    )
-    secure.add_argument(
-        "--cluster",
-        action="append",
-        metavar="URL",
-        help="a server the nodes connect to (repeatable; default nats://127.0.0.1:4222; "
-        "the server's port is the first's)",
-    )
-    secure.add_argument(
-        "--allow",
-        action="append",
-        metavar="NODE:NODE,...",
-        help="which nodes' actors a node may send to (repeatable); without it, every "
-        "node may reach every other; with it, a node not listed reaches none",
-    )
-
-
 def run_secure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         paths = write_deployment(
