@@ -248,6 +248,7 @@ def test_the_secure_command_writes_secret_files_and_refuses_mistakes(
         (["a", "--out", str(out)], "exists: not overwritten"),
         (["a", "b", "--allow", "a:z", "--out", str(tmp_path / "x")], "'z', which is not one"),
         (["a", "a", "--out", str(tmp_path / "y")], "named twice"),
+        (["a", "-", "--out", str(tmp_path / "v")], "stands for no node"),
         (["a.b", "--out", str(tmp_path / "z")], "letters, digits"),
         (["a", "--allow", "a", "--out", str(tmp_path / "w")], "NODE:NODE"),
     ):

@@ -172,6 +172,8 @@ def write_deployment(
             )
     if not nodes:
         raise ValueError("name at least one node")
+    if "-" in nodes:  # (a lookup's reply subject has "-" where its answerer goes)
+        raise ValueError("'-' stands for no node in the subjects: name the node otherwise")
     if len(set(nodes)) != len(nodes):
         raise ValueError(f"a node is named twice: {', '.join(nodes)}")
     if ADVISORIES_USER in nodes:
