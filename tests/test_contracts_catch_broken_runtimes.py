@@ -634,8 +634,8 @@ def remote_stranded_asks_not_failed_back(mp: pytest.MonkeyPatch) -> None:
 def remote_stop_ignores_drain(mp: pytest.MonkeyPatch) -> None:
     original = _inbound.Answers.receive_stop
 
-    def never_drained(self: Any, cell: Any, body: Any, reply: Any) -> None:
-        original(self, cell, _subjects.encode(False), reply)
+    def never_drained(self: Any, cell: Any, drain: bool, reply: Any) -> None:
+        original(self, cell, False, reply)
 
     mp.setattr(_inbound.Answers, "receive_stop", never_drained)
 

@@ -27,6 +27,7 @@ This module only re-exports the public API.
 """
 
 from ._cluster import Cluster as Cluster
+from ._cluster import InputLimits as InputLimits
 from ._errors import ActorError as ActorError
 from ._errors import ActorNotFound as ActorNotFound
 from ._errors import ActorStopped as ActorStopped
@@ -42,7 +43,9 @@ from ._policy import DEFAULT_CLEANUP_BATCH as DEFAULT_CLEANUP_BATCH
 from ._policy import DEFAULT_TIME_SLICE as DEFAULT_TIME_SLICE
 from ._policy import ServingPolicy as ServingPolicy
 from ._statistics import ActorStatistics as ActorStatistics
+from ._statistics import BadInputCounts as BadInputCounts
 from ._statistics import DeadLetterCounts as DeadLetterCounts
+from ._statistics import NodeStatistics as NodeStatistics
 from ._statistics import SystemStatistics as SystemStatistics
 from .actors import Actor as Actor
 from .actors import ActorRef as ActorRef
@@ -79,6 +82,7 @@ __all__ = [
     "ActorStopped",
     "ActorSystem",
     "Backoff",
+    "BadInputCounts",
     "Bounded",
     "Broadcast",
     "Cluster",
@@ -92,8 +96,10 @@ __all__ = [
     "DeadLetters",
     "Escalate",
     "GroupStrategy",
+    "InputLimits",
     "MailboxFull",
     "NodeDown",
+    "NodeStatistics",
     "NotPermitted",
     "OneForAll",
     "OneForOne",

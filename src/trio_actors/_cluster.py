@@ -20,7 +20,7 @@ import attrs
 from ._cluster_config import read_config
 from .nats._handshake import parse_url
 
-__all__ = ["Bus", "Cluster", "as_cluster", "check_token", "read_cluster_file"]
+__all__ = ["Bus", "Cluster", "InputLimits", "as_cluster", "check_token", "read_cluster_file"]
 
 
 class Bus(Protocol):
@@ -48,6 +48,61 @@ def check_token(value: object, what: str) -> str:
             f"{what} must be letters, digits, '_' and '-' (it is part of NATS subjects), "
             f"got {value!r}"
         )
+    return value
+
+
+def _whole(minimum: int) -> Any:
+    def check(limits: InputLimits, attribute: attrs.Attribute[int], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(
+                f"InputLimits({attribute.name}=...) is a whole number >= {minimum}, got {value!r}"
+            )
+
+    return check
+
+
+@attrs.frozen
+class InputLimits:
+    """What a node may hold because of what arrives from the wire, and how loudly it
+    says it refused something (``Cluster(limits=...)``; ``docs/remote.rst``,
+    "What a node tolerates"). Every table keyed by what other nodes send is bounded
+    here, and freed when the node that sent it is declared down.
+
+    Attributes:
+        peers: other nodes (incarnations) a node keeps in its peer table at once.
+            A heartbeat or a sign of life from one more is ignored (counted as
+            ``over_limit``) until silent ones leave the table.
+        names: names held by other nodes a node keeps in its view.
+        watches: watches of its actors by other nodes it keeps (one per reply
+            subject).
+        undecodable_prefix: bytes of a tell it could not decode kept in its dead
+            letter (the first ones).
+        undecodable_bytes: bytes all such dead letters among the recent ones
+            hold together; past it, a new one keeps fewer (or none).
+        log_every: bad input of one kind is logged the first time, then every
+            ``log_every`` times, with the count so far.
+        announce_every: seconds between two announcements of all a node's names
+            (each new node met asks for one; those that come within the window
+            share one at its end).
+    """
+
+    peers: int = attrs.field(default=1_024, validator=_whole(1), kw_only=True)
+    names: int = attrs.field(default=16_384, validator=_whole(0), kw_only=True)
+    watches: int = attrs.field(default=16_384, validator=_whole(0), kw_only=True)
+    undecodable_prefix: int = attrs.field(default=1_024, validator=_whole(0), kw_only=True)
+    undecodable_bytes: int = attrs.field(default=1 << 20, validator=_whole(0), kw_only=True)
+    log_every: int = attrs.field(default=1_000, validator=_whole(1), kw_only=True)
+    announce_every: float = attrs.field(default=0.1, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        every = self.announce_every
+        if isinstance(every, bool) or not isinstance(every, int | float) or not 0 <= every < 1e9:
+            raise ValueError(f"InputLimits(announce_every=...) is seconds >= 0, got {every!r}")
+
+
+def _limits(value: object) -> InputLimits:
+    if not isinstance(value, InputLimits):
+        raise TypeError(f"Cluster limits is an InputLimits(...), got {value!r}")
     return value
 
 
@@ -92,6 +147,8 @@ class Cluster:
         heartbeat: seconds between a node's heartbeats.
         heartbeats_missed: how many beats a node may miss before another node
             that waits on it declares it down (:exc:`~trio_actors.NodeDown`).
+        limits: what a node may hold because of what other nodes (or any client
+            of the servers) send it: :class:`~trio_actors.InputLimits`.
 
     ``tls``, ``tls_hostname``, ``token``, ``user``, ``password``, ``nkey_seed`` and
     ``credentials`` are passed to :func:`trio_actors.nats.connect` as they are.
@@ -117,6 +174,7 @@ class Cluster:
     system_credentials: str | Path | None = attrs.field(default=None, kw_only=True)
     heartbeat: float = attrs.field(default=1.0, kw_only=True)
     heartbeats_missed: int = attrs.field(default=3, kw_only=True)
+    limits: InputLimits = attrs.field(factory=InputLimits, converter=_limits, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         for server in self.servers:

@@ -148,4 +148,80 @@ class SystemStatistics:
     timers: int
 
 
-__all__ = ["ActorStatistics", "DeadLetterCounts", "SystemStatistics"]
+@attrs.frozen
+class BadInputCounts:
+    """What a node could not use of what arrived from the wire, by kind: each was
+    ignored (and logged, rate-limited: ``InputLimits.log_every``), never the end of
+    the node. See ``docs/remote.rst``, "What a node tolerates".
+
+    Attributes:
+        messages: messages for its actors it could not read (not an envelope, an
+            unknown kind, a body of the wrong shape).
+        tells: tells whose message it could not decode (a type its cluster does not
+            register...); each is also a dead letter ``"undecodable"``.
+        replies: replies to its asks, stops and lookups it could not read.
+        bounces: answers on its tells' reply subjects it could not read.
+        terminations: stop notices of actors it watches it could not read.
+        acks: acknowledgements of its tells it could not read.
+        heartbeats: heartbeats that were neither empty nor ``bye``.
+        announcements: claims and releases of names it could not read.
+        advisories: the server's disconnect advisories it could not read.
+        lookups: lookups of its names with no valid subject to answer on.
+        watches: watches of its actors whose reply subject is not a node's.
+        over_limit: input refused because a table it would have grown is full
+            (``InputLimits``: peers, names, watches).
+        forged: messages whose subject and content disagree -- a node speaking
+            for another (a request whose reply subject is not its sender's, an
+            answer from another node than the one asked, a claim of a name for
+            another node, an advisory of a connection that was not the node's
+            user's): on a server with ``trio-actors secure``'s permissions, the
+            subject is the sender's proof (``docs/security.rst``).
+    """
+
+    messages: int = 0
+    tells: int = 0
+    replies: int = 0
+    bounces: int = 0
+    terminations: int = 0
+    acks: int = 0
+    heartbeats: int = 0
+    announcements: int = 0
+    advisories: int = 0
+    lookups: int = 0
+    watches: int = 0
+    over_limit: int = 0
+    forged: int = 0
+
+    @property
+    def total(self) -> int:
+        """All bad input, whatever the kind."""
+        return sum(attrs.astuple(self))
+
+
+@attrs.frozen
+class NodeStatistics:
+    """A snapshot of a node, from ``system.node.statistics()``
+    (:meth:`ClusterNode.statistics <trio_actors.actors.ClusterNode.statistics>`).
+
+    Attributes:
+        bad_input: what it could not use of what arrived, by kind.
+        peers: other node incarnations in its peer table now (itself included).
+        undecodable_bytes: bytes held now by its recent dead letters
+            ``"undecodable"`` (at most ``InputLimits.undecodable_bytes``).
+        unconfirmed: tells whose fate a lost connection or a node that died left
+            unknown (as ``system.node.unconfirmed``).
+    """
+
+    bad_input: BadInputCounts
+    peers: int
+    undecodable_bytes: int
+    unconfirmed: int
+
+
+__all__ = [
+    "ActorStatistics",
+    "BadInputCounts",
+    "DeadLetterCounts",
+    "NodeStatistics",
+    "SystemStatistics",
+]

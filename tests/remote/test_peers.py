@@ -90,6 +90,7 @@ class Table:
             ME,
             heartbeat=1.0,
             heartbeats_missed=3,
+            limit=1_024,
             sent=lambda: self.sent,
             on_met=self.met.append,
             on_down=lambda *args: self.down.append(args),

@@ -265,6 +265,21 @@ async def test_asks_to_a_node_between_two_connections_wait_for_it(
         assert sorted(await counter.ask("handled")) == list(range(5))
 
 
+async def test_an_ask_sent_again_after_a_reconnect_is_handled_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Sent again once, delivered, and slow to answer: the rounds that follow find
+    # it held, and never send it a third time.
+    bus = MemoryBus()
+    async with nodes(bus) as (a, _b, counter):
+        slow = ("sleep", 8 * HEARTBEAT)
+        async with trio.open_nursery() as nursery:
+            with bus.between_connections(Node.of(a).transport):  # type: ignore[arg-type]
+                nursery.start_soon(counter.ask, slow)
+                await trio.sleep(HEARTBEAT)
+        assert await counter.ask("handled") == [slow]
+
+
 async def test_a_node_that_serves_nothing_for_too_long_interrupts_what_waits(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -307,3 +322,24 @@ async def test_a_lookup_nobody_answers_ends_after_its_bound(
                 await b.lookup("counter")
         assert trio.current_time() - started == pytest.approx(HEARTBEAT * MISSED)
         assert await b.lookup("counter") == counter
+
+
+async def test_a_confirm_a_node_cannot_read_is_counted_and_not_answered(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Too many numbers, or not numbers: bad input, counted; nothing is answered.
+    bus = MemoryBus()
+    async with nodes(bus) as (a, _b, counter), bus.connect("raw") as raw:
+        node_a = Node.of(a)
+        answered: list[Any] = []
+        reply_to = node_a.subjects.replies("raw", "1")
+        raw.subscribe(f"{reply_to}.*", answered.append)
+        before = node_a.statistics().bad_input.messages
+        for asked in (list(range(2_000)), ["not", "numbers"]):
+            body = msgspec.Raw(msgspec.msgpack.encode(("raw", "1", asked, [])))
+            frame = msgspec.msgpack.encode((CONFIRM, 0, "", body))
+            raw.publish(node_a.subject, frame, reply=f"{reply_to}.7")
+        await trio.sleep(HEARTBEAT)
+        assert node_a.statistics().bad_input.messages == before + 2
+        assert answered == []
+        assert await counter.ask("still here") == "still here"

@@ -120,7 +120,11 @@ async def test_two_nodes_with_their_own_credentials_work_without_a_server_error(
             assert Node.of(b).unconfirmed == 0
             assert Node.of(a).tells.taken.count_of(f"ta.shop.u.b.{Node.of(b).incarnation}") == 1
             assert (server_errors(a), server_errors(b)) == (0, 0)
-            assert Node.of(a).forged == Node.of(b).forged == {}
+            assert (
+                Node.of(a).statistics().bad_input.total
+                == Node.of(b).statistics().bad_input.total
+                == 0
+            )
 
 
 async def test_a_nodes_credentials_cannot_speak_for_another_node(tmp_path: Path) -> None:
@@ -303,7 +307,7 @@ async def test_what_the_server_refuses_fails_the_tell_ask_stop_or_watch_that_sen
                 await trio.sleep(0.02)
             assert b.statistics().dead_letters.refused == 1
             assert [(d.reason, d.message) for d in b.dead_letters.recent] == [("refused", "told")]
-            assert Node.of(b).refused == 4  # (the messages: ask, stop, tells, watch)
+            assert Node.of(b).not_permitted == 4  # (the messages: ask, stop, tells, watch)
             assert Node.of(b).unconfirmed == 0
             assert await (await a.lookup("echo-b")).ask("still") == "still"
 

@@ -49,11 +49,14 @@ class DeadLetter:
         reason: ``"stopped"`` (told to a stopping or stopped actor), ``"stranded"``
             (left queued when the actor stopped), ``"overflow"`` (dropped by a
             bounded mailbox), ``"unreachable"`` (told to an actor on another node
-            that nothing serves: the node, or that incarnation of it, is gone) or
+            that nothing served when the tell arrived -- never delivered: the node,
+            or that incarnation of it, is gone, or it was between two connections)
+            or
             ``"undecodable"`` (a tell from another node that this node cannot decode,
-            e.g. a type its cluster does not register: the message is its bytes) or
-            ``"refused"`` (a tell to another node that the NATS server refused to
-            carry: this node may not send to it, ``docs/security.rst``).
+            e.g. a type its cluster does not register: the message is its first
+            bytes, ``InputLimits.undecodable_prefix`` at most) or ``"refused"`` (a
+            tell to another node that the NATS server refused to carry: this node may
+            not send to it, ``docs/security.rst``).
     """
 
     recipient: ActorRef
@@ -233,6 +236,11 @@ class DeadLetters:
         self._closed = True
         for subscription in list(self._subscriptions):
             subscription.close()
+
+    @property
+    def keep(self) -> int:
+        """How many of the most recent dead letters :attr:`recent` holds at most."""
+        return self._recent.maxlen or 0
 
     @property
     def recent(self) -> Sequence[DeadLetter]:

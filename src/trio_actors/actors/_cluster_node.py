@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from .._core._ref import ActorRef
+from .._statistics import NodeStatistics
 
 
 class ClusterNode(Protocol):
@@ -34,6 +35,11 @@ class ClusterNode(Protocol):
 
     async def flush(self) -> None:
         """Wait until the cluster has had everything this node sent so far."""
+        ...
+
+    def statistics(self) -> NodeStatistics:
+        """A snapshot of the node's counters: a :class:`~trio_actors.NodeStatistics`
+        (never a checkpoint)."""
         ...
 
     async def lookup(self, name: str) -> ActorRef:

@@ -16,6 +16,9 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
 * ``_exports.py`` -- refs on the wire, both ways;
 * ``_inbound.py`` -- asks and stops from other nodes, queued and answered;
 * ``_names.py`` -- the cluster's registered names;
+* ``_frames.py`` -- what arrives, parsed: one parser per subject kind, none can raise;
+* ``_bad_input.py`` -- bad input counted by kind and logged rate-limited, and the
+  bytes undecodable dead letters may hold;
 * ``_remote_cell.py`` -- the record behind a ref to an actor of another node;
 * ``_codec.py`` -- what crosses, encoded;
 * ``_transport.py`` -- NATS, or for tests an in-memory bus;

@@ -148,11 +148,14 @@ class Confirmations:
             told = 0 if link is None else link.told
             body = encode((node.name, node.incarnation, asked, watched))
             reply = await requests.confirm(peer, body, within=self.interval)
-            if reply is None:
+            try:
+                held_requests, held_watches, taken = _answer.decode(reply or b"")
+            except Exception as error:  # (none, or not an answer: as if none came)
+                if reply is not None:
+                    node.refused("replies", error, node.subjects.replies(*peer))
                 self._not_answered(peer)
                 return
             self._unanswered.pop(peer, None)
-            held_requests, held_watches, taken = _answer.decode(reply)
             requests.confirmed(asked, set(held_requests), peer)
             watches.confirmed(watched, set(held_watches))
             if link is not None and link.unaccounted(told):
@@ -181,22 +184,15 @@ class Confirmations:
 
     # --- the peer's side --------------------------------------------------------------
 
-    def answer(self, sender: str, body: bytes | msgspec.Raw, reply: str) -> None:
-        """Answer a ``CONFIRM`` from node ``sender`` (its subject's) on ``reply`` (a
-        reply subject of ``sender``'s): what of it this node holds. Never raises
-        (what it cannot read it ignores, and says in the log; a body naming another
-        node than the subject is dropped as forged)."""
+    def answer(self, asked: ConfirmAsk, reply: str) -> None:
+        """Answer a ``CONFIRM`` from another node (``asked``, parsed by
+        ``Frames.envelope``) on ``reply``: what of it this node holds. Never a
+        checkpoint."""
         node = self._node
-        try:
-            named, incarnation, asked, watched = msgspec.msgpack.decode(body, type=ConfirmAsk)
-        except (msgspec.DecodeError, RecursionError) as error:
-            _log.warning("node %s: a confirm it cannot read was ignored: %s", node.name, error)
-            return
+        sender, incarnation, requests, watches = asked
         prefix = reply.rpartition(".")[0]  # (the asker's replies from here: P.r.<n>.<i>.<me>)
-        if sender != named or prefix != f"{node.subjects.replies(named, incarnation)}.{node.name}":
-            node.refuse("confirm", f"from {sender!r} naming {named!r} ({incarnation})")
-            return
-        held_requests = node.answers.held(prefix, asked[:MAX_NUMBERS])
-        held_watches = node.watches.held(named, incarnation, watched[:MAX_NUMBERS])
-        taken = node.tells.taken.count_of(node.subjects.unreachable(named, incarnation))
-        node.tells.publish(reply, encode((held_requests, held_watches, taken)))
+        held_requests = node.answers.held(prefix, requests[:MAX_NUMBERS])
+        held_watches = node.watches.held(sender, incarnation, watches[:MAX_NUMBERS])
+        taken = node.tells.taken.count_of(node.subjects.unreachable(sender, incarnation))
+        answer = msgspec.Raw(encode((held_requests, held_watches, taken)))
+        node.tells.publish(reply, encode((True, answer)))  # (a reply, as any: Frames.reply)

@@ -6,7 +6,9 @@ thread encodes there), so a ref to a stopped actor never reaches a successor wit
 the same path; the number finds the actor when a message comes back for it. A ref
 that arrives is the local actor's own, if it is of this node and still here, or a
 ref whose record is the node's one :class:`~._remote_cell.RemoteCell` for that
-actor (kept weakly: refs to the same remote actor are the same cell).
+actor (kept weakly: refs to the same remote actor are the same cell). A ref from
+the wire whose node or incarnation could not be a node's (not a subject token) is
+refused: the message that holds it cannot be decoded.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, cast
 
+from .._cluster import check_token
 from .._core._ref import new_ref
 from ._remote_cell import RemoteCell
 
@@ -72,5 +75,7 @@ class Exports:
         wire = (node, incarnation, path, number)
         remote = self._remote.get(wire)
         if remote is None:
+            check_token(node, "a ref's node")  # (ValueError: the message is undecodable)
+            check_token(incarnation, "a ref's node incarnation")
             remote = self._remote[wire] = RemoteCell(me, wire)
         return new_ref(remote)

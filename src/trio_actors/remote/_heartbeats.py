@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._subjects import DISCONNECT_ADVISORIES, Peer, peer_of_advisory
+from ._subjects import DISCONNECT_ADVISORIES, Peer
 
 if TYPE_CHECKING:
-    from ..nats import Msg
     from ._node import Node
     from ._transport import Transport
 
@@ -72,30 +71,35 @@ class Heartbeats:
         """This node leaves: the others hear it (after what it sent before)."""
         self._node.tells.publish(self.subject, b"bye")
 
-    def on_heartbeat(self, message: Msg) -> None:
-        """A heartbeat of any node (this one's too), or its ``bye``."""
-        _prefix, _, rest = message.subject.partition(".hb.")
-        node, _, incarnation = rest.partition(".")
-        peer = (node, incarnation)
-        if message.data == b"bye":
-            self._node.peers.down(peer, "it left the cluster")
-            return
-        self._node.peers.heartbeat(peer)
+    def on_heartbeat(self, heartbeat: tuple[Peer, bool]) -> None:
+        """A heartbeat of any node (this one's too), or its ``bye`` (parsed:
+        ``Frames.heartbeat``). One from a node the full peer table has no room for
+        is counted, and nothing else."""
+        peer, bye = heartbeat
+        node = self._node
+        if bye:
+            node.peers.down(peer, "it left the cluster")
+        elif not node.peers.heartbeat(peer):
+            node.refused(
+                "over_limit", "a heartbeat of a node the peer table has no room for", self.subject
+            )
 
     def follow_advisories(self, advisories: Transport) -> Callable[[], None]:
         """Hear the server's disconnect advisories on ``advisories``; return what
         stops hearing them."""
-        return advisories.subscribe(DISCONNECT_ADVISORIES, self.on_disconnect_advisory)
-
-    def on_disconnect_advisory(self, message: Msg) -> None:
-        """The server says a connection ended (the system account's
-        ``client_disconnect`` advisory): if it was a node's, that node is down.
-        Where this node authenticates as a user named after itself (a secure
-        deployment, ``docs/security.rst``), the others do too: an advisory counts
-        only if the connection's user is the node its name says."""
         node = self._node
-        by_user = node.cluster.user == node.name  # (each node its own user: trust that)
-        peer = peer_of_advisory(node.cluster.name, message.data, by_user=by_user)
+        return node.listen(
+            DISCONNECT_ADVISORIES, node.frames.advisory, self.on_disconnect_advisory, advisories
+        )
+
+    def on_disconnect_advisory(self, peer: Peer | None) -> None:
+        """The server says a connection ended (the system account's
+        ``client_disconnect`` advisory; parsed: ``Frames.advisory``): if it was a
+        node's (``peer``), that node is down. Where this node authenticates as a
+        user named after itself (a secure deployment, ``docs/security.rst``), the
+        others do too: ``Frames.advisory`` takes an advisory only if the
+        connection's user is the node its name says."""
+        node = self._node
         if peer is not None and peer != (node.name, node.incarnation):
             node.start(self._down_by_advisory, peer, node.requests.made)  # (not once closed)
 

@@ -166,13 +166,9 @@ class Answers:
             with trio.move_on_after(within):
                 await self._all_answered.wait()
 
-    def receive_stop(self, cell: ActorCell | None, body: Any, reply: str | None) -> None:
+    def receive_stop(self, cell: ActorCell | None, drain: bool, reply: str | None) -> None:
         """A stop of a local actor from another node (answered on ``reply``, if
         given, once the actor has stopped)."""
-        try:
-            drain = msgspec.msgpack.decode(body) is True
-        except msgspec.DecodeError:
-            drain = False
         node = self._node
         if cell is None:
             if reply:
@@ -182,7 +178,6 @@ class Answers:
         if reply is None:
             ref.stop_nowait(drain=drain)
             return
-
         if reply in self.stopping:
             return  # (sent again by a confirm round: the first one answers)
         self.stopping.add(reply)

@@ -20,6 +20,13 @@ withdraws its registration and says so in the log (a warning naming both nodes) 
 as Erlang's ``global`` resolves a name registered twice when two clusters meet,
 where it ends one of the two processes by default; here the actor lives on,
 without the name.
+
+What another node's announcements make this node do is bounded: the view holds at
+most ``InputLimits.names`` names (a claim past it is counted and ignored), and this
+node announces all its names at most once per ``InputLimits.announce_every``
+seconds, however many nodes it meets or ask it to (those within the window share
+one announcement at its end) -- a forged heartbeat or request for names costs at
+most that.
 """
 
 from __future__ import annotations
@@ -28,15 +35,14 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 import msgspec
+import trio
 
 from .._core._ref import new_ref
-from ._subjects import last_token, publisher_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .._core._cell import ActorCell
-    from ..nats import Msg
     from ._codec import WireRef
     from ._node import Node
     from ._subjects import Peer
@@ -49,13 +55,20 @@ ASK_FOR_NAMES: Final = 2  # (to the node named in it: announce all yours again)
 
 _log = logging.getLogger("trio_actors")
 _encode = msgspec.msgpack.Encoder().encode
-_announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int])
 
 
 class ClusterNames:
     """One node's side of the cluster's names: its announcements and its view."""
 
-    __slots__ = ("_node", "_publish", "_subject", "_subscriptions", "held")
+    __slots__ = (
+        "_announce_pending",
+        "_announced_at",
+        "_node",
+        "_publish",
+        "_subject",
+        "_subscriptions",
+        "held",
+    )
 
     def __init__(self, node: Node, publish: Callable[[str, bytes], None]) -> None:
         self._node = node
@@ -64,6 +77,8 @@ class ClusterNames:
         self.held: dict[str, WireRef] = {}  # names other nodes hold: name -> their ref
         # Names registered here: name -> what unsubscribes its lookups' subject.
         self._subscriptions: dict[str, Callable[[], None]] = {}
+        self._announced_at = -float("inf")  # (when it last announced all its names)
+        self._announce_pending = False
 
     @property
     def subject(self) -> str:
@@ -98,21 +113,13 @@ class ClusterNames:
         self.check(name)
         node = self._node
         wire = node.ref_to_wire(new_ref(cell))
-        publish, subjects = self._publish, node.subjects
+        publish = self._publish
 
-        def answer(message: Msg) -> None:
-            # A lookup's reply subject is its sender's, ``P.r.<sender>.<inc>.-.<n>``:
-            # answered as this node, ``P.r.<sender>.<inc>.<this node>.<n>``.
-            reply = message.reply
-            if not reply:
-                return
-            start, dash, number = reply.rpartition(".-.")
-            if dash and start.startswith(subjects.sender_replies(last_token(message.subject))[0]):
-                publish(f"{start}.{node.name}.{number}", _encode((True, wire)))
-            else:  # (a lookup is answered to its sender only)
-                node.refuse("lookup", f"{message.subject} with reply {reply}")
+        def answer(reply: str) -> None:
+            publish(reply, _encode((True, wire)))
 
-        self._subscriptions[name] = node.transport.subscribe(node.subjects.name(name), answer)
+        subject = node.subjects.name(name)
+        self._subscriptions[name] = node.listen(subject, node.frames.lookup, answer)
         self.claim(name, wire)
 
     def released(self, name: str) -> None:
@@ -136,9 +143,29 @@ class ClusterNames:
         node = self._node
         self._announce(RELEASE, name, (node.name, node.incarnation, "", 0))
 
-    def announce_all(self) -> None:
-        """Claim again every name held here (a node joined that has not heard them)."""
+    def announce_all_soon(self) -> None:
+        """Claim again every name held here (a node joined that has not heard them,
+        or asked): now, if the last time was ``announce_every`` seconds ago or more,
+        else once at the end of that window (however many ask meanwhile)."""
+        if self._announce_pending:
+            return
         node = self._node
+        wait = self._announced_at + node.cluster.limits.announce_every - trio.current_time()
+        if wait <= 0:
+            self._announce_all()
+        else:
+            self._announce_pending = True
+            node.start(self._announce_all_after, wait)
+
+    async def _announce_all_after(self, wait: float) -> None:
+        await trio.sleep(wait)
+        self._announce_pending = False
+        if not self._node.closed:
+            self._announce_all()
+
+    def _announce_all(self) -> None:
+        node = self._node
+        self._announced_at = trio.current_time()
         for name, ref in node.system.registered().items():
             self.claim(name, node.ref_to_wire(ref))
 
@@ -154,26 +181,27 @@ class ClusterNames:
     def _announce(self, kind: int, name: str, wire: WireRef) -> None:
         self._publish(self._subject, _encode((kind, name, *wire)))
 
-    def on_announcement(self, message: Msg) -> None:
-        try:
-            kind, name, node_name, incarnation, path, number = _announcement.decode(message.data)
-        except msgspec.DecodeError:
-            return
+    def on_announcement(self, announcement: tuple[int, str, str, str, str, int]) -> None:
+        """A claim, a release or a request for names (parsed:
+        ``Frames.announcement``)."""
+        kind, name, node_name, incarnation, path, number = announcement
         node = self._node
         wire: WireRef = (node_name, incarnation, path, number)
         peer = (wire[0], wire[1])
         me = (node.name, node.incarnation)
-        publisher = publisher_of(message.subject)
         if kind == ASK_FOR_NAMES:  # (its node: the one asked)
             if peer == me:
-                self.announce_all()
+                self.announce_all_soon()
             return
-        if peer != publisher:  # (a node claims and releases its own names only)
-            node.refuse("names", f"{publisher} announced for {peer}")
+        if peer == me:  # (a claim is its publisher's own: Frames.announcement)
             return
-        if peer == me:
+        if not node.peers.claim(peer):
+            node.refused(
+                "over_limit",
+                "a name's claim by a node the peer table has no room for",
+                self._subject,
+            )
             return
-        node.peers.claim(peer)
         if kind == RELEASE:
             held = self.held.get(name)
             if held is not None and (held[0], held[1]) == peer:
@@ -197,5 +225,9 @@ class ClusterNames:
                 self.claim(name, node.ref_to_wire(node.system.registered()[name]))
             return
         held = self.held.get(name)
-        if held is None or peer <= (held[0], held[1]):
+        if held is None and len(self.held) >= node.cluster.limits.names:
+            node.refused(
+                "over_limit", "more names held elsewhere than InputLimits.names", self._subject
+            )
+        elif held is None or peer <= (held[0], held[1]):
             self.held[name] = wire

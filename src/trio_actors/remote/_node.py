@@ -7,6 +7,10 @@ connection, leaving, and the dispatch of messages for its actors
 (``P.n.<node>.<incarnation>``), as the connection's reader calls back, in order:
 tells go straight to a mailbox; asks and stops to ``_inbound.py`` (queued at once,
 in arrival order); watches to ``_watches.py``.
+
+Every subscription parses what arrives first (``_frames.py``, one parser per
+subject kind, which cannot raise) and counts what it cannot use
+(``_bad_input.py``): nothing from the wire ends a node.
 """
 
 from __future__ import annotations
@@ -14,17 +18,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import msgspec
 import trio
 
 from .._cluster import Cluster
 from .._errors import ActorError
+from .._statistics import NodeStatistics
 from ..nats import Disconnected, Reconnected
+from ._bad_input import Bad, BadInput, UndecodableBytes, listen
 from ._codec import Codec
 from ._confirm import Confirmations
 from ._exports import Exports
+from ._frames import Envelope, Frames
 from ._heartbeats import Heartbeats
 from ._inbound import Answers
 from ._names import ClusterNames
@@ -39,7 +45,6 @@ from ._subjects import (
     WATCH,
     Peer,
     Subjects,
-    last_token,
 )
 from ._tells import Link, Tells
 from ._transport import NatsTransport, Transport
@@ -53,11 +58,10 @@ if TYPE_CHECKING:
 __all__ = ["Node"]
 
 _LEAVE_WITHIN: Final = 5.0  # seconds a leaving node gives the answers still being made
-_SAY_FORGED_EVERY: Final = 1000  # forged messages: the first said in the log, then 1 in N
 
 _log = logging.getLogger("trio_actors")
-_envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
-_tells = msgspec.msgpack.Decoder(list[tuple[int, str, msgspec.Raw]])
+
+T = TypeVar("T")
 
 
 class Node:
@@ -74,13 +78,7 @@ class Node:
             confirmed routing them, or to a node that died before acknowledging
             them: handled or not, nobody can say (T21's "unconfirmed"), counted
             rather than guessed.
-        forged: messages dropped because their subject and what they say
-            disagree, by kind (``"reply"``: a request whose reply subject is not
-            its sender's; ``"names"``, ``"confirm"``, ``"lookup"``,
-            ``"termination"``): on a server whose permissions make each node
-            publish on its own subjects only, the work of a node speaking for
-            another (``docs/security.rst``).
-        refused: messages of this node's that the NATS server refused to carry
+        not_permitted: messages of this node's that the NATS server refused to carry
             (a permissions violation: one per ``-ERR``; ``_refused.py`` says what
             each becomes).
     """
@@ -103,8 +101,12 @@ class Node:
         self.thread_id = system.thread_id  # (read by every remote tell)
         self._nursery = nursery
         self.closed = False
-        self.forged: dict[str, int] = {}
-        self.refused = 0  # messages the server refused to carry (_refused.py)
+        limits = cluster.limits
+        self.bad_input = BadInput(name, limits)  # (what it could not use, by kind)
+        by_user = cluster.user == name  # (each node its own user: advisories by user)
+        self.frames = Frames(cluster.name, subjects, name, by_user=by_user)  # (parsed)
+        self.undecodable = UndecodableBytes(system.dead_letters, limits)
+        self.not_permitted = 0  # messages the server refused to carry (_refused.py)
         self.exports = Exports(self)
         self.codec = self.new_codec()
         self.tells = Tells(self)
@@ -115,6 +117,7 @@ class Node:
             (name, incarnation),
             heartbeat=cluster.heartbeat,
             heartbeats_missed=cluster.heartbeats_missed,
+            limit=limits.peers,
             sent=lambda: self.tells.sent,
             on_met=self._met,
             on_down=self._peer_down,
@@ -123,13 +126,14 @@ class Node:
         self.names = ClusterNames(self, self.tells.publish)  # the cluster's names
         self.answers = Answers(self)  # (asks and stops from other nodes)
         self.heartbeats = Heartbeats(self)  # (the peer table's input)
+        frames, heartbeats = self.frames, self.heartbeats
         self._unsubscribes = [
-            transport.subscribe(self.subject, self._on_message),
-            transport.subscribe(self.requests.subject, self.requests.on_reply),
-            transport.subscribe(subjects.heartbeats(), self.heartbeats.on_heartbeat),
-            transport.subscribe(self.watches.subject, self.watches.on_terminated),
-            transport.subscribe(subjects.acks(name, incarnation), self.tells.on_ack),
-            transport.subscribe(self.names.subject, self.names.on_announcement),
+            self.listen(self.subject, frames.envelope, self._on_message),
+            self.listen(self.requests.subject, frames.reply, self.requests.on_reply),
+            self.listen(subjects.heartbeats(), frames.heartbeat, heartbeats.on_heartbeat),
+            self.listen(self.watches.subject, frames.termination, self.watches.on_terminated),
+            self.listen(subjects.acks(name, incarnation), frames.ack, self.tells.on_ack),
+            self.listen(self.names.subject, frames.announcement, self.names.on_announcement),
             # The outbox's tells leave at the connection writer's turn, with what waits.
             transport.before_writing(self.tells.outbox.flush),
         ]
@@ -156,20 +160,6 @@ class Node:
         """The subjects of this node's actors (one per sending node)."""
         return f"{self.subjects.node(self.name, self.incarnation)}.*"
 
-    def refuse(self, kind: str, what: str) -> None:
-        """Drop a forged message of ``kind`` (``what`` says which): counted in
-        :attr:`forged`, said in the log (the first, then one in
-        ``_SAY_FORGED_EVERY``). Never raises."""
-        count = self.forged[kind] = self.forged.get(kind, 0) + 1
-        if count % _SAY_FORGED_EVERY == 1:
-            _log.warning(
-                "node %s: a forged message was dropped (%s: %s; %d of this kind so far)",
-                self.name,
-                kind,
-                what,
-                count,
-            )
-
     @property
     def trio_token(self) -> trio.lowlevel.TrioToken:
         return self.system.trio_token
@@ -187,6 +177,33 @@ class Node:
         0 over the in-memory bus."""
         transport = self.transport
         return transport.client.unsent if isinstance(transport, NatsTransport) else 0
+
+    def statistics(self) -> NodeStatistics:
+        """A snapshot of the node's counters (:class:`~trio_actors.NodeStatistics`).
+        Never a checkpoint."""
+        return NodeStatistics(
+            bad_input=self.bad_input.snapshot(),
+            peers=self.peers.count(),
+            undecodable_bytes=self.undecodable.held,
+            unconfirmed=self.tells.unconfirmed,
+        )
+
+    def listen(
+        self,
+        subject: str,
+        parse: Callable[[Msg], T | Bad],
+        handle: Callable[[T], object],
+        transport: Transport | None = None,
+    ) -> Callable[[], None]:
+        """Subscribe to ``subject`` (on ``transport``, the node's by default): each
+        message parsed by ``parse`` (``_frames.py``), then handled, or counted as bad
+        input. Return what unsubscribes."""
+        return listen(transport or self.transport, subject, self.bad_input, parse, handle)
+
+    def refused(self, kind: str, why: object, subject: str) -> None:
+        """Count input a handler could not use (``kind``: a field of
+        :class:`~trio_actors.BadInputCounts`), logged rate-limited."""
+        self.bad_input.count(Bad(kind, why), subject)
 
     def ref_to_wire(self, ref: ActorRef) -> tuple[str, str, str, int]:
         return self.exports.ref_to_wire(ref)
@@ -236,8 +253,9 @@ class Node:
 
     def _met(self, peer: Peer) -> None:
         """``peer`` is new to this node, or back after it was declared down: they
-        exchange their names."""
-        self.names.announce_all()
+        exchange their names (this node's at most once per ``InputLimits.announce_every``
+        seconds, however many nodes it meets)."""
+        self.names.announce_all_soon()
         self.names.ask_for_names(peer)
 
     def _peer_down(
@@ -300,50 +318,29 @@ class Node:
 
     # --- receiving (called by the connection's reader, in order) --------------------
 
-    def _on_message(self, message: Msg) -> None:
-        try:
-            kind, number, path, body = _envelope.decode(message.data)
-            if kind == TELL:  # (its body: [export number, path, body] for each tell)
-                tells = _tells.decode(body)
-        except msgspec.DecodeError as error:  # (not one of ours: nothing to answer)
-            _log.warning("node %s: a message it cannot read was ignored: %s", self.name, error)
-            return
-        reply = message.reply
-        if reply is not None and not self._replies_to_sender(kind, message.subject, reply):
-            self.refuse("reply", f"{message.subject} with reply {reply}")
-            return
-        if kind == TELL:
+    def _on_message(self, envelope: Envelope) -> None:
+        """A message for this node's actors (parsed: ``Frames.envelope``)."""
+        kind, number, path, body, reply, _sender = envelope
+        if kind == TELL:  # (its body: [export number, path, body] for each tell)
             if reply:
-                self.tells.took(reply, len(tells))
+                self.tells.took(reply, len(body))
             exported = self.exports.cells
-            for number, path, told in tells:
+            for number, path, told in body:
                 self._receive_tell(exported.get(number), number, path, told)
             return
         cell = self.exports.cells.get(number)
-        if kind == ASK:
-            if message.reply:
-                self.answers.receive_ask(cell, path, body, message.reply)
+        if kind == STOP:
+            self.answers.receive_stop(cell, body, reply)
+        elif reply is None:  # (never: Frames.envelope refuses an ask, a cancel or a watch without)
+            return
+        elif kind == ASK:
+            self.answers.receive_ask(cell, path, body, reply)
         elif kind == CANCEL:
-            if message.reply:
-                self.answers.cancel(message.reply)
-        elif kind == STOP:
-            self.answers.receive_stop(cell, body, message.reply)
-        elif kind == WATCH and message.reply:
-            self.watches.receive_watch(cell, number, message.reply)
-        elif kind == CONFIRM and message.reply:
-            self.confirmations.answer(last_token(message.subject), body, message.reply)
-
-    def _replies_to_sender(self, kind: int, subject: str, reply: str) -> bool:
-        """Whether ``reply`` is the sender's own (the sender: the last token of
-        ``subject``) and of ``kind``'s sort -- so that nobody makes this node answer
-        into a third node's requests, acknowledge another's tells, or report a
-        stop as another node's."""
-        replies, unreachable, terminations = self.subjects.sender_replies(last_token(subject))
-        if kind == TELL:
-            return reply.startswith(unreachable)
-        if kind == WATCH:
-            return reply.startswith(terminations) and reply.rsplit(".", 2)[1] == self.name
-        return reply.startswith(replies) and reply.rsplit(".", 2)[1] == self.name
+            self.answers.cancel(reply)
+        elif kind == WATCH:
+            self.watches.receive_watch(cell, number, reply)
+        elif kind == CONFIRM:
+            self.confirmations.answer(body, reply)
 
     def _dead_ref(self, number: int, path: str) -> ActorRef:
         """A ref for a dead letter to an actor of this node that is gone."""
@@ -353,10 +350,9 @@ class Node:
         try:
             message = self.codec.decode(body)
         except Exception as error:  # (a type this node does not register, pickle, ...)
-            _log.error("node %s: a tell to %s could not be decoded: %s", self.name, path, error)
-            self.system.dead_letters.record(
-                self._dead_ref(number, path), bytes(body), "undecodable"
-            )
+            self.refused("tells", f"a tell to {path} could not be decoded: {error}", self.subject)
+            kept = self.undecodable.kept(body)  # (a bounded prefix of its bytes)
+            self.system.dead_letters.record(self._dead_ref(number, path), kept, "undecodable")
             return
         if cell is None:
             self.system.dead_letters.record(self._dead_ref(number, path), message, "stopped")

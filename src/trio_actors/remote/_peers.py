@@ -35,9 +35,10 @@ nothing.
   (the asks already failed stay failed); told again, it gets a new link.
 
 The events: ``HEARTBEAT`` (its heartbeat came: the silence clock restarts),
-``CLAIM`` (another sign of life, a name's claim: the clock starts if it was not
-running), ``TOLD`` (this node needs a link to it and has none open), ``DOWN``
-(declared down) and ``ACCOUNTED`` (the lost tells of its closed link are counted).
+``CLAIM`` (another sign of life -- a name's claim, tells or a watch from it: the
+clock starts if it was not running), ``TOLD`` (this node needs a link to it and has
+none open), ``DOWN`` (declared down) and ``ACCOUNTED`` (the lost tells of its closed
+link are counted).
 
 What a transition *does* beyond the state is the writer's too, and nothing else
 writes it: the silence clock (:attr:`PeerRecord.heard`), the link
@@ -53,6 +54,15 @@ loop blocked, the process stopped), its heartbeat wakes late and every silence
 clock moves on by the stall (:meth:`Peers.stalled`), so that the heartbeats still
 unread are not taken for silence -- a node never declares the others, or itself,
 down because it did not run.
+
+**The table is bounded** (``InputLimits.peers``): anyone who may publish on the
+cluster's subjects can make up peers, so a ``HEARTBEAT`` or a ``CLAIM`` of a peer
+not in the table while it is full is *refused* -- no transition, nothing changes,
+and the caller counts it (``NodeStatistics.bad_input.over_limit``). A made-up peer
+is silent after its forger stops: it is declared down after ``heartbeats_missed``
+beats and, with no link, forgotten -- and everything kept for it goes with it (its
+names, the watches and acknowledgements it asked for: ``on_down``). ``TOLD`` is never
+refused: it is this node's own need of a link.
 """
 
 from __future__ import annotations
@@ -196,6 +206,7 @@ class Peers:
         "_sent",
         "_stalls",
         "_why_silent",
+        "limit",
         "me",
         "silence",
     )
@@ -206,12 +217,14 @@ class Peers:
         *,
         heartbeat: float,
         heartbeats_missed: int,
+        limit: int,
         sent: Callable[[], int],
         on_met: Callable[[Peer], None],
         on_down: OnDown,
         schedule: Callable[..., object],
     ) -> None:
         self.me = me
+        self.limit = limit  # (peers in the table at most, but for this node's own links)
         self.silence = heartbeats_missed * heartbeat  # (seconds silent, and it is down)
         self._why_silent = f"not heard from for {heartbeats_missed} heartbeats"
         self._sent = sent  # (the number of this node's newest tell)
@@ -228,6 +241,10 @@ class Peers:
     def state(self, peer: Peer) -> PeerState:
         record = self._records.get(peer)
         return PeerState.UNKNOWN if record is None else record.state
+
+    def count(self) -> int:
+        """The peers in the table now (this node included)."""
+        return len(self._records)
 
     def record(self, peer: Peer) -> PeerRecord | None:
         return self._records.get(peer)
@@ -276,19 +293,34 @@ class Peers:
         if before is not PeerState.UP and record.peer != self.me:
             self._on_met(record.peer)  # (new to this node, or back: names exchanged)
 
-    def heartbeat(self, peer: Peer) -> None:
-        """``peer``'s heartbeat came."""
+    def _full(self, peer: Peer) -> bool:
+        """Whether an event from the wire about ``peer`` is refused: it is not in
+        the table, and the table is full."""
+        records = self._records
+        return len(records) >= self.limit and peer not in records
+
+    def heartbeat(self, peer: Peer) -> bool:
+        """``peer``'s heartbeat came. Return ``False`` if it was refused (the
+        table is full: nothing changed)."""
+        if self._full(peer):
+            return False
         record, before = self._apply(peer, PeerEvent.HEARTBEAT)
         record.heard = trio.current_time()
         self._met(record, before)
+        return True
 
-    def claim(self, peer: Peer) -> None:
-        """A sign of life from ``peer`` other than a heartbeat (a name's claim):
-        met, and watched for silence from now, if it was not already."""
+    def claim(self, peer: Peer) -> bool:
+        """A sign of life from ``peer`` other than a heartbeat (a name's claim,
+        tells or a watch from it): met, and watched for silence from now, if it was
+        not already. Return ``False`` if it was refused (the table is full:
+        nothing changed)."""
+        if self._full(peer):
+            return False
         record, before = self._apply(peer, PeerEvent.CLAIM)
         if record.heard is None:
             record.heard = trio.current_time()
         self._met(record, before)
+        return True
 
     def link_to(self, peer: Peer) -> Link:
         """The record of this node's tells to ``peer``: a new one (``TOLD``) if it

@@ -21,7 +21,7 @@ subject, so everything the node published on that subject was refused:
   permissions do not match the node -- an error in the log, naming the subject.
 
 Each refused message (one ``-ERR``; a message of tells may hold many) is counted in
-:attr:`Node.refused <._node.Node.refused>`; refused tells are counted as dead letters
+:attr:`Node.not_permitted <._node.Node.not_permitted>`; refused tells are counted as dead letters
 too.
 A refused subscription is said in the log (the node then misses what it would
 have heard).
@@ -59,7 +59,7 @@ def on_server_error(node: Node, said: str) -> None:
             subject,
         )
         return
-    node.refused += 1  # (one -ERR: one message refused)
+    node.not_permitted += 1  # (one -ERR: one message refused)
     tokens = subject.split(".")
     prefix = node.subjects.prefix
     if subject.startswith(f"{prefix}.n.") and len(tokens) == 6 and tokens[5] == node.name:

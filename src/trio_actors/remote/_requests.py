@@ -36,19 +36,19 @@ import msgspec
 import trio
 
 from .._errors import ActorNotFound, ActorStopped, ConnectionInterrupted, NodeDown, NotPermitted
+from ._bad_input import Bad
 from ._confirm import give_up_after
+from ._frames import Frames, Reply
 from ._peers import PeerState
-from ._subjects import ASK, CANCEL, CONFIRM, NONE, STOP, Peer, encode, number_of
+from ._subjects import ASK, CANCEL, CONFIRM, NONE, STOP, Peer, encode
 
 if TYPE_CHECKING:
     from ..actors import ActorRef
-    from ..nats import Msg
+    from ._codec import WireRef
     from ._node import Node
     from ._remote_cell import RemoteCell
 
 __all__ = ["Requests"]
-
-_reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 
 
 Resend = tuple["RemoteCell", int, bytes]
@@ -63,24 +63,32 @@ class _Waiter:
         "event",
         "failed",
         "interrupted",
+        "lookup",
         "peer",
+        "ref",
         "refused",
         "reply",
         "resend",
         "sent_at",
+        "to_send_again",
         "undelivered",
     )
 
-    def __init__(self, peer: Peer | None, resend: Resend | None) -> None:
+    def __init__(
+        self, peer: Peer | None, resend: Resend | None = None, *, lookup: bool = False
+    ) -> None:
         self.event = trio.Event()
-        self.reply: Msg | None = None
+        self.reply: Reply | None = None  # (parsed: Frames.reply)
+        self.lookup = lookup
+        self.ref: WireRef | None = None  # (a lookup's answer, parsed)
         self.peer = peer
         self.resend = resend  # (an ask's or a stop's: confirmed in rounds, sent again)
         self.sent_at = trio.current_time()
         self.failed: str | None = None  # why no answer will come (the peer, or the connection)
         self.interrupted = False  # (failed: ConnectionInterrupted, not NodeDown)
         self.refused = False  # (failed: the server refused its message, NotPermitted)
-        self.undelivered = 0  # no-responders while its peer was up, in a row: sent again
+        self.undelivered = 0  # times it was not delivered (no-responders, peer up)
+        self.to_send_again = False  # not delivered: sent again at the next round
 
     @property
     def open(self) -> bool:
@@ -110,9 +118,11 @@ class Requests:
         ``P.r.<node>.<incarnation>.<answering node>.<n>``."""
         return f"{self._replies}.*.*"
 
-    def _request(self, peer: Peer | None, resend: Resend | None = None) -> tuple[int, str, _Waiter]:
+    def _request(
+        self, peer: Peer | None, resend: Resend | None = None, *, lookup: bool = False
+    ) -> tuple[int, str, _Waiter]:
         number = self.made = self.made + 1
-        waiter = self.waiting[number] = _Waiter(peer, resend)
+        waiter = self.waiting[number] = _Waiter(peer, resend, lookup=lookup)
         return number, self._reply_subject(peer, number), waiter
 
     def _reply_subject(self, peer: Peer | None, number: int) -> str:
@@ -154,15 +164,14 @@ class Requests:
             )
         if reply is None:
             raise ActorStopped(f"{cell.path}: this node left the cluster before it answered")
-        if reply.status == 503:
+        if reply.ok is None:
             raise ActorStopped(
                 f"{cell.path} is unreachable: nothing serves node {cell.node_name!r} "
                 f"incarnation {cell.incarnation} (it stopped, or restarted as another)"
             )
-        ok, body = _reply.decode(reply.data)
-        if ok:
-            return self._node.codec.decode(body)
-        raise self._node.codec.decode_error(body)
+        if reply.ok:
+            return self._node.codec.decode(reply.body)
+        raise self._node.codec.decode_error(reply.body)
 
     async def stop(self, cell: RemoteCell, *, drain: bool) -> None:
         """A remote ``stop``: returns once the actor has stopped. A checkpoint."""
@@ -180,7 +189,7 @@ class Requests:
             del self.waiting[number]
         if waiter.interrupted or waiter.refused:
             self._answer_of(waiter, cell)  # (raises: nobody can say it stopped)
-        if waiter.failed or (waiter.reply is not None and waiter.reply.status == 503):
+        if waiter.failed or (waiter.reply is not None and waiter.reply.ok is None):
             return  # its node is gone: it has stopped
         if waiter.reply is not None:
             self._answer_of(waiter, cell)
@@ -200,7 +209,7 @@ class Requests:
                 takes to be declared down (``heartbeat * heartbeats_missed``).
         """
         node = self._node
-        number, reply_subject, waiter = self._request(None)
+        number, reply_subject, waiter = self._request(None, lookup=True)
         within = node.cluster.heartbeat * node.cluster.heartbeats_missed
         try:
             node.tells.out(node.subjects.lookup(name, node.name), b"", reply_subject)
@@ -208,32 +217,32 @@ class Requests:
                 await waiter.event.wait()
         finally:
             del self.waiting[number]
-        reply = waiter.reply
         if waited.cancelled_caught:
             raise ActorNotFound(
                 f"no node answered the lookup of {name!r} within {within} s (the node "
                 "holding it is stalled or gone); a lookup changes nothing: try again"
             )
-        if reply is None or reply.status == 503:
+        wire = waiter.ref
+        if wire is None:
             raise ActorNotFound(f"no actor is registered as {name!r} on any node")
-        _ok, wire = msgspec.msgpack.decode(reply.data, type=tuple[bool, tuple[str, str, str, int]])
-        if wire[0] != reply.subject.rsplit(".", 2)[1]:  # (a node answers for its own actors)
-            node.refuse("lookup", f"{reply.subject} answered with {wire[0]}'s ref")
-            raise ActorNotFound(f"the answer to the lookup of {name!r} was forged")
         return node.exports.ref_from_wire(*wire)
 
-    def on_reply(self, message: Msg) -> None:
-        """A reply came (called by the connection's reader): from the node the
-        request went to (its subject names it), else it is forged."""
-        subject = message.subject
-        waiter = self.waiting.get(number_of(subject))
+    def on_reply(self, reply: Reply) -> None:
+        """A reply came (parsed: ``Frames.reply``; called by the connection's
+        reader): from the node the request went to (its subject names it), else
+        it is forged. A lookup's must hold a ref: one that does not is bad input, and
+        the lookup goes on waiting (for its holder's answer, or NATS's). An ask's
+        or a stop's no-responders while its peer is up was never delivered: it is
+        sent again at the next confirm round."""
+        waiter = self.waiting.get(reply.number)
+        if waiter is not None and waiter.peer is not None and reply.answerer != waiter.peer[0]:
+            # (only the node asked may answer: it alone may publish there)
+            self._node.refused("forged", f"an answer from {reply.answerer!r}", self._replies)
+            return
         if waiter is None or not waiter.open:
             return
-        if waiter.peer is not None and subject.rsplit(".", 2)[1] != waiter.peer[0]:
-            self._node.refuse("reply", subject)
-            return
         if (
-            message.status == 503
+            reply.ok is None
             and waiter.resend is not None
             and waiter.peer is not None
             and self._node.peers.state(waiter.peer) is PeerState.UP
@@ -241,16 +250,28 @@ class Requests:
             # Nothing served its node's subject, which beats: between two
             # connections. Never delivered, so sent again at the next round.
             waiter.undelivered += 1
+            waiter.to_send_again = True
             return
-        waiter.reply = message
+        if waiter.lookup and reply.ok is not None:
+            wire = Frames.wire_ref(reply.body) if reply.ok else Bad("replies", "not a ref")
+            if isinstance(wire, Bad):
+                self._node.refused("replies", wire.why, self._replies)
+                return
+            if wire[0] != reply.answerer:  # (a node answers for its own actors only)
+                self._node.refused(
+                    "forged", f"{reply.answerer} answered with {wire[0]}'s ref", self._replies
+                )
+                return
+            waiter.ref = wire
+        waiter.reply = reply
         waiter.event.set()
 
     # --- confirm rounds (_confirm.py) --------------------------------------------
 
     async def confirm(self, peer: Peer, body: bytes, *, within: float) -> bytes | None:
         """Send a confirm round's ``CONFIRM`` to ``peer`` and wait ``within`` seconds
-        at most for its answer: the answer's bytes, or ``None`` (no answer, or
-        no-responders). A checkpoint."""
+        at most for its answer: the answer's bytes, or ``None`` (no answer,
+        no-responders, or an error). A checkpoint."""
         node = self._node
         number, reply_subject, waiter = self._request(peer)
         try:
@@ -261,7 +282,7 @@ class Requests:
         finally:
             del self.waiting[number]
         reply = waiter.reply
-        return None if reply is None or reply.status == 503 else reply.data
+        return None if reply is None or not reply.ok else bytes(reply.body)
 
     def numbers_waiting_on(self, peer: Peer) -> list[int]:
         """The asks and stops waiting on ``peer`` for their answer, oldest first."""
@@ -271,12 +292,12 @@ class Requests:
             if waiter.peer == peer
             and waiter.resend is not None
             and waiter.open
-            and not waiter.undelivered
+            and not waiter.to_send_again
         ]
 
     def undelivered_peers(self) -> set[Peer]:
         """The peers with an ask or a stop to send again."""
-        return {w.peer for w in self.waiting.values() if w.undelivered and w.open and w.peer}
+        return {w.peer for w in self.waiting.values() if w.to_send_again and w.open and w.peer}
 
     def send_undelivered(self, peer: Peer) -> None:
         """Send again the asks and stops to ``peer`` that were not delivered (NATS's
@@ -284,7 +305,7 @@ class Requests:
         they fail with ``ConnectionInterrupted`` instead."""
         limit = give_up_after(self._node.cluster)
         for number, waiter in list(self.waiting.items()):
-            if waiter.peer != peer or not waiter.undelivered or not waiter.open:
+            if waiter.peer != peer or not waiter.to_send_again or not waiter.open:
                 continue
             if waiter.undelivered > limit:
                 node, incarnation = peer
@@ -301,6 +322,7 @@ class Requests:
         assert waiter.resend is not None
         cell, kind, body = waiter.resend
         waiter.sent_at = trio.current_time()
+        waiter.to_send_again = False
         self._node.tells.send(cell, kind, body, self._reply_subject(waiter.peer, number))
 
     def confirmed(self, asked: list[int], held: set[int], peer: Peer) -> None:
@@ -359,7 +381,7 @@ class Requests:
         """``peer`` is down: the requests to it (up to number ``sent_up_to``, if
         given, and every one waiting to be sent again) fail with ``NodeDown``."""
         for number, waiter in self.waiting.items():
-            if sent_up_to is not None and number > sent_up_to and not waiter.undelivered:
+            if sent_up_to is not None and number > sent_up_to and not waiter.to_send_again:
                 continue  # (sent after the news: nothing serves it, NATS will say)
             if waiter.peer == peer and waiter.open:
                 waiter.fail(said, interrupted=False)
@@ -374,7 +396,7 @@ class Requests:
             if not waiter.open:
                 continue
             if waiter.resend is not None and waiter.resend[1] == STOP:
-                waiter.undelivered += 1
+                waiter.to_send_again = True
             else:
                 waiter.fail(why, interrupted=True)
 

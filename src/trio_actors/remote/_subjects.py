@@ -76,7 +76,6 @@ bytes. Tells travel together: a ``TELL``'s body is ``[[export number, path, body
 
 from __future__ import annotations
 
-import json
 from typing import Final
 
 import msgspec
@@ -95,8 +94,6 @@ __all__ = [
     "connection_name",
     "encode",
     "last_token",
-    "number_of",
-    "peer_of_advisory",
     "peer_of_connection",
     "publisher_of",
 ]
@@ -133,28 +130,6 @@ def peer_of_connection(cluster: str, name: object) -> tuple[str, str] | None:
     if prefix or not dot or not node or not incarnation or "." in incarnation:
         return None
     return (node, incarnation)
-
-
-def peer_of_advisory(cluster: str, data: bytes, *, by_user: bool = False) -> tuple[str, str] | None:
-    """The (node, incarnation) of ``cluster`` whose connection a disconnect
-    advisory says ended; or ``None`` (not a node's, or not an advisory this node
-    understands). A connection's name is the client's to choose: ``by_user`` (each
-    node authenticates as a user named after it, as ``trio-actors secure``
-    configures) takes the advisory only if the connection's user is the node it
-    is named after -- so no node can end its own connection in another's name."""
-    try:
-        client = json.loads(data)["client"]
-        peer = peer_of_connection(cluster, client.get("name", ""))
-        if peer is not None and by_user and client.get("user") != peer[0]:
-            return None
-        return peer
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return None
-
-
-def number_of(subject: str) -> int:
-    """The number that ends a numbered subject (``P.r.<node>.<incarnation>.<n>``)."""
-    return int(subject.rpartition(".")[2])
 
 
 def last_token(subject: str) -> str:
@@ -224,6 +199,14 @@ class Subjects:
         """Where ``sender`` acknowledges the tells of the node whose
         :meth:`unreachable` subject this is."""
         return f"{self.prefix}.a.{sender[0]}.{sender[1]}.{unreachable[len(self.prefix) + 3 :]}"
+
+    def tell_replies(self) -> str:
+        """The start of any node's :meth:`unreachable` subjects."""
+        return f"{self.prefix}.u."
+
+    def watch_replies(self) -> str:
+        """The start of any node's :meth:`terminations` subjects."""
+        return f"{self.prefix}.t."
 
     def sender_replies(self, sender: str) -> tuple[str, str, str]:
         """The starts of ``sender``'s own reply subjects: its requests' replies,

@@ -65,10 +65,9 @@ import msgspec
 import trio
 
 from .._core._ref import new_ref
-from ._subjects import TELL, Peer, encode, number_of, publisher_of
+from ._subjects import TELL, Peer, encode
 
 if TYPE_CHECKING:
-    from ..nats import Msg
     from ._codec import Codec
     from ._node import Node
     from ._remote_cell import RemoteCell
@@ -102,7 +101,6 @@ Told = tuple["RemoteCell", Any, bytes]
 """A tell: its recipient, its message (kept for a dead letter) and its body."""
 
 _log = logging.getLogger("trio_actors")
-_ack = msgspec.msgpack.Decoder(int)
 
 
 class Link:
@@ -146,11 +144,9 @@ class TakenIn:
         self.counts: dict[str, int] = {}
         self._said: dict[str, int] = {}
 
-    def take(self, reply: str, tells: int) -> None:
-        """``tells`` tells came in, in a message with reply subject ``reply``."""
-        prefix, dot, _number = reply.rpartition(".")
-        if not dot:
-            return  # (not a node's tell: nothing to acknowledge)
+    def take(self, prefix: str, tells: int) -> None:
+        """``tells`` tells came in from the node whose unreachable subjects start
+        with ``prefix``."""
         counts = self.counts
         counts[prefix] = counts.get(prefix, 0) + tells
 
@@ -259,8 +255,8 @@ class Tells:
         self.taken = TakenIn()
         self._ack = trio.Event()
         # (kept past close(): the no-responders answers to its last tells; finish())
-        self._bounces: Callable[[], None] | None = self.transport.subscribe(
-            f"{self._unreachable}.*", self.on_unreachable
+        self._bounces: Callable[[], None] | None = node.listen(
+            f"{self._unreachable}.*", node.frames.bounce, self.on_unreachable
         )
 
     async def run(self) -> None:
@@ -390,12 +386,13 @@ class Tells:
             if unconfirmed:
                 self._confirm.set()
 
-    def on_unreachable(self, message: Msg) -> None:
-        """NATS's answer on a message of tells' reply subject: no-responders makes
-        its tells dead letters "unreachable"; any answer confirms them."""
-        number = number_of(message.subject)
+    def on_unreachable(self, bounce: tuple[int, bool]) -> None:
+        """NATS's answer on a message of tells' reply subject (parsed:
+        ``Frames.bounce``): no-responders makes its tells dead letters
+        "unreachable"; any answer confirms them."""
+        number, no_responders = bounce
         tells = self._unconfirmed.pop(number, None)
-        if tells is not None and message.status == 503:
+        if tells is not None and no_responders:
             link = tells[0][0].link
             if link.counts(number):
                 link.bounced += len(tells)
@@ -481,8 +478,24 @@ class Tells:
 
     def took(self, reply: str, tells: int) -> None:
         """``tells`` tells came in from another node (reply subject ``reply``):
-        acknowledged within :data:`ACK_EVERY` seconds."""
-        self.taken.take(reply, tells)
+        acknowledged within :data:`ACK_EVERY` seconds. A node this node has not
+        heard from is a sign of life for the peer table (so that it is watched
+        for silence, and what is kept for it goes with it); while the table is
+        full, or with a reply subject that is not a node's, the tells are taken
+        in but not acknowledged."""
+        prefix = reply.rpartition(".")[0]
+        taken = self.taken
+        if prefix not in taken.counts:
+            node = self._node
+            sender = node.frames.tell_sender(reply)
+            if sender is None:
+                return  # (not a node's tells: nobody to acknowledge)
+            if not node.peers.claim(sender):
+                node.refused(
+                    "over_limit", "tells from a node the peer table has no room for", reply
+                )
+                return
+        taken.take(prefix, tells)
         self._ack.set()
 
     async def _acknowledge(self) -> None:
@@ -499,13 +512,10 @@ class Tells:
         for prefix, count in self.taken.unsaid():
             self.publish(node.subjects.acks_of(me, prefix), encode(count))
 
-    def on_ack(self, message: Msg) -> None:
-        """A node says how many of this node's tells it has taken in, in all (the
-        node its subject names: ``P.a.<node>.<incarnation>...``)."""
-        try:
-            count = _ack.decode(message.data)
-        except msgspec.DecodeError:
-            return
-        link = self._node.peers.current_link(publisher_of(message.subject))
+    def on_ack(self, ack: tuple[str, str, int]) -> None:
+        """A node says how many of this node's tells it has taken in, in all
+        (parsed: ``Frames.ack``: the node its subject names)."""
+        node, incarnation, count = ack
+        link = self._node.peers.current_link((node, incarnation))
         if link is not None and count > link.acked:
             link.acked = count

@@ -12,7 +12,10 @@ the watches are sent again (the server forgot them with the connection).
 
 **The watched side.** A ``WATCH`` of a local actor: its node answers the reply
 subject when the actor stops (at once if it has stopped) -- one task per watched
-actor, whatever the watchers.
+actor, whatever the watchers. What it keeps is bounded: a reply subject must be a
+node's termination subject (its node is then a sign of life for the peer table),
+each is kept once, at most ``InputLimits.watches`` in all, and those of a node
+declared down are dropped with it (nobody is left to tell).
 """
 
 from __future__ import annotations
@@ -21,18 +24,17 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-import msgspec
 import trio
 
 from .._core._ref import new_ref
 from .._core._watch import tell_notice, withdraw_notices
 from .._errors import NodeDown, RemoteError
 from ..lifecycle import Terminated
-from ._subjects import NONE, WATCH, Peer, encode, number_of
+from ._bad_input import Bad
+from ._subjects import NONE, WATCH, Peer, encode
 
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
-    from ..nats import Msg
     from ._node import Node
     from ._remote_cell import RemoteCell
 
@@ -59,7 +61,9 @@ class Watches:
     Attributes:
         watching: remote actors watched from here, by wire.
         watched: local actors watched from other nodes, by export number: the
-            termination subjects to answer when they stop.
+            termination subjects to answer when they stop, each with the node
+            that watches.
+        watched_count: the termination subjects in :attr:`watched`, all together.
     """
 
     __slots__ = (
@@ -69,6 +73,7 @@ class Watches:
         "_held",
         "_node",
         "watched",
+        "watched_count",
         "watching",
     )
 
@@ -77,7 +82,8 @@ class Watches:
         self.watching: dict[tuple[str, str, str, int], _RemoteWatch] = {}
         self._by_number: dict[int, _RemoteWatch] = {}
         self._count = itertools.count(1)
-        self.watched: dict[int, list[str]] = {}
+        self.watched: dict[int, dict[str, Peer]] = {}
+        self.watched_count = 0
         self._held: set[str] = set()  # (the subjects in watched: a confirm round's answer)
         self._all_reported: trio.Event | None = None  # (leave() waits for it)
 
@@ -164,23 +170,24 @@ class Watches:
         for deliver in list(remote.subscribers.values()):
             deliver(notice)
 
-    def on_terminated(self, message: Msg) -> None:
-        """A watched actor's node says it stopped (or NATS: nothing serves it)."""
-        remote = self._by_number.get(number_of(message.subject))
+    def on_terminated(self, termination: tuple[int, bool, bytes | None, str]) -> None:
+        """A watched actor's node (``watched``, its subject's) says it stopped (or
+        NATS: nothing serves it); parsed: ``Frames.termination``."""
+        number, no_responders, encoded, watched = termination
+        remote = self._by_number.get(number)
         if remote is None:
             return
-        if message.subject.rsplit(".", 2)[1] != remote.cell.node_name:
+        if watched != remote.cell.node_name:
             # (only the watched actor's node may answer: it alone may publish there)
-            self._node.refuse("termination", message.subject)
+            self._node.refused("forged", f"a stop reported by {watched!r}", self.subject)
             return
-        if message.status == 503:
+        if no_responders:
             node, incarnation = remote.cell.peer
             error: BaseException | None = NodeDown(
                 f"node {node!r} ({incarnation}) cannot be reached: nothing serves it"
             )
         else:
             try:
-                encoded = msgspec.msgpack.decode(message.data, type=bytes | None)
                 error = None if encoded is None else self._node.codec.decode_error(encoded)
             except Exception as undecodable:  # (its error holds what this node cannot read)
                 error = RemoteError("undecodable", str(undecodable))
@@ -192,9 +199,15 @@ class Watches:
             yield remote.cell.peer, remote.since
 
     def peer_down(self, peer: Peer, said: str) -> None:
-        """``peer`` is down: the watches of its actors end with ``NodeDown``."""
+        """``peer`` is down: the watches of its actors end with ``NodeDown``, and
+        its watches of actors here are dropped (nobody is left to tell)."""
         for remote in [w for w in self.watching.values() if w.cell.peer == peer]:
             self.terminated(remote, NodeDown(said))
+        for subjects in self.watched.values():
+            for subject in [s for s, watcher in subjects.items() if watcher == peer]:
+                del subjects[subject]
+                self._held.discard(subject)
+                self.watched_count -= 1
 
     def refused(self, peer: Peer, error: BaseException) -> int:
         """The server refused this node's messages to ``peer``'s actors: the watches
@@ -244,18 +257,33 @@ class Watches:
 
     def receive_watch(self, cell: ActorCell | None, number: int, reply: str) -> None:
         """Another node watches a local actor: answer ``reply`` when it stops (at
-        once if it has). One task per watched actor, whatever the watchers."""
+        once if it has). One task per watched actor, whatever the watchers. A
+        reply subject that is not a node's, or one more than the watches this
+        node keeps, or from a node the full peer table has no room for, is
+        counted and ignored."""
         node = self._node
+        watcher = node.frames.watcher(reply)
+        if isinstance(watcher, Bad):
+            node.bad_input.count(watcher, node.subject)
+            return
         if cell is None:
             node.tells.publish(reply, encode(None))
             return
-        self._held.add(reply)
         subjects = self.watched.get(number)
-        if subjects is not None:
-            if reply not in subjects:  # (sent again: answered once)
-                subjects.append(reply)
+        if subjects is not None and reply in subjects:
+            return  # (sent again after a reconnect: kept once, answered once)
+        if self.watched_count >= node.cluster.limits.watches:
+            node.refused("over_limit", "more watches than InputLimits.watches", node.subject)
             return
-        self.watched[number] = [reply]
+        if not node.peers.claim(watcher):
+            node.refused("over_limit", "a watch from a node the peer table has no room for", reply)
+            return
+        self.watched_count += 1
+        self._held.add(reply)
+        if subjects is not None:
+            subjects[reply] = watcher
+            return
+        self.watched[number] = {reply: watcher}
         node.start(self._report_stop, cell, number)
 
     def held(self, node: str, incarnation: str, numbers: list[int]) -> list[int]:
@@ -269,10 +297,12 @@ class Watches:
             terminated = await new_ref(cell).wait_stopped()
             error = terminated.error
             answer = encode(None if error is None else self._node.codec.encode_error(error))
-            for subject in self.watched.get(number, ()):
+            for subject in list(self.watched.get(number, ())):
                 self._node.tells.publish(subject, answer)
         finally:
-            self._held.difference_update(self.watched.pop(number, ()))
+            reported = self.watched.pop(number, {})
+            self.watched_count -= len(reported)
+            self._held.difference_update(reported)
             if not self.watched and self._all_reported is not None:
                 self._all_reported.set()
 
