@@ -7,8 +7,11 @@ the remote layer (``trio_actors.remote``) is imported only then.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import re
 import ssl
+import sys
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from os import PathLike
@@ -20,7 +23,16 @@ import attrs
 from ._cluster_config import read_config
 from .nats._handshake import parse_url
 
-__all__ = ["Bus", "Cluster", "InputLimits", "as_cluster", "check_token", "read_cluster_file"]
+__all__ = [
+    "Bus",
+    "Cluster",
+    "InputLimits",
+    "as_cluster",
+    "check_token",
+    "kind_of_class",
+    "message_types",
+    "read_cluster_file",
+]
 
 
 class Bus(Protocol):
@@ -113,8 +125,37 @@ def _servers(value: str | Sequence[str]) -> tuple[str, ...]:
     return servers
 
 
-def _types(value: Sequence[type]) -> tuple[type, ...]:
-    return tuple(value)
+def kind_of_class(cls: type) -> str | None:
+    """What kind of registrable class ``cls`` is -- ``"msgspec.Struct"``,
+    ``"dataclass"``, ``"attrs class"`` or ``"Enum"`` -- or ``None``."""
+    msgspec = sys.modules.get("msgspec")  # (not imported here: a Struct needs it loaded)
+    if msgspec is not None and issubclass(cls, msgspec.Struct):
+        return "msgspec.Struct"
+    if dataclasses.is_dataclass(cls):
+        return "dataclass"
+    if attrs.has(cls):
+        return "attrs class"
+    if issubclass(cls, enum.Enum):
+        return "Enum"
+    return None
+
+
+def message_types(value: Sequence[type]) -> tuple[type, ...]:
+    """``Cluster(types=...)``, checked: classes of the kinds :func:`kind_of_class`
+    knows, each named once (they cross by ``module.QualName``)."""
+    if isinstance(value, type) or not isinstance(value, Sequence | set | frozenset):
+        raise TypeError(f"Cluster(types=...) takes a list of classes, got {value!r}")
+    named: dict[str, type] = {}
+    for cls in value:
+        if not isinstance(cls, type) or kind_of_class(cls) is None:
+            raise TypeError(
+                "Cluster(types=...) takes msgspec.Struct subclasses, dataclasses, attrs "
+                f"classes and Enum subclasses, got {cls!r}"
+            )
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if named.setdefault(name, cls) is not cls:
+            raise ValueError(f"Cluster(types=...) has two classes named {name!r}")
+    return tuple(named.values())
 
 
 def _errors(value: Sequence[type[BaseException]]) -> tuple[type[BaseException], ...]:
@@ -130,8 +171,10 @@ class Cluster:
             (the servers a server announces join them). Ignored with ``bus``.
         name: the cluster's name: nodes of different clusters on the same servers
             never see each other.
-        types: the ``msgspec.Struct`` types messages may hold (every node registers
-            the same ones); builtins and refs need no registering.
+        types: the classes messages may hold -- ``msgspec.Struct`` subclasses,
+            dataclasses, attrs classes and ``Enum`` subclasses -- which then arrive
+            as themselves (every node registers the same ones: they cross by
+            ``module.QualName``); builtins and refs need no registering.
         errors: exception types a remote handler's exception is rebuilt as (the
             package's own errors and builtin exceptions always are); any other
             arrives as :class:`~trio_actors.RemoteError`.
@@ -156,7 +199,7 @@ class Cluster:
 
     servers: tuple[str, ...] = attrs.field(default=("nats://127.0.0.1:4222",), converter=_servers)
     name: str = attrs.field(default="trio-actors", kw_only=True)
-    types: tuple[type, ...] = attrs.field(default=(), converter=_types, kw_only=True)
+    types: tuple[type, ...] = attrs.field(default=(), converter=message_types, kw_only=True)
     errors: tuple[type[BaseException], ...] = attrs.field(
         default=(), converter=_errors, kw_only=True
     )

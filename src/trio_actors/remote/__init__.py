@@ -21,6 +21,7 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
   bytes undecodable dead letters may hold;
 * ``_remote_cell.py`` -- the record behind a ref to an actor of another node;
 * ``_codec.py`` -- what crosses, encoded;
+* ``_classes.py`` -- the classes a cluster registers, and how their instances cross;
 * ``_transport.py`` -- NATS, or for tests an in-memory bus;
 * ``_refused.py`` -- what the server refused to carry (permissions), mapped to
   what the node published.
