@@ -328,3 +328,28 @@ def test_a_node_without_credentials_is_warned_of_a_server_off_this_machine() -> 
         is None
     )
     assert open_server_warning(ta.Cluster("nats://10.0.0.5:4222", token="t"), name) is None
+
+
+WARNS = """
+import logging
+
+
+async def main(system):
+    logging.getLogger("trio_actors").warning("heard %s", "from the runtime")
+"""
+
+
+def test_the_node_command_shows_the_runtimes_warnings(tmp_path: Path) -> None:
+    """``trio-actors node`` prints the runtime's warnings (the warning of a server
+    without credentials off this machine among them) on stderr."""
+    (tmp_path / "warns.py").write_text(WARNS)
+    with running_nats_server(tmp_path) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "trio_actors", "node", "warns:main", "--cluster", server.url],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "WARNING: heard from the runtime" in done.stderr
