@@ -34,6 +34,7 @@ from ._errors import ActorStopped as ActorStopped
 from ._errors import ConnectionInterrupted as ConnectionInterrupted
 from ._errors import MailboxFull as MailboxFull
 from ._errors import NodeDown as NodeDown
+from ._errors import NotPermitted as NotPermitted
 from ._errors import RemoteError as RemoteError
 from ._errors import ShutdownTimeout as ShutdownTimeout
 from ._opener import open_actor_system as open_actor_system
@@ -99,6 +100,7 @@ __all__ = [
     "MailboxFull",
     "NodeDown",
     "NodeStatistics",
+    "NotPermitted",
     "OneForAll",
     "OneForOne",
     "Pool",

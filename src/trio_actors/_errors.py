@@ -94,6 +94,16 @@ class ConnectionInterrupted(NodeDown):
     """
 
 
+class NotPermitted(ActorError):
+    """The NATS server refused to carry a message of this node (a permissions
+    violation: the server's ``-ERR 'Permissions Violation for Publish to
+    "<subject>"'``): it was **not delivered**. Raised by an ask or a stop to an
+    actor whose node this node may not reach (the message names the subject; see
+    ``trio-actors secure --allow``), and carried by the ``Terminated`` of a watch
+    that could not be sent. Refused tells are dead letters, reason ``"refused"``.
+    """
+
+
 class RemoteError(ActorError):
     """An exception raised on another node, whose type may not be rebuilt here.
 
@@ -136,6 +146,7 @@ __all__ = [
     "LifecycleError",
     "MailboxFull",
     "NodeDown",
+    "NotPermitted",
     "RemoteError",
     "ShutdownTimeout",
     "describe_value",

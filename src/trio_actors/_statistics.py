@@ -33,6 +33,7 @@ class DeadLetterCounts:
         overflow: dropped by a full bounded mailbox.
         unreachable: told to an actor on another node that nothing serves.
         undecodable: a tell from another node this node could not decode.
+        refused: a tell to another node that the NATS server refused to carry.
     """
 
     stopped: int = 0
@@ -40,11 +41,19 @@ class DeadLetterCounts:
     overflow: int = 0
     unreachable: int = 0
     undecodable: int = 0
+    refused: int = 0
 
     @property
     def total(self) -> int:
         """All dead letters, whatever the reason."""
-        return self.stopped + self.stranded + self.overflow + self.unreachable + self.undecodable
+        return (
+            self.stopped
+            + self.stranded
+            + self.overflow
+            + self.unreachable
+            + self.undecodable
+            + self.refused
+        )
 
 
 @attrs.frozen
@@ -161,6 +170,12 @@ class BadInputCounts:
         watches: watches of its actors whose reply subject is not a node's.
         over_limit: input refused because a table it would have grown is full
             (``InputLimits``: peers, names, watches).
+        forged: messages whose subject and content disagree -- a node speaking
+            for another (a request whose reply subject is not its sender's, an
+            answer from another node than the one asked, a claim of a name for
+            another node, an advisory of a connection that was not the node's
+            user's): on a server with ``trio-actors secure``'s permissions, the
+            subject is the sender's proof (``docs/security.rst``).
     """
 
     messages: int = 0
@@ -175,6 +190,7 @@ class BadInputCounts:
     lookups: int = 0
     watches: int = 0
     over_limit: int = 0
+    forged: int = 0
 
     @property
     def total(self) -> int:

@@ -229,6 +229,7 @@ async def test_dead_letters_keep_count_and_the_recent_ones_newest_last() -> None
             "overflow": 0,
             "unreachable": 0,
             "undecodable": 0,
+            "refused": 0,
         }
 
 

@@ -477,3 +477,35 @@ async def test_a_killed_subscriber_is_seen_in_the_system_account_s_disconnect_ad
     # The dead process's socket was closed by its kernel (FIN): the server read EOF.
     assert advisory["reason"] == "Client Closed"
     assert advisory["received"]["msgs"] == 0
+
+
+PERMISSIONS = """
+authorization {
+  users = [
+    { user: "limited", password: "p", permissions: { publish: { allow: ["allowed"] } } }
+  ]
+}
+"""
+
+
+async def test_a_refused_publish_reaches_on_server_error_before_a_later_flush(
+    tmp_path: Path,
+) -> None:
+    """The server's permissions violation is given to ``on_server_error`` from the
+    reader -- before the flush sent after the refused publish returns -- and also
+    reported as an event; a removed callback hears nothing more."""
+    with running_nats_server(tmp_path, config=PERMISSIONS) as server, trio.fail_after(20):
+        async with nats.connect(server.url, user="limited", password="p") as nc:
+            heard: list[str] = []
+            remove = nc.on_server_error(heard.append)
+            nc.publish("allowed", b"")
+            nc.publish("forbidden", b"")
+            await nc.flush()
+            assert heard == ['Permissions Violation for Publish to "forbidden"']
+            assert nc.last_error == heard[0]
+            remove()
+            nc.publish("forbidden", b"")
+            await nc.flush()
+            assert heard == ['Permissions Violation for Publish to "forbidden"']
+            assert nc.server_errors == 2
+            assert nc.status == "connected"

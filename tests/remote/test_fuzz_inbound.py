@@ -164,13 +164,13 @@ async def drive(batches: list[list[tuple[int, str, bytes, str | None, bool]]]) -
         me = (node.name, node.incarnation)
         s = node.subjects
         subjects = {
-            NODE: node.subject,
-            REPLY: s.replies(*me),
+            NODE: s.to_node(*me, "raw"),
+            REPLY: f"{s.replies(*me)}.b",
             BOUNCE: s.unreachable(*me),
-            TERMINATION: s.terminations(*me),
-            ACK: s.acks(*me),
-            NAMES: s.names(),
-            LOOKUP: s.name("echo"),
+            TERMINATION: s.terminations(*me, "b"),
+            ACK: f"{s.prefix}.a.raw.0.{me[0]}.{me[1]}",
+            NAMES: s.names("raw", "0"),
+            LOOKUP: s.lookup("echo", "raw"),
             ADVISORY: "$SYS.ACCOUNT.FUZZ.DISCONNECT",
         }
         for number, batch in enumerate(batches):

@@ -72,10 +72,10 @@ async def test_a_numbered_subject_whose_last_token_is_not_a_number_is_counted(
     async with node_and_raw(cluster_here) as (_a, node, echo, raw):
         me = (node.name, node.incarnation)
         subjects = node.subjects
-        raw.publish(f"{subjects.replies(*me)}.x", b"")
+        raw.publish(f"{subjects.replies(*me)}.b.x", b"")
         raw.publish(f"{subjects.unreachable(*me)}.x", b"")
-        raw.publish(f"{subjects.terminations(*me)}.x", b"")
-        raw.publish(f"{subjects.replies(*me)}.{'9' * 5000}", b"")  # (int() refuses 4300+)
+        raw.publish(f"{subjects.terminations(*me, 'b')}.x", b"")
+        raw.publish(f"{subjects.replies(*me)}.b.{'9' * 5000}", b"")  # (int() refuses 4300+)
         await settle()
         bad = node.statistics().bad_input
         assert (bad.replies, bad.bounces, bad.terminations) == (2, 1, 1)
@@ -103,18 +103,19 @@ async def test_deeply_nested_frames_on_every_subject_are_counted(
     async with node_and_raw(cluster_here) as (_a, node, echo, raw):
         me = (node.name, node.incarnation)
         subjects = node.subjects
+        to_node = subjects.to_node(*me, "raw")
         for subject in (
-            node.subject,
-            f"{subjects.replies(*me)}.1",
-            subjects.acks(*me),
-            subjects.names(),
+            to_node,
+            f"{subjects.replies(*me)}.b.1",
+            f"{subjects.prefix}.a.raw.0.{me[0]}.{me[1]}",
+            subjects.names("raw", "0"),
             subjects.heartbeat("forger", "0" * 12),
         ):
             raw.publish(subject, nested, reply=f"{subjects.unreachable('x', 'y')}.1")
         tell = encode((TELL, 0, "", [(1, "x", msgspec.Raw(nested))]))
-        raw.publish(node.subject, tell)
+        raw.publish(to_node, tell)
         ask = encode((1, 1, "x", msgspec.Raw(nested)))
-        raw.publish(node.subject, ask, reply="somewhere")
+        raw.publish(to_node, ask, reply="somewhere")
         await settle()
         bad = node.statistics().bad_input
         assert bad.messages >= 1
@@ -134,7 +135,7 @@ async def test_a_flood_of_forged_heartbeats_costs_one_announcement_of_the_names(
         for number in range(100):
             a.register(f"name-{number}", a.spawn(Echo, name=f"named-{number}"))
         claims: list[bytes] = []
-        raw.subscribe(node.subjects.names(), lambda message: claims.append(message.data))
+        raw.subscribe(node.subjects.all_names(), lambda message: claims.append(message.data))
         await settle()
         claims.clear()
         for forger in range(1_000):
@@ -162,19 +163,20 @@ async def test_tables_keyed_by_what_a_forged_peer_sends_are_freed_when_it_goes_d
 ) -> None:
     async with node_and_raw(cluster_here) as (_a, node, echo, raw):
         subjects = node.subjects
+        me = (node.name, node.incarnation)
         number = node.ref_to_wire(echo)[3]
         for forger in range(200):
             peer = (f"forger{forger}", "0" * 12)
             raw.publish(subjects.heartbeat(*peer), b"")
             watch = encode((WATCH, number, "echo", msgspec.Raw(encode(None))))
+            to_node = subjects.to_node(*me, peer[0])
+            watches = subjects.terminations(*peer, node.name)
             for watch_number in range(5):
-                raw.publish(
-                    node.subject, watch, reply=f"{subjects.terminations(*peer)}.{watch_number}"
-                )
+                raw.publish(to_node, watch, reply=f"{watches}.{watch_number}")
             tell = encode((TELL, 0, "", [(number, "echo", msgspec.Raw(encode("hi")))]))
-            raw.publish(node.subject, tell, reply=f"{subjects.unreachable(*peer)}.1")
+            raw.publish(to_node, tell, reply=f"{subjects.unreachable(*peer)}.1")
             claim = encode((0, f"forged-{forger}", *peer, "x", 1))
-            raw.publish(subjects.names(), claim)
+            raw.publish(subjects.names(*peer), claim)
         await settle()
         assert sum(len(replies) for replies in node.watches.watched.values()) == 1_000
         assert len(node.tells.taken.counts) == 200
@@ -200,13 +202,17 @@ async def test_watches_from_other_nodes_are_bounded(
         peer = ("forger", "0" * 12)
         raw.publish(subjects.heartbeat(*peer), b"")
         watch = encode((WATCH, number, "echo", msgspec.Raw(encode(None))))
+        to_node = subjects.to_node(node.name, node.incarnation, peer[0])
+        watches = subjects.terminations(*peer, node.name)
         for watch_number in range(1_000):
-            raw.publish(node.subject, watch, reply=f"{subjects.terminations(*peer)}.{watch_number}")
-        raw.publish(node.subject, watch, reply="not.a.termination.subject")
+            raw.publish(to_node, watch, reply=f"{watches}.{watch_number}")
+        short = f"{subjects.prefix}.t.forger.{node.name}.5"  # (its, but not a node's form)
+        raw.publish(to_node, watch, reply=short)
+        raw.publish(to_node, watch, reply="not.a.termination.subject")  # (not its sender's)
         await settle()
         assert sum(len(replies) for replies in node.watches.watched.values()) == 100
         bad = node.statistics().bad_input
-        assert (bad.over_limit, bad.watches) == (900, 1)
+        assert (bad.over_limit, bad.watches, bad.forged) == (900, 1, 1)
 
 
 async def test_names_held_for_other_nodes_are_bounded(
@@ -217,7 +223,8 @@ async def test_names_held_for_other_nodes_are_bounded(
     async with node_and_raw(cluster) as (a, node, echo, raw):
         for number in range(1_000):
             raw.publish(
-                node.subjects.names(), encode((0, f"n{number}", "forger", "0" * 12, "x", 1))
+                node.subjects.names("forger", "0" * 12),
+                encode((0, f"n{number}", "forger", "0" * 12, "x", 1)),
             )
         await settle()
         assert len(node.names.held) == 100
@@ -235,7 +242,7 @@ async def test_a_ref_to_a_node_that_could_not_exist_makes_its_message_undecodabl
         for wire in (("*", "0" * 12, "x", 1), ("b", "a.b", "x", 1), ("", "x", "x", 1)):
             ref = msgspec.msgpack.Ext(1, encode(wire))  # (the codec's extension for a ref)
             tell = encode((TELL, 0, "", [(number, "echo", msgspec.Raw(encode(ref)))]))
-            raw.publish(node.subject, tell)
+            raw.publish(node.subjects.to_node(node.name, node.incarnation, "raw"), tell)
         await settle()
         assert node.statistics().bad_input.tells == 3
         assert a.statistics().dead_letters.undecodable == 3
@@ -263,7 +270,10 @@ async def test_a_lookup_answered_with_no_ref_goes_on_waiting_for_a_real_answer(
             raw.publish(reply, encode((False, ["a", "b", 1])))
             await settle()
             assert not found  # (still waiting: neither was an answer)
-            raw.publish(reply, encode((True, node.ref_to_wire(echo))))
+            # (as the holder answers: its name where the lookup's subject has "-")
+            raw.publish(
+                reply.replace(".-.", f".{node.name}."), encode((True, node.ref_to_wire(echo)))
+            )
         assert found == [echo]
         assert node.statistics().bad_input.replies == 2
 
@@ -311,7 +321,9 @@ async def test_bad_input_is_logged_first_then_every_nth_with_the_count(
     cluster = attrs.evolve(cluster_here, limits=ta.InputLimits(log_every=100))
     async with node_and_raw(cluster) as (_a, node, _echo, raw):
         for _ in range(250):
-            raw.publish(node.subject, b"\xc1 not msgpack")
+            raw.publish(
+                node.subjects.to_node(node.name, node.incarnation, "raw"), b"\xc1 not msgpack"
+            )
         await settle()
         lines = [r.getMessage() for r in caplog.records if "bad input" in r.getMessage()]
         assert len(lines) == 3  # (the 1st, the 100th, the 200th)

@@ -64,34 +64,35 @@ def bad_message(n: int, node: Node, echo_number: int) -> tuple[str, bytes, str |
     s = node.subjects
     me = (node.name, node.incarnation)
     forger = (f"forger{n}", f"{n:012x}")
+    to_me = s.to_node(*me, forger[0])  # (from the forger, as its subject says)
     none = msgspec.Raw(encode(None))
     match n % KINDS:
         case 0:
-            return node.subject, b"\xc1" + bytes(n % 200), None
+            return to_me, b"\xc1" + bytes(n % 200), None
         case 1:
-            return node.subject, b"\x91" * 50_000 + b"\xc0", None
+            return to_me, b"\x91" * 50_000 + b"\xc0", None
         case 2:
-            return f"{s.replies(*me)}.x{n}", b"", None
+            return f"{s.replies(*me)}.{forger[0]}.x{n}", b"", None
         case 3:
             return f"{s.unreachable(*me)}.{'9' * 30}", b"", None
         case 4:
-            return f"{s.terminations(*me)}.-{n}", b"", None
+            return f"{s.terminations(*me, forger[0])}.-{n}", b"", None
         case 5:
-            return s.acks(*me), encode(["a", n]), None
+            return f"{s.prefix}.a.{forger[0]}.{forger[1]}.{me[0]}.{me[1]}", encode(["a", n]), None
         case 6:
             return s.heartbeat(*forger), b"", None
         case 7:
-            return s.names(), encode((0, f"name-{n}", *forger, "x", 1)), None
+            return s.names(*forger), encode((0, f"name-{n}", *forger, "x", 1)), None
         case 8:
             watch = encode((WATCH, echo_number, "echo", none))
-            return node.subject, watch, f"{s.terminations(*forger)}.{n}"
+            return to_me, watch, f"{s.terminations(*forger, me[0])}.{n}"
         case 9:
             tell = encode((TELL, 0, "", [(echo_number, "echo", msgspec.Raw(encode(n)))]))
-            return node.subject, tell, f"{s.unreachable(*forger)}.{n}"
+            return to_me, tell, f"{s.unreachable(*forger)}.{n}"
         case 10:
             undecodable = msgspec.Raw(encode(msgspec.msgpack.Ext(99, b"x" * 10_000)))
             tell = encode((TELL, 0, "", [(echo_number, "echo", undecodable)]))
-            return node.subject, tell, None
+            return to_me, tell, None
         case 11:
             return s.heartbeat(*forger), b"neither", None
         case _:

@@ -31,7 +31,9 @@ import trio
 if TYPE_CHECKING:
     from ._ref import ActorRef
 
-DeadLetterReason = Literal["stopped", "stranded", "overflow", "unreachable", "undecodable"]
+DeadLetterReason = Literal[
+    "stopped", "stranded", "overflow", "unreachable", "undecodable", "refused"
+]
 
 DEFAULT_RECENT_DEAD_LETTERS = 10_000
 DEFAULT_SUBSCRIPTION_CAPACITY = 1_000
@@ -52,12 +54,14 @@ class DeadLetter:
             or
             ``"undecodable"`` (a tell from another node that this node cannot decode,
             e.g. a type its cluster does not register: the message is its first
-            bytes, ``InputLimits.undecodable_prefix`` at most).
+            bytes, ``InputLimits.undecodable_prefix`` at most) or ``"refused"`` (a
+            tell to another node that the NATS server refused to carry: this node may
+            not send to it, ``docs/security.rst``).
     """
 
     recipient: ActorRef
     message: Any
-    reason: Literal["stopped", "stranded", "overflow", "unreachable", "undecodable"]
+    reason: Literal["stopped", "stranded", "overflow", "unreachable", "undecodable", "refused"]
 
 
 class _RecentView(Sequence[DeadLetter]):
@@ -191,6 +195,7 @@ class DeadLetters:
             "overflow": 0,
             "unreachable": 0,
             "undecodable": 0,
+            "refused": 0,
         }
         self._recent: deque[tuple[Any, Any, DeadLetterReason]] = deque(maxlen=keep)
         self._subscriptions: list[DeadLetterSubscription] = []

@@ -395,6 +395,7 @@ class ActorSystem:
                 by_reason["overflow"],
                 by_reason["unreachable"],
                 by_reason["undecodable"],
+                by_reason["refused"],
             ),
             rounds=dispatcher.rounds,
             longest_round_messages=dispatcher.clock.longest_round_messages,

@@ -108,6 +108,7 @@ class Client:
         self._write_through = True  # see _queue
         self._before_writing: list[Callable[[], object]] = []  # see before_writing
         self._listeners: set[EventStream] = set()
+        self._on_server_error: list[Callable[[str], object]] = []  # see on_server_error
         self._status_changed = trio.Event()
         self._closing = False  # close() was called: the connection's end is no error
         self._reconnecting = trio.CancelScope()
@@ -226,6 +227,22 @@ class Client:
         def remove() -> None:
             with suppress(ValueError):
                 self._before_writing.remove(callback)
+
+        return remove
+
+    def on_server_error(self, callback: Callable[[str], object]) -> Callable[[], None]:
+        """Call ``callback(message)`` with each ``-ERR`` of the server, from the
+        connection's reader, at once -- before anything read after it is handled
+        (a flush that the server answered after the ``-ERR`` returns after the
+        callback): who published can tell what the server refused (a permissions
+        violation names the subject) before taking it as sent. ``callback`` never
+        waits; what it raises is logged and ignored. Returns what removes it.
+        (:meth:`events` reports the same as :class:`ServerErrorReported`, later.)"""
+        self._on_server_error.append(callback)
+
+        def remove() -> None:
+            with suppress(ValueError):
+                self._on_server_error.remove(callback)
 
         return remove
 

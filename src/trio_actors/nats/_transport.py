@@ -152,6 +152,11 @@ def _handle(client: Client, events: list[Event], stream: _Stream) -> None:
         if type(event) is Ping:
             queue_frame(client, client._conn.protocol.pong(), message=False)
         elif type(event) is Err:
+            for callback in tuple(client._on_server_error):
+                try:
+                    callback(event.message)
+                except Exception:
+                    _log.exception("nats: an on_server_error callback raised; ignored")
             client._report(ServerErrorReported(event.message))
         elif type(event) is Info:
             _learn(client, event.options, stream.server)

@@ -22,21 +22,28 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
 * ``_remote_cell.py`` -- the record behind a ref to an actor of another node;
 * ``_codec.py`` -- what crosses, encoded;
 * ``_classes.py`` -- the classes a cluster registers, and how their instances cross;
-* ``_transport.py`` -- NATS, or for tests an in-memory bus.
+* ``_transport.py`` -- NATS, or for tests an in-memory bus;
+* ``_refused.py`` -- what the server refused to carry (permissions), mapped to
+  what the node published.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import trio
 
 from .. import nats
 from .._cluster import Cluster, as_cluster, check_token
 from ._node import Node
+from ._refused import on_server_error
 from ._subjects import connection_name
 from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
 
@@ -45,7 +52,17 @@ if TYPE_CHECKING:
 
 _FLUSH_WITHIN = 2.0  # seconds a leaving node waits for the server to take its last words
 
-__all__ = ["MemoryBus", "MemoryTransport", "NatsTransport", "Node", "Transport", "open_node"]
+_log = logging.getLogger("trio_actors")
+
+__all__ = [
+    "MemoryBus",
+    "MemoryTransport",
+    "NatsTransport",
+    "Node",
+    "Transport",
+    "open_node",
+    "open_server_warning",
+]
 
 
 @asynccontextmanager
@@ -68,6 +85,7 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
         nursery.start_soon(node.run, name=f"trio-actors node {name}")
         if isinstance(transport, NatsTransport):
             nursery.start_soon(node.follow_connection, transport.client)
+            transport.client.on_server_error(partial(on_server_error, node))
         try:
             yield node
         finally:
@@ -94,6 +112,9 @@ async def _connect(cluster: Cluster, client_name: str) -> AsyncIterator[Transpor
         async with cluster.bus.connect(client_name) as memory:
             yield memory
         return
+    warning = open_server_warning(cluster, client_name)
+    if warning is not None:
+        _log.warning(warning)
     options = cluster.connect_options()
     async with nats.connect(list(cluster.servers), name=client_name, **options) as client:
         try:
@@ -105,6 +126,35 @@ async def _connect(cluster: Cluster, client_name: str) -> AsyncIterator[Transpor
             within = _FLUSH_WITHIN if client.status == "connected" else 0.0
             with trio.CancelScope(shield=True), suppress(nats.ConnectionClosed):
                 await client.close(send_within=within)
+
+
+def open_server_warning(cluster: Cluster, client_name: str) -> str | None:
+    """What to warn of when a node connects without credentials to a server that is
+    not on this machine (``None``: it has credentials, or every server is on a
+    loopback address): an open server is a trusted network only."""
+    options = cluster.connect_options()
+    if any(options[key] is not None for key in ("token", "user", "nkey_seed", "credentials")):
+        return None
+    remote = [server for server in cluster.servers if not _loopback(server)]
+    if not remote:
+        return None
+    return (
+        f"{client_name} connects without credentials to {', '.join(remote)}: an open "
+        "server is a trusted network only -- any client it lets in reads every message "
+        "and can speak for any node (tell, ask and stop any actor, take names, forge a "
+        "node's bye); give each node its own user (trio-actors secure; see the "
+        "Security page of the docs)"
+    )
+
+
+def _loopback(url: str) -> bool:
+    host = urlsplit(url if "://" in url else f"nats://{url}").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # (a name: not known to be this machine)
+        return False
 
 
 @asynccontextmanager

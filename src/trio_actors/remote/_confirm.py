@@ -190,7 +190,7 @@ class Confirmations:
         checkpoint."""
         node = self._node
         sender, incarnation, requests, watches = asked
-        prefix = reply.rpartition(".")[0]  # (the asking node's replies: P.r.<node>.<inc>)
+        prefix = reply.rpartition(".")[0]  # (the asker's replies from here: P.r.<n>.<i>.<me>)
         held_requests = node.answers.held(prefix, requests[:MAX_NUMBERS])
         held_watches = node.watches.held(sender, incarnation, watches[:MAX_NUMBERS])
         taken = node.tells.taken.count_of(node.subjects.unreachable(sender, incarnation))

@@ -8,21 +8,29 @@ from a deeply nested document included, is caught here, at the narrowest point;
 checkpoint). The handlers (``_node.py``, ``_requests.py``, ...) are given only values
 of the shapes below; ``_bad_input.listen`` joins the two and counts what is bad.
 
-===================================  ==========================================
-subject                              parsed as
-===================================  ==========================================
-``P.n.<node>.<incarnation>``         :class:`Envelope`: ``TELL`` (its tells),
-                                     ``ASK``, ``CANCEL``, ``STOP``, ``WATCH``,
-                                     ``CONFIRM`` (its question)
-``P.r.<node>.<incarnation>.<n>``     :class:`Reply` (or NATS's no-responders)
-``P.u.<node>.<incarnation>.<n>``     ``(n, no responders?)``
-``P.t.<node>.<incarnation>.<n>``     ``(n, no responders?, error bytes | None)``
-``P.a.<node>.<incarnation>``         ``(node, incarnation, count)``
-``P.hb.<node>.<incarnation>``        ``((node, incarnation), bye?)``
-``P.names``                          ``(kind, name, node, incarnation, path, n)``
-``P.name.<hex>``                     the subject to answer on
-``$SYS.ACCOUNT.*.DISCONNECT``        the node it was, or ``None`` (not a node's)
-===================================  ==========================================
+========================================  ==========================================
+subject (``_subjects.py``)                parsed as
+========================================  ==========================================
+``P.n.<node>.<incarnation>.<sender>``     :class:`Envelope`: ``TELL`` (its tells),
+                                          ``ASK``, ``CANCEL``, ``STOP``, ``WATCH``,
+                                          ``CONFIRM`` (its question)
+``P.r.<node>.<incarnation>.<from>.<n>``   :class:`Reply` (or NATS's no-responders)
+``P.u.<node>.<incarnation>.<n>``          ``(n, no responders?)``
+``P.t.<node>.<incarnation>.<from>.<n>``   ``(n, no responders?, error bytes | None,
+                                          from)``
+``P.a.<from>.<inc>.<node>.<incarnation>`` ``(from, inc, count)``
+``P.hb.<node>.<incarnation>``             ``((node, incarnation), bye?)``
+``P.names.<from>.<inc>``                  ``(kind, name, node, incarnation, path, n)``
+``P.name.<hex>.<sender>``                 the subject to answer on
+``$SYS.ACCOUNT.*.DISCONNECT``             the node it was, or ``None`` (not a node's)
+========================================  ==========================================
+
+A message whose subject and content disagree -- a node speaking for another -- is
+``Bad("forged")``: a request whose reply subject is not its sender's own (of its
+kind's sort, and for this node), a confirm round naming another node than its
+sender, a claim or release of a name for another node than its publisher, a lookup
+whose reply subject is not its sender's, an advisory of a connection whose user is
+not the node it is named after (where nodes authenticate as themselves).
 """
 
 from __future__ import annotations
@@ -42,7 +50,9 @@ from ._subjects import (
     WATCH,
     Peer,
     Subjects,
+    last_token,
     peer_of_connection,
+    publisher_of,
 )
 
 if TYPE_CHECKING:
@@ -59,7 +69,7 @@ _confirm_ask = msgspec.msgpack.Decoder(tuple[str, str, _Numbers, _Numbers])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 _wire_ref = msgspec.msgpack.Decoder(tuple[str, str, str, int])
 _error = msgspec.msgpack.Decoder(bytes | None)
-_ack = msgspec.msgpack.Decoder(tuple[str, str, int])
+_ack = msgspec.msgpack.Decoder(int)
 _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int])
 
 _NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM})
@@ -79,6 +89,7 @@ class Envelope(NamedTuple):
     path: str
     body: Any
     reply: str | None
+    sender: str  # (the node that sent it: its subject's last token)
 
 
 class Reply(NamedTuple):
@@ -89,6 +100,7 @@ class Reply(NamedTuple):
     number: int
     ok: bool | None
     body: msgspec.Raw
+    answerer: str  # (the node that answered: ``-`` for NATS's no-responders to a lookup)
 
 
 def number_at_end(subject: str) -> int | None:
@@ -118,17 +130,19 @@ def _valid_reply(reply: str | None) -> bool:
 class Frames:
     """The parsers of one node (some need its cluster's subjects)."""
 
-    __slots__ = ("_cluster", "_tell_replies", "_terminations")
+    __slots__ = ("_by_user", "_cluster", "_me", "_subjects", "_tell_replies", "_terminations")
 
-    def __init__(self, cluster: str, subjects: Subjects) -> None:
+    def __init__(self, cluster: str, subjects: Subjects, me: str, *, by_user: bool) -> None:
         self._cluster = cluster
+        self._subjects = subjects
+        self._me = me  # (this node's name)
+        self._by_user = by_user  # (nodes authenticate as users named after them)
         self._tell_replies = subjects.tell_replies()
         self._terminations = subjects.watch_replies()
 
     # --- P.n.<node>.<incarnation> ---------------------------------------------------
 
-    @staticmethod
-    def envelope(message: Msg) -> Envelope | Bad:
+    def envelope(self, message: Msg) -> Envelope | Bad:
         body: Any
         try:
             kind, number, path, raw = _envelope.decode(message.data)
@@ -147,7 +161,23 @@ class Frames:
             return Bad("messages", f"unknown kind {kind} of message")
         if kind != TELL and (reply is not None or kind in _NEEDS_REPLY) and not _valid_reply(reply):
             return Bad("messages", f"no valid reply subject: {reply!r}")
-        return Envelope(kind, number, path, body, reply)
+        sender = last_token(message.subject)
+        if reply is not None and not self._replies_to_sender(kind, sender, reply):
+            return Bad("forged", f"from {sender!r}, a reply subject not its own: {reply!r}")
+        if kind == CONFIRM and body[0] != sender:
+            return Bad("forged", f"a confirm round from {sender!r} naming {body[0]!r}")
+        return Envelope(kind, number, path, body, reply, sender)
+
+    def _replies_to_sender(self, kind: int, sender: str, reply: str) -> bool:
+        """Whether ``reply`` is ``sender``'s own and of ``kind``'s sort, for this
+        node -- so that nobody makes this node answer into a third node's requests,
+        acknowledge another's tells, or report a stop as another node's."""
+        replies, unreachable, terminations = self._subjects.sender_replies(sender)
+        if kind == TELL:
+            return reply.startswith(unreachable)
+        if kind == WATCH:
+            return reply.startswith(terminations) and reply.rsplit(".", 2)[1] == self._me
+        return reply.startswith(replies) and reply.rsplit(".", 2)[1] == self._me
 
     def tell_sender(self, reply: str) -> Peer | None:
         """The node whose tells came with ``reply`` (``P.u.<node>.<incarnation>.<n>``),
@@ -160,9 +190,10 @@ class Frames:
         return (tokens[0], tokens[1])
 
     def watcher(self, reply: str) -> Peer | Bad:
-        """The node that watches with ``reply`` (``P.t.<node>.<incarnation>.<n>``)."""
+        """The node that watches with ``reply`` (``P.t.<node>.<incarnation>.<this
+        node>.<n>``)."""
         tokens = reply[len(self._terminations) :].split(".")
-        if not reply.startswith(self._terminations) or len(tokens) != 3 or not all(tokens):
+        if not reply.startswith(self._terminations) or len(tokens) != 4 or not all(tokens):
             return Bad("watches", f"its reply subject is not a node's: {reply!r}")
         return (tokens[0], tokens[1])
 
@@ -173,13 +204,14 @@ class Frames:
         number = number_at_end(message.subject)
         if number is None:
             return Bad("replies", _NOT_NUMBERED)
+        answerer = message.subject.rsplit(".", 2)[1]
         if message.status == 503:
-            return Reply(number, None, _NO_BODY)
+            return Reply(number, None, _NO_BODY, answerer)
         try:
             ok, body = _reply.decode(message.data)
         except Exception as error:
             return Bad("replies", error)
-        return Reply(number, ok, body)
+        return Reply(number, ok, body, answerer)
 
     @staticmethod
     def wire_ref(body: msgspec.Raw) -> WireRef | Bad:
@@ -197,14 +229,15 @@ class Frames:
         return (number, message.status == 503)
 
     @staticmethod
-    def termination(message: Msg) -> tuple[int, bool, bytes | None] | Bad:
+    def termination(message: Msg) -> tuple[int, bool, bytes | None, str] | Bad:
         number = number_at_end(message.subject)
         if number is None:
             return Bad("terminations", _NOT_NUMBERED)
+        watched = message.subject.rsplit(".", 2)[1]  # (the node that answers)
         if message.status == 503:
-            return (number, True, None)
+            return (number, True, None, watched)
         try:
-            return (number, False, _error.decode(message.data))
+            return (number, False, _error.decode(message.data), watched)
         except Exception as error:
             return Bad("terminations", error)
 
@@ -212,10 +245,12 @@ class Frames:
 
     @staticmethod
     def ack(message: Msg) -> tuple[str, str, int] | Bad:
+        """The node that acknowledges (its subject's), and its count."""
         try:
-            return _ack.decode(message.data)
+            count = _ack.decode(message.data)
         except Exception as error:
             return Bad("acks", error)
+        return (*publisher_of(message.subject), count)
 
     @staticmethod
     def heartbeat(message: Msg) -> tuple[Peer, bool] | Bad:
@@ -234,14 +269,23 @@ class Frames:
             return Bad("announcements", error)
         if announcement[0] not in _ANNOUNCEMENTS:
             return Bad("announcements", f"unknown kind {announcement[0]}")
+        publisher = publisher_of(message.subject)
+        if announcement[0] != 2 and (announcement[2], announcement[3]) != publisher:
+            return Bad("forged", f"{publisher} announced a name for {announcement[2:4]}")
         return announcement
 
-    @staticmethod
-    def lookup(message: Msg) -> str | Bad:
+    def lookup(self, message: Msg) -> str | Bad:
+        """Where to answer a lookup: its reply subject is its sender's,
+        ``P.r.<sender>.<incarnation>.-.<n>``; answered as this node,
+        ``P.r.<sender>.<incarnation>.<this node>.<n>``."""
         reply = message.reply
         if reply is None or not _valid_reply(reply):
             return Bad("lookups", f"no valid reply subject: {reply!r}")
-        return reply
+        start, dash, number = reply.rpartition(".-.")
+        sender = last_token(message.subject)
+        if not dash or not start.startswith(self._subjects.sender_replies(sender)[0]):
+            return Bad("forged", f"a lookup from {sender!r} answered to {reply!r}")
+        return f"{start}.{self._me}.{number}"
 
     def advisory(self, message: Msg) -> Peer | Bad | None:
         """The node whose connection a disconnect advisory says ended; ``None``: not
@@ -249,6 +293,11 @@ class Frames:
         try:
             client = json.loads(message.data)["client"]
             name = client.get("name", "")
+            user = client.get("user")
         except Exception as error:  # (RecursionError from a deeply nested one too)
             return Bad("advisories", f"{type(error).__name__}: {error}")
-        return peer_of_connection(self._cluster, name)
+        peer = peer_of_connection(self._cluster, name)
+        if peer is not None and self._by_user and user != peer[0]:
+            # (a connection's name is the client's choice; its user the server's word)
+            return Bad("forged", f"the connection named {name!r} was user {user!r}'s")
+        return peer

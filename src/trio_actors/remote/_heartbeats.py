@@ -95,7 +95,10 @@ class Heartbeats:
     def on_disconnect_advisory(self, peer: Peer | None) -> None:
         """The server says a connection ended (the system account's
         ``client_disconnect`` advisory; parsed: ``Frames.advisory``): if it was a
-        node's (``peer``), that node is down."""
+        node's (``peer``), that node is down. Where this node authenticates as a
+        user named after itself (a secure deployment, ``docs/security.rst``), the
+        others do too: ``Frames.advisory`` takes an advisory only if the
+        connection's user is the node its name says."""
         node = self._node
         if peer is not None and peer != (node.name, node.incarnation):
             node.start(self._down_by_advisory, peer, node.requests.made)  # (not once closed)

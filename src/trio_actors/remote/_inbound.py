@@ -89,9 +89,10 @@ class Answers:
         self._all_answered: trio.Event | None = None  # (leave() waits for it)
 
     def held(self, prefix: str, numbers: list[int]) -> list[int]:
-        """Of the requests ``numbers`` of the node whose replies go to ``prefix``
-        (``P.r.<node>.<incarnation>``), those this node holds: asks it owes an
-        answer, stops under way (a confirm round's question)."""
+        """Of the requests ``numbers`` of the node whose replies from this node go
+        to ``prefix`` (``P.r.<node>.<incarnation>.<this node>``), those this node
+        holds: asks it owes an answer, stops under way (a confirm round's
+        question)."""
         owed, stopping = self.owed, self.stopping
         held = []
         for number in numbers:

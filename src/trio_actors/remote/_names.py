@@ -73,7 +73,7 @@ class ClusterNames:
     def __init__(self, node: Node, publish: Callable[[str, bytes], None]) -> None:
         self._node = node
         self._publish = publish  # (the node's own: what cannot go is logged)
-        self._subject = node.subjects.names()
+        self._subject = node.subjects.names(node.name, node.incarnation)  # (this node's)
         self.held: dict[str, WireRef] = {}  # names other nodes hold: name -> their ref
         # Names registered here: name -> what unsubscribes its lookups' subject.
         self._subscriptions: dict[str, Callable[[], None]] = {}
@@ -82,7 +82,8 @@ class ClusterNames:
 
     @property
     def subject(self) -> str:
-        return self._subject
+        """The subjects of every node's announcements (subscribed by the node)."""
+        return self._node.subjects.all_names()
 
     def check(self, name: str) -> None:
         """Refuse ``name`` if another node holds it (as far as this node has heard).
@@ -188,11 +189,11 @@ class ClusterNames:
         wire: WireRef = (node_name, incarnation, path, number)
         peer = (wire[0], wire[1])
         me = (node.name, node.incarnation)
-        if kind == ASK_FOR_NAMES:
+        if kind == ASK_FOR_NAMES:  # (its node: the one asked)
             if peer == me:
                 self.announce_all_soon()
             return
-        if peer == me:
+        if peer == me:  # (a claim is its publisher's own: Frames.announcement)
             return
         if not node.peers.claim(peer):
             node.refused(

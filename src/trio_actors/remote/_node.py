@@ -78,6 +78,9 @@ class Node:
             confirmed routing them, or to a node that died before acknowledging
             them: handled or not, nobody can say (T21's "unconfirmed"), counted
             rather than guessed.
+        not_permitted: messages of this node's that the NATS server refused to carry
+            (a permissions violation: one per ``-ERR``; ``_refused.py`` says what
+            each becomes).
     """
 
     def __init__(
@@ -100,8 +103,10 @@ class Node:
         self.closed = False
         limits = cluster.limits
         self.bad_input = BadInput(name, limits)  # (what it could not use, by kind)
-        self.frames = Frames(cluster.name, subjects)  # (what arrives, parsed)
+        by_user = cluster.user == name  # (each node its own user: advisories by user)
+        self.frames = Frames(cluster.name, subjects, name, by_user=by_user)  # (parsed)
         self.undecodable = UndecodableBytes(system.dead_letters, limits)
+        self.not_permitted = 0  # messages the server refused to carry (_refused.py)
         self.exports = Exports(self)
         self.codec = self.new_codec()
         self.tells = Tells(self)
@@ -152,8 +157,8 @@ class Node:
 
     @property
     def subject(self) -> str:
-        """The subject of this node's actors."""
-        return self.subjects.node(self.name, self.incarnation)
+        """The subjects of this node's actors (one per sending node)."""
+        return f"{self.subjects.node(self.name, self.incarnation)}.*"
 
     @property
     def trio_token(self) -> trio.lowlevel.TrioToken:
@@ -315,7 +320,7 @@ class Node:
 
     def _on_message(self, envelope: Envelope) -> None:
         """A message for this node's actors (parsed: ``Frames.envelope``)."""
-        kind, number, path, body, reply = envelope
+        kind, number, path, body, reply, _sender = envelope
         if kind == TELL:  # (its body: [export number, path, body] for each tell)
             if reply:
                 self.tells.took(reply, len(body))

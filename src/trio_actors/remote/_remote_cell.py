@@ -60,7 +60,7 @@ class RemoteCell:
         # activates false and calls tell() (the fast paths never run on this cell).
         self.dispatcher = node.system._dispatcher
         self.node_name, self.incarnation, self.local_path, self.eid = wire
-        self.subject = node.subjects.node(self.node_name, self.incarnation)
+        self.subject = node.subjects.to_node(self.node_name, self.incarnation, node.name)
         self.tells = node.tells  # (a tell's path: one attribute away)
         self.link = node.peers.link_to(self.peer)  # (its node's record of tells sent)
 

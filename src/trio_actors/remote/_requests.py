@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import trio
 
-from .._errors import ActorNotFound, ActorStopped, ConnectionInterrupted, NodeDown
+from .._errors import ActorNotFound, ActorStopped, ConnectionInterrupted, NodeDown, NotPermitted
 from ._bad_input import Bad
 from ._confirm import give_up_after
 from ._frames import Frames, Reply
@@ -72,6 +72,7 @@ class _Waiter:
         "lookup",
         "peer",
         "ref",
+        "refused",
         "reply",
         "resend",
         "sent_at",
@@ -91,6 +92,7 @@ class _Waiter:
         self.sent_at = trio.current_time()
         self.failed: str | None = None  # why no answer will come (the peer, or the connection)
         self.interrupted = False  # (failed: ConnectionInterrupted, not NodeDown)
+        self.refused = False  # (failed: the server refused its message, NotPermitted)
         self.undelivered = 0  # times it was not delivered (no-responders, peer up)
         self.to_send_again = False  # not delivered: sent again at the next round
 
@@ -118,15 +120,21 @@ class Requests:
 
     @property
     def subject(self) -> str:
-        """The subjects of the replies (subscribed by the node)."""
-        return f"{self._replies}.*"
+        """The subjects of the replies (subscribed by the node):
+        ``P.r.<node>.<incarnation>.<answering node>.<n>``."""
+        return f"{self._replies}.*.*"
 
     def _request(
         self, peer: Peer | None, resend: Resend | None = None, *, lookup: bool = False
     ) -> tuple[int, str, _Waiter]:
         number = self.made = self.made + 1
         waiter = self.waiting[number] = _Waiter(peer, resend, lookup=lookup)
-        return number, f"{self._replies}.{number}", waiter
+        return number, self._reply_subject(peer, number), waiter
+
+    def _reply_subject(self, peer: Peer | None, number: int) -> str:
+        """Where ``peer`` answers request ``number`` (a lookup, to no one peer:
+        ``-``, which the node answering it replaces with its own name)."""
+        return f"{self._replies}.{'-' if peer is None else peer[0]}.{number}"
 
     async def ask(self, cell: RemoteCell, message: Any) -> Any:
         """A remote ask (see ``ActorRef.ask``). A checkpoint."""
@@ -152,6 +160,8 @@ class Requests:
 
     def _answer_of(self, waiter: _Waiter, cell: RemoteCell) -> Any:
         reply = waiter.reply
+        if waiter.refused:
+            raise NotPermitted(f"{cell.path}: {waiter.failed}")
         if waiter.failed:
             error = ConnectionInterrupted if waiter.interrupted else NodeDown
             raise error(
@@ -183,7 +193,7 @@ class Requests:
             await waiter.event.wait()
         finally:
             del self.waiting[number]
-        if waiter.interrupted:
+        if waiter.interrupted or waiter.refused:
             self._answer_of(waiter, cell)  # (raises: nobody can say it stopped)
         if waiter.failed or (waiter.reply is not None and waiter.reply.ok is None):
             return  # its node is gone: it has stopped
@@ -232,7 +242,7 @@ class Requests:
         node = self._node
         number, reply_subject, waiter = self._request(None, lookup=True)
         try:
-            node.tells.out(node.subjects.name(name), b"", reply_subject)
+            node.tells.out(node.subjects.lookup(name, node.name), b"", reply_subject)
             await waiter.event.wait()
         finally:
             del self.waiting[number]
@@ -245,11 +255,16 @@ class Requests:
 
     def on_reply(self, reply: Reply) -> None:
         """A reply came (parsed: ``Frames.reply``; called by the connection's
-        reader). A lookup's must hold a ref: one that does not is bad input, and
+        reader): from the node the request went to (its subject names it), else
+        it is forged. A lookup's must hold a ref: one that does not is bad input, and
         the lookup goes on waiting (for its holder's answer, or NATS's). An ask's
         or a stop's no-responders while its peer is up was never delivered: it is
         sent again at the next confirm round."""
         waiter = self.waiting.get(reply.number)
+        if waiter is not None and waiter.peer is not None and reply.answerer != waiter.peer[0]:
+            # (only the node asked may answer: it alone may publish there)
+            self._node.refused("forged", f"an answer from {reply.answerer!r}", self._replies)
+            return
         if waiter is None or not waiter.open:
             return
         if (
@@ -268,6 +283,11 @@ class Requests:
             if isinstance(wire, Bad):
                 self._node.refused("replies", wire.why, self._replies)
                 return
+            if wire[0] != reply.answerer:  # (a node answers for its own actors only)
+                self._node.refused(
+                    "forged", f"{reply.answerer} answered with {wire[0]}'s ref", self._replies
+                )
+                return
             waiter.ref = wire
         waiter.reply = reply
         waiter.event.set()
@@ -281,7 +301,7 @@ class Requests:
         node = self._node
         number, reply_subject, waiter = self._request(peer)
         try:
-            subject = node.subjects.node(*peer)
+            subject = node.subjects.to_node(*peer, node.name)
             node.tells.out(subject, encode((CONFIRM, 0, "", msgspec.Raw(body))), reply_subject)
             with trio.move_on_after(within):
                 await waiter.event.wait()
@@ -329,7 +349,7 @@ class Requests:
         cell, kind, body = waiter.resend
         waiter.sent_at = trio.current_time()
         waiter.to_send_again = False
-        self._node.tells.send(cell, kind, body, f"{self._replies}.{number}")
+        self._node.tells.send(cell, kind, body, self._reply_subject(waiter.peer, number))
 
     def confirmed(self, asked: list[int], held: set[int], peer: Peer) -> None:
         """A confirm round's answer: of the requests ``asked`` about, ``peer`` holds
@@ -359,6 +379,18 @@ class Requests:
                 waiter.fail(why, interrupted=True)
 
     # --- ended without a reply ----------------------------------------------------
+
+    def refused(self, peer: Peer, why: str) -> int:
+        """The server refused this node's messages to ``peer``'s actors: every
+        request waiting on it fails with ``NotPermitted`` (``why``); return how
+        many."""
+        count = 0
+        for waiter in self.waiting.values():
+            if waiter.peer == peer and waiter.open:
+                waiter.refused = True
+                waiter.fail(why, interrupted=False)
+                count += 1
+        return count
 
     def waiting_on(self, before: float | None = None) -> Iterator[tuple[Peer, float]]:
         """The peers that requests still wait on, each with when it was sent (for

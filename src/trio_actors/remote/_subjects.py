@@ -1,32 +1,72 @@
 """What a node says on the wire: its subjects, and the kinds of message to an actor.
 
-Subjects (``P`` is ``ta.<cluster name>``); a node subscribes to its own with a
-callback, so a message goes from the connection's reader straight to a mailbox:
+Subjects (``P`` is ``ta.<cluster name>``; ``X`` is the node, ``I`` its
+incarnation). A node subscribes to its own with a callback, so a message goes from
+the connection's reader straight to a mailbox. **Every subject a node publishes on
+names the publishing node** -- its control messages in the token after the kind
+(``P.<kind>.X...``), its messages to another node's actors in the last token --
+or is the reply subject of a message it received. So a server that lets each node
+publish only on subjects carrying its own name (``docs/security.rst``: the
+permissions ``trio-actors secure`` writes) makes the subject the publisher's
+proof of identity; receivers take the sender from the subject, never from the
+payload (where a payload names a node too, it must be the subject's, else the
+message is dropped as forged, and counted in ``Node.forged``).
 
-* ``P.n.<node>.<incarnation>`` -- messages for the node's actors: tells, asks,
-  cancellations of asks, stops, watches; and the confirm rounds' questions to the
-  node itself (``_confirm.py``). One subject per node *incarnation*: a
-  node that restarts gets a new one, so a ref to its previous life reaches nobody
-  (NATS's no-responders) and never a successor.
-* ``P.r.<node>.<incarnation>.<n>`` -- replies to the node's asks, stops and
-  lookups (``_requests.py``).
-* ``P.t.<node>.<incarnation>.<n>`` -- stops of remote actors this node watches
-  (``_watches.py``): a ``WATCH`` carries it as its reply subject; the watched
-  actor's node answers there once, when the actor stops (at once if it has), and
-  NATS answers no-responders there if that node is gone.
-* ``P.u.<node>.<incarnation>.<n>`` -- the no-responders answers to its tells: each
-  message of tells carries one as its reply subject (``n``: the number of its last
-  tell), so tells to a node (or an incarnation) that is gone come back and become
-  ``DeadLetter(reason="unreachable")`` here (``_tells.py``).
-* ``P.a.<node>.<incarnation>`` -- acknowledgements of the tells it sent: how many
-  each receiving node has taken in (``_tells.py``).
-* ``P.name.<hex of the name>`` -- a registered name: the node holding it answers
-  lookups with the ref; when the node dies, its subscriptions go with its
-  connection, so the name is free. ``P.names``: the claims and releases of names
-  (``_names.py``).
-* ``P.hb.<node>.<incarnation>`` -- heartbeats: every node publishes one every
-  ``Cluster.heartbeat`` seconds (and ``bye`` when it leaves); what a node hears
-  there is the input of its peer table (``_peers.py``).
+=====================================  ===========  ==================================
+subject                                published    what
+                                       by
+=====================================  ===========  ==================================
+``P.n.<to>.<inc>.<from>``              ``from``     messages for ``to``'s actors:
+                                                    tells, asks, cancellations of
+                                                    asks, stops, watches; and the
+                                                    confirm rounds' questions
+                                                    (``_confirm.py``). The receiver
+                                                    takes a request's reply subject
+                                                    only if it is ``from``'s own
+                                                    (below): nobody makes a node
+                                                    answer into a third's requests.
+                                                    One subject per incarnation of
+                                                    ``to``: a ref to its previous
+                                                    life reaches nobody (NATS's
+                                                    no-responders)
+``P.r.X.I.<to>.<n>``                   ``to``       replies to X's asks, stops,
+                                                    confirm rounds and lookups
+                                                    (``_requests.py``): the reply
+                                                    subject of request ``n`` to node
+                                                    ``to``, which X takes from ``to``
+                                                    only. A lookup goes to no one
+                                                    node: its reply subject has
+                                                    ``-``, which the node answering
+                                                    replaces with its own name
+``P.t.X.I.<watched>.<n>``              <watched>    the stop of an actor of node
+                                                    ``<watched>`` that X watches
+                                                    (``_watches.py``): a ``WATCH``
+                                                    carries it as its reply subject;
+                                                    answered once, when the actor
+                                                    stops (NATS answers
+                                                    no-responders if that node is
+                                                    gone). X takes it only from the
+                                                    node it watches
+``P.u.X.I.<n>``                        the server   the no-responders answers to X's
+                                                    tells (each message of tells
+                                                    carries one as its reply subject:
+                                                    ``n`` is the number of its last
+                                                    tell), dead letters
+                                                    "unreachable" (``_tells.py``)
+``P.a.<from>.<inc>.X.I``               ``from``     ``from`` acknowledges how many of
+                                                    X's tells it has taken in
+                                                    (``_tells.py``)
+``P.hb.X.I``                           X            X's heartbeats, every
+                                                    ``Cluster.heartbeat`` seconds,
+                                                    and its ``bye`` (``_peers.py``)
+``P.names.X.I``                        X            X's claims and releases of names
+                                                    (``_names.py``)
+``P.name.<hex of the name>.<from>``    ``from``     a lookup of a registered name:
+                                                    the node holding it answers with
+                                                    the ref; when the node dies, its
+                                                    subscriptions go with its
+                                                    connection, so the name is free
+=====================================  ===========  ==================================
 
 A message to an actor is a msgpack array ``[kind, export number, path, body]``:
 the export number says which actor (``_exports.py``); the body is the codec's
@@ -53,7 +93,9 @@ __all__ = [
     "Subjects",
     "connection_name",
     "encode",
+    "last_token",
     "peer_of_connection",
+    "publisher_of",
 ]
 
 TELL: Final = 0
@@ -90,16 +132,38 @@ def peer_of_connection(cluster: str, name: object) -> tuple[str, str] | None:
     return (node, incarnation)
 
 
-class Subjects:
-    """The NATS subjects of one cluster."""
+def last_token(subject: str) -> str:
+    """The last token of ``subject`` (the sending node of ``P.n...`` and
+    ``P.name...``)."""
+    return subject.rpartition(".")[2]
 
-    __slots__ = ("prefix",)
+
+def publisher_of(subject: str) -> Peer:
+    """The (node, incarnation) a control subject ``P.<kind>.<node>.<incarnation>...``
+    names as its publisher (``("", "")`` if it has too few tokens)."""
+    tokens = subject.split(".", 5)
+    if len(tokens) < 5:
+        return ("", "")
+    return (tokens[3], tokens[4])
+
+
+class Subjects:
+    """The NATS subjects of one cluster (the module docstring's table)."""
+
+    __slots__ = ("_sender_replies", "prefix")
 
     def __init__(self, cluster: str) -> None:
         self.prefix = f"ta.{cluster}"
+        # (a sender's own reply prefixes, by its name: checked per request)
+        self._sender_replies: dict[str, tuple[str, str, str]] = {}
 
     def node(self, node: str, incarnation: str) -> str:
+        """The start of ``node``'s actors' subjects (one per sender: :meth:`to_node`)."""
         return f"{self.prefix}.n.{node}.{incarnation}"
+
+    def to_node(self, node: str, incarnation: str, sender: str) -> str:
+        """Where ``sender`` publishes to ``node``'s actors."""
+        return f"{self.prefix}.n.{node}.{incarnation}.{sender}"
 
     def replies(self, node: str, incarnation: str) -> str:
         return f"{self.prefix}.r.{node}.{incarnation}"
@@ -107,21 +171,34 @@ class Subjects:
     def unreachable(self, node: str, incarnation: str) -> str:
         return f"{self.prefix}.u.{node}.{incarnation}"
 
-    def terminations(self, node: str, incarnation: str) -> str:
-        return f"{self.prefix}.t.{node}.{incarnation}"
+    def terminations(self, node: str, incarnation: str, watched: str) -> str:
+        """The start of the reply subjects of ``node``'s watches of ``watched``'s
+        actors."""
+        return f"{self.prefix}.t.{node}.{incarnation}.{watched}"
 
     def name(self, name: str) -> str:
-        return f"{self.prefix}.name.{name.encode().hex() or '-'}"
+        """The subjects of the lookups of ``name`` (one per asking node)."""
+        return f"{self.prefix}.name.{name.encode().hex() or '-'}.*"
 
-    def names(self) -> str:
-        return f"{self.prefix}.names"
+    def lookup(self, name: str, sender: str) -> str:
+        """Where ``sender`` looks ``name`` up."""
+        return f"{self.prefix}.name.{name.encode().hex() or '-'}.{sender}"
+
+    def names(self, node: str, incarnation: str) -> str:
+        """Where ``node`` announces its names."""
+        return f"{self.prefix}.names.{node}.{incarnation}"
+
+    def all_names(self) -> str:
+        return f"{self.prefix}.names.*.*"
 
     def acks(self, node: str, incarnation: str) -> str:
-        return f"{self.prefix}.a.{node}.{incarnation}"
+        """The acknowledgements of ``node``'s tells, from any node."""
+        return f"{self.prefix}.a.*.*.{node}.{incarnation}"
 
-    def acks_of(self, unreachable: str) -> str:
-        """:meth:`acks` of the node whose :meth:`unreachable` subject this is."""
-        return f"{self.prefix}.a.{unreachable[len(self.prefix) + 3 :]}"
+    def acks_of(self, sender: Peer, unreachable: str) -> str:
+        """Where ``sender`` acknowledges the tells of the node whose
+        :meth:`unreachable` subject this is."""
+        return f"{self.prefix}.a.{sender[0]}.{sender[1]}.{unreachable[len(self.prefix) + 3 :]}"
 
     def tell_replies(self) -> str:
         """The start of any node's :meth:`unreachable` subjects."""
@@ -130,6 +207,23 @@ class Subjects:
     def watch_replies(self) -> str:
         """The start of any node's :meth:`terminations` subjects."""
         return f"{self.prefix}.t."
+
+    def sender_replies(self, sender: str) -> tuple[str, str, str]:
+        """The starts of ``sender``'s own reply subjects: its requests' replies,
+        its tells' no-responders answers, its watches' (``P.r.<sender>.``,
+        ``P.u.<sender>.``, ``P.t.<sender>.``). A node answers a request only on
+        its sender's own."""
+        found = self._sender_replies.get(sender)
+        if found is None:
+            if len(self._sender_replies) > 4096:  # (a bound: peers come and go)
+                self._sender_replies.clear()
+            prefix = self.prefix
+            found = self._sender_replies[sender] = (
+                f"{prefix}.r.{sender}.",
+                f"{prefix}.u.{sender}.",
+                f"{prefix}.t.{sender}.",
+            )
+        return found
 
     def heartbeat(self, node: str, incarnation: str) -> str:
         return f"{self.prefix}.hb.{node}.{incarnation}"

@@ -399,6 +399,25 @@ class Tells:
             for recipient, told, _body in tells:
                 self._node.system.dead_letters.record(new_ref(recipient), told, "unreachable")
 
+    def refused(self, subject: str, why: str) -> int:
+        """The server refused this node's messages on ``subject`` (a node's):
+        the tells sent there and not yet confirmed are dead letters "refused",
+        accounted on their link like bounced ones; return how many."""
+        count = 0
+        for number, tells in list(self._unconfirmed.items()):
+            if tells[0][0].subject != subject:  # (one message: one node's tells)
+                continue
+            del self._unconfirmed[number]
+            link = tells[0][0].link
+            if link.counts(number):
+                link.bounced += len(tells)
+            for recipient, told, _body in tells:
+                self._node.system.dead_letters.record(new_ref(recipient), told, "refused")
+            count += len(tells)
+        if count:
+            _log.warning("node %s: %d tell(s) refused: %s", self._node.name, count, why)
+        return count
+
     async def count_lost(self, peer: Peer, link: Link, told: int) -> None:
         """``peer`` is down: once the server has routed what was sent to it before
         (its no-responders answers come first), count the tells it had neither
@@ -489,13 +508,13 @@ class Tells:
     def send_acks(self) -> None:
         """Tell each node whose tells came in since the last time how many in all."""
         node = self._node
+        me = (node.name, node.incarnation)
         for prefix, count in self.taken.unsaid():
-            ack = encode((node.name, node.incarnation, count))
-            self.publish(node.subjects.acks_of(prefix), ack)
+            self.publish(node.subjects.acks_of(me, prefix), encode(count))
 
     def on_ack(self, ack: tuple[str, str, int]) -> None:
         """A node says how many of this node's tells it has taken in, in all
-        (parsed: ``Frames.ack``)."""
+        (parsed: ``Frames.ack``: the node its subject names)."""
         node, incarnation, count = ack
         link = self._node.peers.current_link((node, incarnation))
         if link is not None and count > link.acked:

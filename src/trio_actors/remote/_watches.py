@@ -75,7 +75,6 @@ class Watches:
         "_count",
         "_held",
         "_node",
-        "_terminations",
         "watched",
         "watched_count",
         "watching",
@@ -83,7 +82,6 @@ class Watches:
 
     def __init__(self, node: Node) -> None:
         self._node = node
-        self._terminations = node.subjects.terminations(node.name, node.incarnation)
         self.watching: dict[tuple[str, str, str, int], _RemoteWatch] = {}
         self._by_number: dict[int, _RemoteWatch] = {}
         self._count = itertools.count(1)
@@ -95,15 +93,17 @@ class Watches:
     @property
     def subject(self) -> str:
         """The subjects of the stops of actors watched from here."""
-        return f"{self._terminations}.*"
+        node = self._node
+        return f"{node.subjects.prefix}.t.{node.name}.{node.incarnation}.*.*"
 
     # --- the watcher's side -----------------------------------------------------
 
     def _send_watch(self, remote: _RemoteWatch) -> None:
-        reply = f"{self._terminations}.{remote.number}"
+        node = self._node
+        watched = node.subjects.terminations(node.name, node.incarnation, remote.cell.node_name)
         remote.since = trio.current_time()
         remote.confirmed = False
-        self._node.tells.send(remote.cell, WATCH, NONE, reply)
+        node.tells.send(remote.cell, WATCH, NONE, f"{watched}.{remote.number}")
 
     def _subscribe(
         self, cell: RemoteCell, key: object, callback: Callable[[Terminated], None]
@@ -173,14 +173,18 @@ class Watches:
         for deliver in list(remote.subscribers.values()):
             deliver(notice)
 
-    def on_terminated(self, termination: tuple[int, bool, bytes | None]) -> None:
-        """A watched actor's node says it stopped (or NATS: nothing serves it --
-        the node is gone, or, if it still beats, between two connections: then
-        the watch was never delivered, and waits for a confirm round to send it
-        again); parsed: ``Frames.termination``."""
-        number, no_responders, encoded = termination
+    def on_terminated(self, termination: tuple[int, bool, bytes | None, str]) -> None:
+        """A watched actor's node (``watched``, its subject's) says it stopped (or
+        NATS: nothing serves it -- the node is gone, or, if it still beats, between
+        two connections: then the watch was never delivered, and waits for a
+        confirm round to send it again); parsed: ``Frames.termination``."""
+        number, no_responders, encoded, watched = termination
         remote = self._by_number.get(number)
         if remote is None:
+            return
+        if watched != remote.cell.node_name:
+            # (only the watched actor's node may answer: it alone may publish there)
+            self._node.refused("forged", f"a stop reported by {watched!r}", self.subject)
             return
         if no_responders:
             if self._node.peers.state(remote.cell.peer) is PeerState.UP:
@@ -211,6 +215,15 @@ class Watches:
                 del subjects[subject]
                 self._held.discard(subject)
                 self.watched_count -= 1
+
+    def refused(self, peer: Peer, error: BaseException) -> int:
+        """The server refused this node's messages to ``peer``'s actors: the watches
+        of its actors not yet confirmed (their ``WATCH`` may never have gone) end
+        with ``error``; return how many."""
+        ended = [w for w in self.watching.values() if w.cell.peer == peer and not w.confirmed]
+        for remote in ended:
+            self.terminated(remote, error)
+        return len(ended)
 
     def unconfirmed(self, before: float) -> Iterator[tuple[Peer, float]]:
         """The peers with watches of their actors not yet confirmed, sent before
@@ -283,7 +296,7 @@ class Watches:
     def held(self, node: str, incarnation: str, numbers: list[int]) -> list[int]:
         """Of ``node``'s watches ``numbers``, those of actors here that will answer
         when they stop (a confirm round's question)."""
-        prefix = self._node.subjects.terminations(node, incarnation)
+        prefix = self._node.subjects.terminations(node, incarnation, self._node.name)
         return [number for number in numbers if f"{prefix}.{number}" in self._held]
 
     async def _report_stop(self, cell: ActorCell, number: int) -> None:

@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_contracts_command(commands)
     _add_sweep_command(commands)
     _add_node_commands(commands)
+    _add_secure_command(commands)
     return parser
 
 
@@ -228,6 +229,36 @@ def _add_node_commands(commands: Any) -> None:
             help="between heartbeats (a node silent for 3 is down; default: the file's, else 1.0)",
         )
     cluster.set_defaults(system_user=None, system_password_file=None)
+
+
+def _add_secure_command(commands: Any) -> None:
+    """``secure`` (run by :mod:`trio_actors.sweeps._secure`, imported only then)."""
+    secure = commands.add_parser(
+        "secure",
+        help="write a nats-server configuration and node files for a secure cluster",
+        description="Write into DIR a nats-server configuration (one user per node, "
+        "subject permissions so that only a node speaks for itself, a subscribe-only "
+        "advisories user) and one configuration file per node (its credentials).",
+    )
+    secure.add_argument("nodes", nargs="+", metavar="NODE", help="the nodes' names")
+    secure.add_argument("--out", required=True, metavar="DIR", help="where to write")
+    secure.add_argument(
+        "--cluster-name", default="trio-actors", help="the cluster's name (trio-actors)"
+    )
+    secure.add_argument(
+        "--cluster",
+        action="append",
+        metavar="URL",
+        help="a server the nodes connect to (repeatable; default nats://127.0.0.1:4222; "
+        "the server's port is the first's)",
+    )
+    secure.add_argument(
+        "--allow",
+        action="append",
+        metavar="NODE:NODE,...",
+        help="which nodes' actors a node may send to (repeatable); without it, every "
+        "node may reach every other; with it, a node not listed reaches none",
+    )
 
 
 SWEEP_EXTRA = 'pip install "trio-actors[sweep]"'
@@ -413,6 +444,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._nodes import run_cluster, run_node
 
         return (run_node if args.command == "node" else run_cluster)(args, parser)
+    if args.command == "secure":
+        from ._secure import run_secure
+
+        return run_secure(args, parser)
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse
     return 2  # pragma: no cover
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import secrets
 import signal
@@ -121,6 +122,7 @@ def run_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(str(error))
     name = args.name or configured_name or _default_name()
     stopped_by: list[int] = []
+    _say_warnings()
 
     async def main() -> None:
         # The first SIGTERM or SIGINT cancels the node's work (leaving the system
@@ -164,6 +166,16 @@ def run_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
     print(f"node {name}: done", flush=True)
     return 0
+
+
+def _say_warnings() -> None:
+    """The runtime's warnings and errors on stderr (the node's log is the operator's
+    only view of what it refused: a server without credentials off this machine,
+    bad input, what the server would not carry)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    logging.getLogger("trio_actors").addHandler(handler)
 
 
 async def _stop_on_signal(

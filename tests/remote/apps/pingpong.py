@@ -59,10 +59,11 @@ async def forever(system: ta.ActorSystem) -> None:
 
 class Recorder(ta.Actor):
     """Answers ``"ping"``; never answers ``"hang"`` (its ask ends when the actor
-    stops); says when its ``on_stop`` ran."""
+    stops); says when it began to hang and when its ``on_stop`` ran."""
 
     async def receive(self, message: Any) -> Any:
         if message == "hang":
+            print("recorder: hanging", flush=True)
             await trio.sleep_forever()
         return message
 

@@ -47,11 +47,11 @@ class _CuttingBus(MemoryBus):
 
     def cut_after_next(self, node: Any) -> None:
         """Cut ``node``'s connection after the next message to its actors."""
-        self._cut = (node.transport, node.subject)
+        self._cut = (node.transport, node.subject.removesuffix("*"))  # (from any node)
 
     def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
         super()._route(subject, payload, reply)
-        if self._cut is not None and subject == self._cut[1]:
+        if self._cut is not None and subject.startswith(self._cut[1]):
             transport, _subject = self._cut
             self._cut = None
             self.cut_at = trio.current_time()
