@@ -265,6 +265,27 @@ async def test_asks_to_a_node_between_two_connections_wait_for_it(
         assert sorted(await counter.ask("handled")) == list(range(5))
 
 
+async def test_a_watch_sent_to_a_node_between_two_connections_waits_for_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # NATS answers the watch with no-responders while the node reconnects: never
+    # delivered, not a sign the node is gone -- sent again once a round finds the
+    # node does not hold it, and the Terminated says the actor stopped, no NodeDown.
+    bus = MemoryBus()
+    async with nodes(bus) as (a, b, counter):
+        watcher = b.spawn(Watcher)
+        with bus.between_connections(Node.of(a).transport):  # type: ignore[arg-type]
+            await watcher.ask(("watch", counter))
+            await trio.sleep(HEARTBEAT / 2)  # (shorter than its silence: still up)
+        assert await watcher.ask("notices") == []  # (not ended by the no-responders)
+        await trio.sleep(3 * HEARTBEAT)  # (a round: a holds no watch; sent again)
+        await counter.stop()
+        await told(watcher, within=4 * HEARTBEAT)
+        [notice] = await watcher.ask("notices")
+        assert notice.ref == counter
+        assert notice.error is None
+
+
 async def test_an_ask_sent_again_after_a_reconnect_is_handled_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -278,6 +299,29 @@ async def test_an_ask_sent_again_after_a_reconnect_is_handled_once(
                 nursery.start_soon(counter.ask, slow)
                 await trio.sleep(HEARTBEAT)
         assert await counter.ask("handled") == [slow]
+
+
+async def test_a_lookup_of_a_name_whose_holder_is_between_two_connections_waits_for_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # NATS answers no-responders: nothing serves the name now. But the holder still
+    # beats, and the names say it holds it: it is asked again (within the lookup's
+    # bound), not reported as registered nowhere.
+    bus = MemoryBus()
+    async with nodes(bus) as (a, b, counter):
+        found: list[ta.ActorRef] = []
+
+        async def look_up() -> None:
+            found.append(await b.lookup("counter"))
+
+        async with trio.open_nursery() as nursery:
+            with bus.between_connections(Node.of(a).transport):  # type: ignore[arg-type]
+                nursery.start_soon(look_up)
+                await trio.sleep(HEARTBEAT)  # (shorter than its silence: still up)
+                assert found == []
+        assert found == [counter]
+        with pytest.raises(ta.ActorNotFound, match="no actor is registered as 'nobody'"):
+            await b.lookup("nobody")  # (held by nobody: at once, as before)
 
 
 async def test_a_node_that_serves_nothing_for_too_long_interrupts_what_waits(

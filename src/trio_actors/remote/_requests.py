@@ -19,6 +19,8 @@ Each request gets a number and waits for one reply on ``P.r.<node>.<incarnation>
   again once the connection is back;
 * a **lookup** waits at most ``heartbeat * heartbeats_missed`` seconds (it has no
   peer to be declared down): then ``ActorNotFound``, saying that no node answered;
+  within that bound, its no-responders while a node that is up holds the name
+  (between two connections) sends it again instead of "registered nowhere";
 * this node **closes**: the ask fails with ``ActorStopped``.
 
 An asker's cancellation withdraws its ask on the other node (a ``CANCEL``) unless
@@ -30,7 +32,7 @@ sent after a peer's down, or to no peer at all, a lookup, is not ended by it).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import trio
@@ -48,7 +50,11 @@ if TYPE_CHECKING:
     from ._node import Node
     from ._remote_cell import RemoteCell
 
-__all__ = ["Requests"]
+__all__ = ["LOOKUP_AGAIN_EVERY", "Requests"]
+
+LOOKUP_AGAIN_EVERY: Final = 0.1
+"""A lookup that NATS answered no-responders while the name's holder is up (between
+two connections) is sent again after this fraction of a heartbeat."""
 
 
 Resend = tuple["RemoteCell", int, bytes]
@@ -204,28 +210,48 @@ class Requests:
     async def lookup(self, name: str) -> ActorRef:
         """The ref registered as ``name`` on any node. A checkpoint.
 
+        NATS's no-responders (nothing serves the name now) is taken for "registered
+        nowhere" unless, as far as this node has heard, a node that still beats
+        holds it: that node is between two connections, and the lookup is sent
+        again every :data:`LOOKUP_AGAIN_EVERY` heartbeat -- within the same bound.
+
         Raises:
             ActorNotFound: no node has it, or none answered within the time a node
                 takes to be declared down (``heartbeat * heartbeats_missed``).
         """
         node = self._node
-        number, reply_subject, waiter = self._request(None, lookup=True)
         within = node.cluster.heartbeat * node.cluster.heartbeats_missed
+        with trio.move_on_after(within):
+            while True:
+                wire = await self._look_up(name)
+                if wire is not None:
+                    return node.exports.ref_from_wire(*wire)
+                if not self._held_by_a_node_up(name):
+                    raise ActorNotFound(f"no actor is registered as {name!r} on any node")
+                await trio.sleep(node.cluster.heartbeat * LOOKUP_AGAIN_EVERY)
+        raise ActorNotFound(
+            f"no node answered the lookup of {name!r} within {within} s (the node "
+            "holding it is stalled, gone, or between two connections); a lookup "
+            "changes nothing: try again"
+        )
+
+    async def _look_up(self, name: str) -> WireRef | None:
+        """Send one lookup of ``name``; wait for its answer: the holder's ref, or
+        ``None`` (NATS's no-responders). A checkpoint; cancelled, it is
+        forgotten."""
+        node = self._node
+        number, reply_subject, waiter = self._request(None, lookup=True)
         try:
             node.tells.out(node.subjects.lookup(name, node.name), b"", reply_subject)
-            with trio.move_on_after(within) as waited:
-                await waiter.event.wait()
+            await waiter.event.wait()
         finally:
             del self.waiting[number]
-        if waited.cancelled_caught:
-            raise ActorNotFound(
-                f"no node answered the lookup of {name!r} within {within} s (the node "
-                "holding it is stalled or gone); a lookup changes nothing: try again"
-            )
-        wire = waiter.ref
-        if wire is None:
-            raise ActorNotFound(f"no actor is registered as {name!r} on any node")
-        return node.exports.ref_from_wire(*wire)
+        return waiter.ref
+
+    def _held_by_a_node_up(self, name: str) -> bool:
+        """Whether, as far as this node has heard, a node that is up holds ``name``."""
+        wire = self._node.names.held.get(name)
+        return wire is not None and self._node.peers.state((wire[0], wire[1])) is PeerState.UP
 
     def on_reply(self, reply: Reply) -> None:
         """A reply came (parsed: ``Frames.reply``; called by the connection's

@@ -5,10 +5,12 @@ watched from here, whoever watches it (watcher cells, and ``wait_stopped`` calle
 by a token of their own). The first subscriber sends a ``WATCH`` whose reply
 subject is ``P.t.<node>.<incarnation>.<n>``; the watched actor's node answers there
 once, when the actor stops (at once if it has), and NATS answers no-responders
-there if that node is gone. Every subscriber then gets one ``Terminated``. Watches
-of actors on a node declared down (``_peers.py``) end with
-``Terminated(ref, error=NodeDown(...))``. After this node's connection comes back,
-the watches are sent again (the server forgot them with the connection).
+there if that node is gone -- or between two connections, if it still beats: then
+the watch waits, and a confirm round (``_confirm.py``) sends it again. Every
+subscriber then gets one ``Terminated``. Watches of actors on a node declared down
+(``_peers.py``) end with ``Terminated(ref, error=NodeDown(...))``. After this
+node's connection comes back, the watches are sent again (the server forgot them
+with the connection).
 
 **The watched side.** A ``WATCH`` of a local actor: its node answers the reply
 subject when the actor stops (at once if it has stopped) -- one task per watched
@@ -31,6 +33,7 @@ from .._core._watch import tell_notice, withdraw_notices
 from .._errors import NodeDown, RemoteError
 from ..lifecycle import Terminated
 from ._bad_input import Bad
+from ._peers import PeerState
 from ._subjects import NONE, WATCH, Peer, encode
 
 if TYPE_CHECKING:
@@ -172,7 +175,9 @@ class Watches:
 
     def on_terminated(self, termination: tuple[int, bool, bytes | None, str]) -> None:
         """A watched actor's node (``watched``, its subject's) says it stopped (or
-        NATS: nothing serves it); parsed: ``Frames.termination``."""
+        NATS: nothing serves it -- the node is gone, or, if it still beats, between
+        two connections: then the watch was never delivered, and waits for a
+        confirm round to send it again); parsed: ``Frames.termination``."""
         number, no_responders, encoded, watched = termination
         remote = self._by_number.get(number)
         if remote is None:
@@ -182,6 +187,8 @@ class Watches:
             self._node.refused("forged", f"a stop reported by {watched!r}", self.subject)
             return
         if no_responders:
+            if self._node.peers.state(remote.cell.peer) is PeerState.UP:
+                return  # (between two connections: a confirm round sends it again)
             node, incarnation = remote.cell.peer
             error: BaseException | None = NodeDown(
                 f"node {node!r} ({incarnation}) cannot be reached: nothing serves it"
