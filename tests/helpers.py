@@ -39,3 +39,23 @@ class Costly(ta.Actor):
 
     def receive(self, message: Any) -> None:
         self.clock.jump(0.001)
+
+
+class Watcher(ta.Actor):
+    """Watches (and unwatches) the actors it is told to; ``"notices"`` answers the
+    ``Terminated`` it got, in order, as ``(ref, name of the error's type or None)``."""
+
+    def __init__(self) -> None:
+        self.notices: list[ta.Terminated] = []
+
+    def receive(self, message: Any) -> Any:
+        match message:
+            case ("watch", ta.ActorRef() as ref):
+                self.watch(ref)
+            case ("unwatch", ta.ActorRef() as ref):
+                self.unwatch(ref)
+            case ta.Terminated() as notice:
+                self.notices.append(notice)
+            case "notices":
+                return [(n.ref, type(n.error).__name__ if n.error else None) for n in self.notices]
+        return None

@@ -22,6 +22,7 @@ import trio.testing
 from test_nodes import Echo
 
 import trio_actors as ta
+from helpers import Watcher
 from trio_actors.remote import MemoryBus, Node
 from trio_actors.remote._peers import PeerState
 
@@ -112,21 +113,6 @@ async def test_a_node_s_exit_sends_its_waiting_tells_also_after_a_ctrl_c(
 # --- SIGTERM to `trio-actors node`: a clean leave, as systemd, Docker and Kubernetes ask --
 
 APPS = Path(__file__).parent / "apps"
-
-
-class Watcher(ta.Actor):
-    def __init__(self) -> None:
-        self.notices: list[ta.Terminated] = []
-
-    def receive(self, message: Any) -> Any:
-        match message:
-            case ("watch", ta.ActorRef() as ref):
-                self.watch(ref)
-            case ta.Terminated() as notice:
-                self.notices.append(notice)
-            case "notices":
-                return [(n.ref, n.error) for n in self.notices]
-        return None
 
 
 async def read_until(stream: trio.abc.ReceiveStream, marker: bytes, seen: bytearray) -> None:

@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Watcher
 from trio_actors.remote import Node
 from trio_actors.remote._peers import PeerState
 
@@ -300,23 +301,6 @@ async def test_asks_pending_to_a_node_that_dies_fail_with_node_down(
                 left_at = trio.current_time()
                 c.node.close()  # type: ignore[union-attr]  # (its "bye", then nothing)
         assert outcomes[-1] == f"down at {left_at:.1f}"
-
-
-class Watcher(ta.Actor):
-    def __init__(self) -> None:
-        self.notices: list[ta.Terminated] = []
-
-    def receive(self, message: Any) -> Any:
-        match message:
-            case ("watch", ta.ActorRef() as ref):
-                self.watch(ref)
-            case ("unwatch", ta.ActorRef() as ref):
-                self.unwatch(ref)
-            case ta.Terminated() as notice:
-                self.notices.append(notice)
-            case "notices":
-                return [(n.ref, type(n.error).__name__ if n.error else None) for n in self.notices]
-        return None
 
 
 class Failing(ta.Actor):

@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Watcher
 from trio_actors.remote import MemoryBus, Node
 from trio_actors.remote._subjects import ASK, CONFIRM, STOP, TELL, WATCH
 
@@ -38,21 +39,6 @@ class Counter(ta.Actor):
                 await trio.sleep(seconds)
         self.handled.append(message)
         return message
-
-
-class Watcher(ta.Actor):
-    def __init__(self) -> None:
-        self.notices: list[ta.Terminated] = []
-
-    def receive(self, message: Any) -> Any:
-        match message:
-            case ("watch", ta.ActorRef() as ref):
-                self.watch(ref)
-            case ta.Terminated() as notice:
-                self.notices.append(notice)
-            case "notices":
-                return list(self.notices)
-        return None
 
 
 async def told(watcher: ta.ActorRef, *, within: float) -> None:
@@ -80,6 +66,19 @@ def to_node(name: str, *kinds: int) -> Callable[[str, bytes], bool]:
         return f".n.{name}." in subject and kind_of(payload) in kinds
 
     return which
+
+
+def first(which: Callable[[str, bytes], bool]) -> Callable[[str, bytes], bool]:
+    """Only the first message ``which`` is true of (for ``MemoryBus.losing``)."""
+    seen: list[bool] = []
+
+    def only_the_first(subject: str, payload: bytes) -> bool:
+        if seen or not which(subject, payload):
+            return False
+        seen.append(True)
+        return True
+
+    return only_the_first
 
 
 def replies_to(name: str) -> Callable[[str, bytes], bool]:
@@ -131,15 +130,8 @@ async def test_an_answer_lost_on_the_way_fails_the_ask_as_maybe_handled(
 ) -> None:
     bus = MemoryBus()
     async with nodes(bus) as (_a, _b, counter):
-        lose_one = [True]
-
-        def first_reply(subject: str, payload: bytes) -> bool:
-            if replies_to("b")(subject, payload) and lose_one:
-                return bool(lose_one.pop())
-            return False
-
         with (
-            bus.losing(first_reply),
+            bus.losing(first(replies_to("b"))),
             pytest.raises(ta.ConnectionInterrupted, match="may or may not have been"),
         ):
             await counter.ask("answer lost")
@@ -168,14 +160,7 @@ async def test_a_lost_stop_is_sent_again_and_the_actor_stops(
 ) -> None:
     bus = MemoryBus()
     async with nodes(bus) as (_a, _b, counter):
-        lose_one = [True]
-
-        def first_stop(subject: str, payload: bytes) -> bool:
-            if to_node("a", STOP)(subject, payload) and lose_one:
-                return bool(lose_one.pop())
-            return False
-
-        with bus.losing(first_stop):
+        with bus.losing(first(to_node("a", STOP))):
             with trio.fail_after(4 * HEARTBEAT):
                 await counter.stop()
         assert bus.lost == 1
@@ -196,9 +181,7 @@ async def test_a_lost_watch_is_sent_again_and_its_terminated_comes(
         await trio.sleep(3 * HEARTBEAT)  # (a round: a holds no watch; sent again)
         await counter.stop()
         await told(watcher, within=4 * HEARTBEAT)
-        [notice] = await watcher.ask("notices")
-        assert notice.ref == counter
-        assert notice.error is None
+        assert await watcher.ask("notices") == [(counter, None)]
 
 
 async def test_a_terminated_lost_on_the_way_comes_again(
@@ -210,14 +193,7 @@ async def test_a_terminated_lost_on_the_way_comes_again(
     async with nodes(bus) as (_a, b, counter):
         await counter.stop()
         watcher = b.spawn(Watcher)
-        lose_one = [True]
-
-        def first_termination(subject: str, _payload: bytes) -> bool:
-            if ".t.b." in subject and lose_one:
-                return bool(lose_one.pop())
-            return False
-
-        with bus.losing(first_termination):
+        with bus.losing(first(lambda subject, _payload: ".t.b." in subject)):
             await watcher.ask(("watch", counter))
             await trio.sleep(HEARTBEAT / 2)
         assert bus.lost == 1
@@ -281,9 +257,7 @@ async def test_a_watch_sent_to_a_node_between_two_connections_waits_for_it(
         await trio.sleep(3 * HEARTBEAT)  # (a round: a holds no watch; sent again)
         await counter.stop()
         await told(watcher, within=4 * HEARTBEAT)
-        [notice] = await watcher.ask("notices")
-        assert notice.ref == counter
-        assert notice.error is None
+        assert await watcher.ask("notices") == [(counter, None)]
 
 
 async def test_an_ask_sent_again_after_a_reconnect_is_handled_once(

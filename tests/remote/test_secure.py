@@ -20,6 +20,7 @@ import pytest
 import trio
 
 import trio_actors as ta
+from helpers import Watcher
 from nats_server import NatsServer, running_nats_server
 from trio_actors import nats
 from trio_actors.remote import NatsTransport, Node
@@ -52,21 +53,6 @@ def password(out: Path, node: str) -> str:
 class Echo(ta.Actor):
     def receive(self, message: Any) -> Any:
         return message
-
-
-class Watcher(ta.Actor):
-    def __init__(self) -> None:
-        self.notices: list[ta.Terminated] = []
-
-    def receive(self, message: Any) -> Any:
-        match message:
-            case ("watch", ta.ActorRef() as ref):
-                self.watch(ref)
-            case ta.Terminated() as notice:
-                self.notices.append(notice)
-            case "notices":
-                return list(self.notices)
-        return None
 
 
 @asynccontextmanager
@@ -116,7 +102,7 @@ async def test_two_nodes_with_their_own_credentials_work_without_a_server_error(
                 if await watcher.ask("notices"):
                     break
                 await trio.sleep(0.05)
-            assert [n.error for n in await watcher.ask("notices")] == [None]
+            assert [error for _ref, error in await watcher.ask("notices")] == [None]
             assert Node.of(b).unconfirmed == 0
             assert Node.of(a).tells.taken.count_of(f"ta.shop.u.b.{Node.of(b).incarnation}") == 1
             assert (server_errors(a), server_errors(b)) == (0, 0)

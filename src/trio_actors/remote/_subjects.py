@@ -10,7 +10,7 @@ publish only on subjects carrying its own name (``docs/security.rst``: the
 permissions ``trio-actors secure`` writes) makes the subject the publisher's
 proof of identity; receivers take the sender from the subject, never from the
 payload (where a payload names a node too, it must be the subject's, else the
-message is dropped as forged, and counted in ``Node.forged``).
+message is dropped as forged, and counted as ``BadInputCounts.forged``).
 
 =====================================  ===========  ==================================
 subject                                published    what
