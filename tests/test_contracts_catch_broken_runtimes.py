@@ -41,7 +41,16 @@ from trio_actors._core import (
 )
 from trio_actors.actors import _naming, _system
 from trio_actors.contracts import REGISTRY
-from trio_actors.remote import _codec, _inbound, _node, _requests, _subjects, _tells, _watches
+from trio_actors.remote import (
+    _codec,
+    _inbound,
+    _node,
+    _requests,
+    _subjects,
+    _taken_in,
+    _tells,
+    _watches,
+)
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
 
@@ -558,15 +567,17 @@ def remote_errors_lose_their_type(mp: pytest.MonkeyPatch) -> None:
 
 
 def remote_tells_handled_in_tasks(mp: pytest.MonkeyPatch) -> None:
-    original = _node.Node._receive_tell
+    original = _taken_in.TakenIn.receive
 
-    def in_a_task(self: Any, cell: Any, number: int, path: str, body: Any) -> None:
-        async def later() -> None:
-            original(self, cell, number, path, body)
+    def in_tasks(self: Any, body: Any, reply: Any, record: str, sequence: int) -> None:
+        for tell in body:  # (each tell of the message in a task of its own)
 
-        self._nursery.start_soon(later)
+            async def later(tell: Any = tell) -> None:
+                original(self, [tell], reply, record, sequence)
 
-    mp.setattr(_node.Node, "_receive_tell", in_a_task)
+            self._node._nursery.start_soon(later)
+
+    mp.setattr(_taken_in.TakenIn, "receive", in_tasks)
 
 
 def ask_from_a_closed_node_skips_the_checkpoint(mp: pytest.MonkeyPatch) -> None:
@@ -645,6 +656,18 @@ def lost_tells_not_counted(mp: pytest.MonkeyPatch) -> None:
         await trio.lowlevel.checkpoint()
 
     mp.setattr(_tells.Tells, "count_lost", nothing)
+
+
+def tells_acknowledged_when_taken_in(mp: pytest.MonkeyPatch) -> None:
+    """The old promise: a tell acknowledged once queued, not once it has ended."""
+
+    def at_once(self: Any, tells: int) -> Any:
+        self.ended_now(tells)
+        run = _taken_in.Run(self, 0)
+        run.done = True
+        return run
+
+    mp.setattr(_taken_in.Stream, "run", at_once)
 
 
 def acknowledgements_ignored(mp: pytest.MonkeyPatch) -> None:
@@ -742,7 +765,7 @@ MUTANTS: dict[str, list[Mutant]] = {
     "RT7": [remote_running_asks_not_cancelled],
     "RT9": [remote_stranded_asks_not_failed_back, remote_stop_ignores_drain],
     "RT19": [node_death_ends_no_watch, remote_watchers_told_twice],
-    "RT21": [lost_tells_not_counted, acknowledgements_ignored],
+    "RT21": [lost_tells_not_counted, acknowledgements_ignored, tells_acknowledged_when_taken_in],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

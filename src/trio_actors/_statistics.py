@@ -34,6 +34,9 @@ class DeadLetterCounts:
         unreachable: told to an actor on another node that nothing serves.
         undecodable: a tell from another node this node could not decode.
         refused: a tell to another node that the NATS server refused to carry.
+        in_doubt: a tell to another node whose fate is unknown (reason
+            ``"in-doubt"``: that node died or was declared down, or the tell was lost
+            on the way, before it was acknowledged; as ``node.unconfirmed``).
     """
 
     stopped: int = 0
@@ -42,6 +45,7 @@ class DeadLetterCounts:
     unreachable: int = 0
     undecodable: int = 0
     refused: int = 0
+    in_doubt: int = 0
 
     @property
     def total(self) -> int:
@@ -53,6 +57,7 @@ class DeadLetterCounts:
             + self.unreachable
             + self.undecodable
             + self.refused
+            + self.in_doubt
         )
 
 

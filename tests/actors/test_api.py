@@ -230,6 +230,7 @@ async def test_dead_letters_keep_count_and_the_recent_ones_newest_last() -> None
             "unreachable": 0,
             "undecodable": 0,
             "refused": 0,
+            "in-doubt": 0,
         }
 
 

@@ -179,13 +179,13 @@ async def test_tables_keyed_by_what_a_forged_peer_sends_are_freed_when_it_goes_d
             raw.publish(subjects.names(*peer), claim)
         await settle()
         assert sum(len(replies) for replies in node.watches.watched.values()) == 1_000
-        assert len(node.tells.taken.counts) == 200
+        assert len(node.tells.taken.records) == 200
         assert len(node.names.held) == 200
         # They never beat again: declared down, and everything they made is freed.
         cluster = node.cluster
         await trio.sleep(cluster.heartbeat * (cluster.heartbeats_missed + 2))
         assert sum(len(replies) for replies in node.watches.watched.values()) == 0
-        assert node.tells.taken.counts == {}
+        assert node.tells.taken.records == {}
         assert node.names.held == {}
         assert node.statistics().peers == 1  # (itself)
         await still_answers(node, echo)

@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio.testing
 
+from trio_actors.remote._link import Link
 from trio_actors.remote._peers import (
     TRANSITIONS,
     PeerEvent,
@@ -19,7 +20,6 @@ from trio_actors.remote._peers import (
     PeerStateError,
     advance,
 )
-from trio_actors.remote._tells import Link
 
 S = PeerState
 E = PeerEvent
@@ -82,20 +82,24 @@ class Table:
     """A peer table with its reactions recorded."""
 
     def __init__(self) -> None:
-        self.sent = 0
+        self.links = 0
         self.met: list[Any] = []
-        self.down: list[tuple[Any, str, int | None, tuple[Link, int] | None]] = []
+        self.down: list[tuple[Any, str, int | None, Link | None]] = []
         self.scheduled: list[tuple[Any, ...]] = []
         self.peers = Peers(
             ME,
             heartbeat=1.0,
             heartbeats_missed=3,
             limit=1_024,
-            sent=lambda: self.sent,
+            new_link=self.new_link,
             on_met=self.met.append,
             on_down=lambda *args: self.down.append(args),
             schedule=lambda *args: self.scheduled.append(args),
         )
+
+    def new_link(self) -> Link:
+        self.links += 1
+        return Link(str(self.links))
 
     def put(self, state: PeerState) -> None:
         """Bring ``PEER`` to ``state`` by the table's own events."""
@@ -114,7 +118,7 @@ class Table:
 
 def account_current(table: Table) -> None:
     link = table.peers.current_link(PEER)
-    table.peers.accounted(PEER, link if link is not None else Link())
+    table.peers.accounted(PEER, link if link is not None else Link("0"))
 
 
 EVENTS = {
@@ -177,27 +181,26 @@ async def test_each_event_from_each_state_through_the_writer(
     assert [down[0] for down in table.down] == ([PEER] if event is E.DOWN else [])
 
 
-async def test_a_link_closes_at_the_newest_tell_when_its_peer_goes_down() -> None:
+async def test_a_link_closes_when_its_peer_goes_down_and_a_new_record_follows() -> None:
     table = Table()
     link = table.peers.link_to(PEER)
     assert table.peers.link_to(PEER) is link  # (open: the same)
-    link.told = 5
-    table.sent = 42
     table.peers.down(PEER, "silent")
-    assert link.closed_after == 42
+    assert link.closed
     [(peer, said, sent_up_to, closed)] = table.down
-    assert (peer, sent_up_to, closed) == (PEER, None, (link, 5))
+    assert (peer, sent_up_to, closed) == (PEER, None, link)
     assert said == "node 'b' (0123456789ab) is down: silent"
     assert table.peers.current_link(PEER) is link  # (its acks still count, until accounted)
     table.peers.heartbeat(PEER)  # (only declared down: alive)
     assert table.peers.state(PEER) is S.UP
     fresh = table.peers.link_to(PEER)  # (told again: a new link)
     assert fresh is not link
-    assert fresh.closed_after is None
+    assert not fresh.closed
+    assert fresh.record != link.record  # (a new record: nothing of the old charged to it)
     table.peers.accounted(PEER, link)  # (the old one's end changes nothing now)
     assert table.peers.current_link(PEER) is fresh
     table.peers.down(PEER, "again")
-    assert table.down[-1][3] == (fresh, 0)  # (the new link is accounted on its own)
+    assert table.down[-1][3] is fresh  # (the new link is accounted on its own)
 
 
 async def test_this_node_is_a_peer_that_exchanges_no_names_with_itself() -> None:

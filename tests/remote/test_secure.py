@@ -104,7 +104,9 @@ async def test_two_nodes_with_their_own_credentials_work_without_a_server_error(
                 await trio.sleep(0.05)
             assert [error for _ref, error in await watcher.ask("notices")] == [None]
             assert Node.of(b).unconfirmed == 0
-            assert Node.of(a).tells.taken.count_of(f"ta.shop.u.b.{Node.of(b).incarnation}") == 1
+            taken = Node.of(a).tells.taken.records[f"ta.shop.u.b.{Node.of(b).incarnation}"]
+            assert taken.received == 1
+            assert [stream.ended for stream in taken.streams.values()] == [1]
             assert (server_errors(a), server_errors(b)) == (0, 0)
             assert (
                 Node.of(a).statistics().bad_input.total

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._ref import ActorRef
 
 DeadLetterReason = Literal[
-    "stopped", "stranded", "overflow", "unreachable", "undecodable", "refused"
+    "stopped", "stranded", "overflow", "unreachable", "undecodable", "refused", "in-doubt"
 ]
 
 DEFAULT_RECENT_DEAD_LETTERS = 10_000
@@ -56,12 +56,16 @@ class DeadLetter:
             e.g. a type its cluster does not register: the message is its first
             bytes, ``InputLimits.undecodable_prefix`` at most) or ``"refused"`` (a
             tell to another node that the NATS server refused to carry: this node may
-            not send to it, ``docs/security.rst``).
+            not send to it, ``docs/security.rst``) or ``"in-doubt"`` (a tell to
+            another node whose fate is unknown -- that node died, was declared down,
+            or the tell was lost on the way, before the node acknowledged it: it
+            may or may not have been handled; retrying it is the application's
+            choice, ``docs/remote.rst``).
     """
 
     recipient: ActorRef
     message: Any
-    reason: Literal["stopped", "stranded", "overflow", "unreachable", "undecodable", "refused"]
+    reason: DeadLetterReason
 
 
 class _RecentView(Sequence[DeadLetter]):
@@ -196,6 +200,7 @@ class DeadLetters:
             "unreachable": 0,
             "undecodable": 0,
             "refused": 0,
+            "in-doubt": 0,
         }
         self._recent: deque[tuple[Any, Any, DeadLetterReason]] = deque(maxlen=keep)
         self._subscriptions: list[DeadLetterSubscription] = []

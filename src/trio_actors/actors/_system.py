@@ -396,6 +396,7 @@ class ActorSystem:
                 by_reason["unreachable"],
                 by_reason["undecodable"],
                 by_reason["refused"],
+                by_reason["in-doubt"],
             ),
             rounds=dispatcher.rounds,
             longest_round_messages=dispatcher.clock.longest_round_messages,

@@ -89,7 +89,6 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
         try:
             yield node
         finally:
-            flushed = False
             try:
                 with trio.CancelScope(shield=True):  # (bounded: leave() waits at most 5 s)
                     await node.leave()
@@ -99,10 +98,9 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
                     # a flush).
                     with trio.move_on_after(_FLUSH_WITHIN), suppress(Exception):
                         await transport.flush()
-                        flushed = True
             finally:  # (also after a Ctrl-C at one of those awaits)
                 node.close()  # (done by leave(), unless it was interrupted)
-                node.finish(flushed=flushed)
+                node.finish()
                 nursery.cancel_scope.cancel()
 
 

@@ -13,8 +13,13 @@ subject: NATS keeps their order), naming
 * the requests waiting on it (asks and stops without an answer, by number),
 * the watches of its actors it has not yet confirmed (by number),
 
+* the record of this node's tells to it (``_link.py``), and the newest message of
+  tells sent on it before the round,
+
 and the peer answers at once, on the round's reply subject: which of those it
-holds, and how many of this node's tells it has taken in. What the peer sent
+holds; and of the record, having given up the messages sent before the round that
+have not come (skipped, ``_taken_in.py``), the skipped ranges and every actor's
+count of ended tells. What the peer sent
 before that answer (a reply, a ``Terminated``) arrived before it. So:
 
 ==========  ===================  =====================================================
@@ -26,19 +31,19 @@ an ask      it goes on waiting   lost on the way, or its answer was: it fails wi
 a stop      it goes on waiting   sent again (a stop is idempotent)
 a watch     confirmed: no more   sent again (a watch is idempotent; of an actor that
             rounds for it        has stopped, answered at once)
-tells       --                   those told before the round and neither taken in
-                                 nor bounced were lost on the way: counted in
-                                 ``unconfirmed`` (after a flush, so that the
-                                 no-responders answers to them have come first)
+tells       acknowledged as      those sent before the round and not received were
+            its counts say       lost on the way: given back ``"in-doubt"`` (after a
+                                 flush, so that the no-responders answers to them
+                                 have come first)
 ==========  ===================  =====================================================
 
 A round the peer does not answer within an interval (or NATS answers no-responders:
 the peer is reconnecting, or dead) leaves everything waiting. After twice
 ``Cluster.heartbeats_missed`` such rounds in a row, the asks and stops waiting on a
-peer that is still up fail with ``ConnectionInterrupted``: it beats, but does not
-answer. (Twice: a dead peer is declared down by its silence after
-``heartbeats_missed`` beats -- or by an advisory, at once -- which ends them with
-the truer ``NodeDown`` first.)
+peer that is still up fail with ``ConnectionInterrupted``, and the tells it has not
+acknowledged are given back ``"in-doubt"``: it beats, but does not answer. (Twice:
+a dead peer is declared down by its silence after ``heartbeats_missed`` beats -- or
+by an advisory, at once -- which ends them with the truer ``NodeDown`` first.)
 
 An ask or a stop that NATS answered with no-responders while its peer was up (the
 peer is between two connections: its subscriptions are gone until it is back) was
@@ -60,8 +65,8 @@ from ._subjects import Peer, encode
 
 if TYPE_CHECKING:
     from .._cluster import Cluster
+    from ._link import Link
     from ._node import Node
-    from ._tells import Link
 
 __all__ = ["MAX_NUMBERS", "Confirmations", "ConfirmAnswer", "ConfirmAsk", "give_up_after"]
 
@@ -71,13 +76,14 @@ wait for the next round. A peer reads at most as many of a round."""
 
 _log = logging.getLogger("trio_actors")
 
-ConfirmAsk = tuple[str, str, list[int], list[int]]
+ConfirmAsk = tuple[str, str, list[int], list[int], str, int]
 """A ``CONFIRM``'s body: the asking node, its incarnation, its requests and its
-watches waiting on the receiver."""
+watches waiting on the receiver, the record of its tells to it and the newest
+message of tells sent on it."""
 
-ConfirmAnswer = tuple[list[int], list[int], int]
-"""The answer to a ``CONFIRM``: the requests and watches held, and how many of the
-asking node's tells the receiver has taken in."""
+ConfirmAnswer = tuple[list[int], list[int], list[tuple[int, int]], list[tuple[int, int]]]
+"""The answer to a ``CONFIRM``: the requests and watches held, and of the record
+asked about: its skipped ranges and every actor's count of ended tells."""
 
 _answer = msgspec.msgpack.Decoder(ConfirmAnswer)
 
@@ -99,8 +105,8 @@ class Confirmations:
         self.interval = node.cluster.heartbeat
         self._in_round: set[Peer] = set()  # (a round with it is under way)
         self._unanswered: dict[Peer, int] = {}  # rounds in a row it did not answer
-        # Per link: its ``told`` at the previous tick -- tells that were sent an
-        # interval ago, so that a round asks about those only.
+        # Per link: its sequence at the previous tick -- messages of tells sent an
+        # interval ago, so that a round is due for those only.
         self._told_before: dict[Peer, tuple[Link, int]] = {}
 
     async def run(self) -> None:
@@ -127,9 +133,9 @@ class Confirmations:
         due.update(peer for peer, _since in node.watches.unconfirmed(before=since))
         told_before: dict[Peer, tuple[Link, int]] = {}
         for peer, link in node.peers.open_links():
-            told_before[peer] = (link, link.told)
+            told_before[peer] = (link, link.sequence)
             previous = self._told_before.get(peer)
-            if previous is not None and previous[0] is link and link.unaccounted(previous[1]):
+            if previous is not None and previous[0] is link and link.waiting_since(previous[1]):
                 due.add(peer)
         self._told_before = told_before
         return due
@@ -143,13 +149,13 @@ class Confirmations:
             requests.send_undelivered(peer)
             asked = requests.numbers_waiting_on(peer)[:MAX_NUMBERS]
             watched = watches.numbers_unconfirmed(peer)[:MAX_NUMBERS]
-            node.tells.flush()  # (the tells waiting go first: they are counted below)
+            node.tells.flush()  # (the tells waiting go first: they are asked about)
             link = node.peers.current_link(peer)
-            told = 0 if link is None else link.told
-            body = encode((node.name, node.incarnation, asked, watched))
+            up_to, record = (0, "") if link is None else (link.sequence, link.record)
+            body = encode((node.name, node.incarnation, asked, watched, record, up_to))
             reply = await requests.confirm(peer, body, within=self.interval)
             try:
-                held_requests, held_watches, taken = _answer.decode(reply or b"")
+                held_requests, held_watches, skipped, counts = _answer.decode(reply or b"")
             except Exception as error:  # (none, or not an answer: as if none came)
                 if reply is not None:
                     node.refused("replies", error, node.subjects.replies(*peer))
@@ -158,8 +164,8 @@ class Confirmations:
             self._unanswered.pop(peer, None)
             requests.confirmed(asked, set(held_requests), peer)
             watches.confirmed(watched, set(held_watches))
-            if link is not None and link.unaccounted(told):
-                await node.tells.count_missing(link, told, taken)
+            if link is not None and link.window and not link.closed:
+                await node.tells.confirmed(link, skipped, counts)
         except Exception as error:  # (a node's task: say it, never end the node)
             _log.warning("node %s: a confirm round with %s failed: %s", node.name, peer, error)
         finally:
@@ -170,12 +176,15 @@ class Confirmations:
         if rounds >= give_up_after(self._node.cluster):
             del self._unanswered[peer]
             node, incarnation = peer
-            self._node.requests.interrupt(
-                peer,
+            why = (
                 f"node {node!r} ({incarnation}) did not confirm it holds the request "
                 f"in {rounds} rounds of {self.interval} s (it beats, but does not answer, "
-                "or is between two connections)",
+                "or is between two connections)"
             )
+            self._node.requests.interrupt(peer, why)
+            link = self._node.peers.current_link(peer)
+            if link is not None and not link.closed:
+                self._node.tells.give_back_window(link, why)
 
     def forget(self, peer: Peer) -> None:
         """``peer`` is down: its rounds are over."""
@@ -189,10 +198,16 @@ class Confirmations:
         ``Frames.envelope``) on ``reply``: what of it this node holds. Never a
         checkpoint."""
         node = self._node
-        sender, incarnation, requests, watches = asked
+        sender, incarnation, requests, watches, record, up_to = asked
         prefix = reply.rpartition(".")[0]  # (the asker's replies from here: P.r.<n>.<i>.<me>)
         held_requests = node.answers.held(prefix, requests[:MAX_NUMBERS])
         held_watches = node.watches.held(sender, incarnation, watches[:MAX_NUMBERS])
-        taken = node.tells.taken.count_of(node.subjects.unreachable(sender, incarnation))
-        answer = msgspec.Raw(encode((held_requests, held_watches, taken)))
+        skipped, counts = (
+            ([], [])
+            if not record
+            else node.tells.taken.confirm(
+                node.subjects.unreachable(sender, incarnation), record, up_to
+            )
+        )
+        answer = msgspec.Raw(encode((held_requests, held_watches, skipped, counts)))
         node.tells.publish(reply, encode((True, answer)))  # (a reply, as any: Frames.reply)

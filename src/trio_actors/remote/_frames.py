@@ -18,7 +18,7 @@ subject (``_subjects.py``)                parsed as
 ``P.u.<node>.<incarnation>.<n>``          ``(n, no responders?)``
 ``P.t.<node>.<incarnation>.<from>.<n>``   ``(n, no responders?, error bytes | None,
                                           from)``
-``P.a.<from>.<inc>.<node>.<incarnation>`` ``(from, inc, count)``
+``P.a.<from>.<inc>.<node>.<incarnation>`` ``(from, inc, (record, skipped, counts))``
 ``P.hb.<node>.<incarnation>``             ``((node, incarnation), bye?)``
 ``P.names.<from>.<inc>``                  ``(kind, name, node, incarnation, path, n)``
 ``P.name.<hex>.<sender>``                 the subject to answer on
@@ -59,17 +59,22 @@ if TYPE_CHECKING:
     from ..nats import Msg
     from ._codec import WireRef
 
-__all__ = ["Envelope", "Frames", "Reply", "number_at_end"]
+__all__ = ["Ack", "Envelope", "Frames", "Reply", "number_at_end"]
+
+Ack = tuple[str, list[tuple[int, int]], list[tuple[int, int]]]
+"""An acknowledgement of tells: ``(record, skipped, [(actor, ended), ...])``
+(``_taken_in.py``)."""
 
 _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
 _tells = msgspec.msgpack.Decoder(list[tuple[int, str, msgspec.Raw]])
 _drain = msgspec.msgpack.Decoder(bool)
 _Numbers = Annotated[list[int], msgspec.Meta(max_length=1_000)]  # (_confirm.MAX_NUMBERS)
-_confirm_ask = msgspec.msgpack.Decoder(tuple[str, str, _Numbers, _Numbers])
+_confirm_ask = msgspec.msgpack.Decoder(tuple[str, str, _Numbers, _Numbers, str, int])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 _wire_ref = msgspec.msgpack.Decoder(tuple[str, str, str, int])
 _error = msgspec.msgpack.Decoder(bytes | None)
-_ack = msgspec.msgpack.Decoder(int)
+_Skipped = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=64)]  # (_taken_in.MAX_SKIPPED)
+_ack = msgspec.msgpack.Decoder(tuple[str, _Skipped, list[tuple[int, int]]])
 _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int])
 
 _NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM})
@@ -244,13 +249,14 @@ class Frames:
     # --- control: acknowledgements, heartbeats, names, advisories -------------------
 
     @staticmethod
-    def ack(message: Msg) -> tuple[str, str, int] | Bad:
-        """The node that acknowledges (its subject's), and its count."""
+    def ack(message: Msg) -> tuple[str, str, Ack] | Bad:
+        """The node that acknowledges (its subject's), and what: the record, its
+        skipped ranges and counts per actor (``_taken_in.py``)."""
         try:
-            count = _ack.decode(message.data)
+            ack = _ack.decode(message.data)
         except Exception as error:
             return Bad("acks", error)
-        return (*publisher_of(message.subject), count)
+        return (*publisher_of(message.subject), ack)
 
     @staticmethod
     def heartbeat(message: Msg) -> tuple[Peer, bool] | Bad:

@@ -33,6 +33,7 @@ from ._exports import Exports
 from ._frames import Envelope, Frames
 from ._heartbeats import Heartbeats
 from ._inbound import Answers
+from ._link import Link
 from ._names import ClusterNames
 from ._peers import Peers
 from ._requests import Requests
@@ -46,7 +47,7 @@ from ._subjects import (
     Peer,
     Subjects,
 )
-from ._tells import Link, Tells
+from ._tells import Tells
 from ._transport import NatsTransport, Transport
 from ._watches import Watches
 
@@ -74,10 +75,11 @@ class Node:
     Attributes:
         name: the node's name in the cluster.
         incarnation: random, new each time the node starts.
-        unconfirmed: tells sent on a connection that was lost before the server
-            confirmed routing them, or to a node that died before acknowledging
-            them: handled or not, nobody can say (T21's "unconfirmed"), counted
-            rather than guessed.
+        unconfirmed: tells given back ``"in-doubt"`` -- dead letters with their
+            messages -- because their fate is unknown: the receiving node died or
+            was declared down, or they were lost on the way, before it
+            acknowledged them; handled or not, nobody can say (T21's
+            "unconfirmed"). Equal to the number of those dead letters.
         not_permitted: messages of this node's that the NATS server refused to carry
             (a permissions violation: one per ``-ERR``; ``_refused.py`` says what
             each becomes).
@@ -118,7 +120,7 @@ class Node:
             heartbeat=cluster.heartbeat,
             heartbeats_missed=cluster.heartbeats_missed,
             limit=limits.peers,
-            sent=lambda: self.tells.sent,
+            new_link=self.tells.new_link,
             on_met=self._met,
             on_down=self._peer_down,
             schedule=system.trio_token.run_sync_soon,
@@ -259,7 +261,7 @@ class Node:
         self.names.ask_for_names(peer)
 
     def _peer_down(
-        self, peer: Peer, said: str, sent_up_to: int | None, closed: tuple[Link, int] | None
+        self, peer: Peer, said: str, sent_up_to: int | None, closed: Link | None
     ) -> None:
         """The peer table declared ``peer`` down (``said``): the requests pending to
         it (those up to number ``sent_up_to``, if given) fail with NodeDown, the
@@ -272,8 +274,7 @@ class Node:
         self.tells.taken.forget(self.subjects.unreachable(node, incarnation))
         self.names.forget(peer)
         if closed is not None:
-            link, told = closed
-            self.start(self.tells.count_lost, peer, link, told)
+            self.start(self.tells.count_lost, peer, closed, said)
 
     def follow_advisories(self, advisories: Transport) -> None:
         """Hear the server's disconnect advisories on ``advisories`` (until
@@ -283,15 +284,15 @@ class Node:
     async def follow_connection(self, client: Client) -> None:
         """The node's task that hears its own connection's losses: what was in
         flight may be lost with it -- every request waiting for an answer fails
-        with NodeDown, and the tells not yet confirmed are counted in
-        :attr:`unconfirmed`; once back, the watches are sent again (the server
-        forgot nothing else: the client subscribes everything again)."""
+        with NodeDown (the tells stay in their windows: acknowledged, or found lost
+        by a confirm round, ``_confirm.py``); once back, the watches are sent again
+        (the server forgot nothing else: the client subscribes everything
+        again)."""
         async with client.events() as events:
             async for event in events:
                 if isinstance(event, Disconnected):
                     why = f"this node's connection to the cluster was lost: {event.reason}"
                     self.requests.connection_lost(why)
-                    self.tells.connection_lost()
                 elif isinstance(event, Reconnected):
                     self.watches.send_again()
 
@@ -321,12 +322,8 @@ class Node:
     def _on_message(self, envelope: Envelope) -> None:
         """A message for this node's actors (parsed: ``Frames.envelope``)."""
         kind, number, path, body, reply, _sender = envelope
-        if kind == TELL:  # (its body: [export number, path, body] for each tell)
-            if reply:
-                self.tells.took(reply, len(body))
-            exported = self.exports.cells
-            for number, path, told in body:
-                self._receive_tell(exported.get(number), number, path, told)
+        if kind == TELL:  # (number: its sequence in the sender's record, path: the record)
+            self.tells.taken.receive(body, reply, path, number)
             return
         cell = self.exports.cells.get(number)
         if kind == STOP:
@@ -341,23 +338,6 @@ class Node:
             self.watches.receive_watch(cell, number, reply)
         elif kind == CONFIRM:
             self.confirmations.answer(body, reply)
-
-    def _dead_ref(self, number: int, path: str) -> ActorRef:
-        """A ref for a dead letter to an actor of this node that is gone."""
-        return self.exports.ref_from_wire(self.name, self.incarnation, path, number)
-
-    def _receive_tell(self, cell: ActorCell | None, number: int, path: str, body: Any) -> None:
-        try:
-            message = self.codec.decode(body)
-        except Exception as error:  # (a type this node does not register, pickle, ...)
-            self.refused("tells", f"a tell to {path} could not be decoded: {error}", self.subject)
-            kept = self.undecodable.kept(body)  # (a bounded prefix of its bytes)
-            self.system.dead_letters.record(self._dead_ref(number, path), kept, "undecodable")
-            return
-        if cell is None:
-            self.system.dead_letters.record(self._dead_ref(number, path), message, "stopped")
-        else:
-            cell.tell_forwarded(message)  # (nobody to raise MailboxFull to: a dead letter)
 
     # --- leaving --------------------------------------------------------------------
 
@@ -383,6 +363,7 @@ class Node:
             deadline = trio.current_time() + within
             await self.answers.all_answered(within)
             await self.watches.all_reported(max(0.0, deadline - trio.current_time()))
+            await self.tells.all_acknowledged(max(0.0, deadline - trio.current_time()))
             await trio.lowlevel.checkpoint()
         finally:
             self.close()
@@ -393,7 +374,7 @@ class Node:
         if self.closed:
             return
         self.closed = self.tells.closed = True
-        self.tells.send_acks()
+        self.tells.taken.send_acks()
         self.heartbeats.say_bye()
         for unsubscribe in self._unsubscribes:
             unsubscribe()
@@ -401,9 +382,9 @@ class Node:
         self.names.close()
         self.requests.close()
 
-    def finish(self, *, flushed: bool) -> None:
+    def finish(self) -> None:
         """After :meth:`close` and a last flush: stop hearing the no-responders
-        answers to the last tells (they came before the flush's end). Tells still
-        unconfirmed are confirmed if the flush ended (``flushed``), else counted in
-        :attr:`unconfirmed`. Never a checkpoint; idempotent."""
-        self.tells.finish(flushed=flushed)
+        answers to the last tells (they came before the flush's end), and give back
+        as in doubt the tells no node acknowledged (counted in :attr:`unconfirmed`).
+        Never a checkpoint; idempotent."""
+        self.tells.finish()

@@ -28,9 +28,9 @@ nothing.
   exchanged their names (``_names.py``); watched for silence from its last
   heartbeat.
 * ``DOWN``: declared down -- silent too long, said ``bye``, or its connection
-  ended (the server's advisory). Its link is closed (tells after this are not
-  accounted on it) and its tells are being accounted (``_tells.py``: a flush, then
-  what it had neither acknowledged nor bounced is unconfirmed). A peer with no link
+  ended (the server's advisory). Its link is closed (tells after this go on a new
+  record) and its tells are being accounted (``_tells.py``: a flush, then what it
+  had neither acknowledged nor bounced is given back in doubt). A peer with no link
   is accounted at once. Heard again, it was only *declared* down: it is ``UP``
   (the asks already failed stay failed); told again, it gets a new link.
 
@@ -42,7 +42,7 @@ link are counted).
 
 What a transition *does* beyond the state is the writer's too, and nothing else
 writes it: the silence clock (:attr:`PeerRecord.heard`), the link
-(:attr:`PeerRecord.link`, and :attr:`~._tells.Link.closed_after` when it closes),
+(:attr:`PeerRecord.link`, and :meth:`~._link.Link.close` when it closes),
 and the node's reactions -- names exchanged on entering ``UP``
 (``on_met``); on ``DOWN``, every request and watch waiting on the peer ended with
 ``NodeDown``, its names freed, and its closed link's tells counted (``on_down``).
@@ -74,9 +74,9 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from .._errors import ActorError
-from ._tells import Link
 
 if TYPE_CHECKING:
+    from ._link import Link
     from ._subjects import Peer
 
 __all__ = [
@@ -187,10 +187,10 @@ def advance(record: PeerRecord, event: PeerEvent) -> PeerState:
     return new_state
 
 
-OnDown = Callable[["Peer", str, "int | None", "tuple[Link, int] | None"], None]
+OnDown = Callable[["Peer", str, "int | None", "Link | None"], None]
 """``on_down(peer, said, sent_up_to, closed)``: end what waits on ``peer`` (the
-requests up to number ``sent_up_to``, if given), and count the tells of ``closed``
-(the link that just closed, and how many were told on it), if any."""
+requests up to number ``sent_up_to``, if given), and account the tells of
+``closed`` (the link that just closed), if any."""
 
 
 class Peers:
@@ -199,11 +199,11 @@ class Peers:
     and does what that transition does."""
 
     __slots__ = (
+        "_new_link",
         "_on_down",
         "_on_met",
         "_records",
         "_schedule",
-        "_sent",
         "_stalls",
         "_why_silent",
         "limit",
@@ -218,7 +218,7 @@ class Peers:
         heartbeat: float,
         heartbeats_missed: int,
         limit: int,
-        sent: Callable[[], int],
+        new_link: Callable[[], Link],
         on_met: Callable[[Peer], None],
         on_down: OnDown,
         schedule: Callable[..., object],
@@ -227,7 +227,7 @@ class Peers:
         self.limit = limit  # (peers in the table at most, but for this node's own links)
         self.silence = heartbeats_missed * heartbeat  # (seconds silent, and it is down)
         self._why_silent = f"not heard from for {heartbeats_missed} heartbeats"
-        self._sent = sent  # (the number of this node's newest tell)
+        self._new_link = new_link  # (a new record of this node's tells: _tells.py)
         self._on_met = on_met
         self._on_down = on_down
         self._schedule = schedule  # (runs a callback on the next scheduler pass)
@@ -258,7 +258,7 @@ class Peers:
         """The peers that are up with the open link of this node's tells to them."""
         for record in list(self._records.values()):
             link = record.link
-            if record.state is PeerState.UP and link is not None and link.closed_after is None:
+            if record.state is PeerState.UP and link is not None and not link.closed:
                 yield record.peer, link
 
     def silent(self, peer: Peer) -> bool:
@@ -330,10 +330,10 @@ class Peers:
         silence from now: one that never speaks (a ref to a node already gone) is
         declared down after ``heartbeats_missed`` beats, and its link goes with it."""
         record = self._records.get(peer)
-        if record is not None and record.link is not None and record.link.closed_after is None:
+        if record is not None and record.link is not None and not record.link.closed:
             return record.link
         record, _before = self._apply(peer, PeerEvent.TOLD)
-        link = record.link = Link()
+        link = record.link = self._new_link()
         if record.heard is None:
             record.heard = trio.current_time()
         return link
@@ -345,10 +345,10 @@ class Peers:
         record, _before = self._apply(peer, PeerEvent.DOWN)
         record.heard = None
         link = record.link
-        closed: tuple[Link, int] | None = None
-        if link is not None and link.closed_after is None:
-            link.closed_after = self._sent()
-            closed = (link, link.told)
+        closed: Link | None = None
+        if link is not None and not link.closed:
+            link.close()
+            closed = link
         if link is None:
             self._apply(peer, PeerEvent.ACCOUNTED)  # (nothing to account: forgotten)
         node, incarnation = peer

@@ -1,4 +1,5 @@
-"""Tells across nodes: sent coalesced, confirmed, acknowledged -- nothing lost silently.
+"""Tells across nodes: sent coalesced, kept until acknowledged -- every tell's fate
+known to its sender.
 
 **Coalescing (the outbox).** Every NATS message costs the same whatever it carries:
 a frame built and its subjects checked here, a route looked up by the server, a
@@ -26,46 +27,37 @@ buffer full while reconnecting) has nobody to be raised to: those tells become d
 letters "unreachable", with a warning in the log -- as a tell from another thread
 does. A tell sent at once raises to its caller.
 
-**Accounting (T21 across nodes).** A remote tell ends in one of three ways its
-sender can know of: it is **handled**, it is a **dead letter** (on the receiving
-node: the actor had stopped; on the sending node: nothing served the node, NATS's
-no-responders on the message's reply subject ``P.u.<node>.<incarnation>.<n>``), or
-its fate is **unknown** because the receiving node died with it, or this node's
-connection was lost before the server confirmed routing it -- counted in
-:attr:`Tells.unconfirmed`, never silently gone. Each message of tells is kept until
-the server has confirmed routing it (a flush every :data:`CONFIRM_EVERY` seconds
-while tells wait: a no-responders answer comes before the server's ``PONG``).
-
-So that the death of a receiver is counted, and only it, the receiving node
-*acknowledges* what it took (:class:`TakenIn`): for each sending node it counts the
-tells it took in (queued in a mailbox, or made a dead letter there), and every
-:data:`ACK_EVERY` seconds while tells come it publishes the count to the sender's
-``P.a.<node>.<incarnation>``. The sender keeps a :class:`Link` per node it tells:
-how many tells it sent, how many came back unreachable, how many were
-acknowledged. When that node is declared down (``_peers.py``), the sender waits
-until its server has routed everything sent before (a flush: the no-responders
-answers come first), and counts ``told - acknowledged - bounced`` as unconfirmed.
-
-What "acknowledged" promises: the tell was in the receiving node's hands -- in a
-mailbox there. A node killed with messages in its mailboxes loses them, as a
-crashed process does; a node that leaves in order handles them or makes them dead
-letters while its actors stop, and sends its last acknowledgements before it says
-``bye``.
+**Accounting (T21 across nodes).** Each message of tells is sent on its node's
+*link* (``_link.py``), numbered in the link's record, and kept there -- with its
+messages -- until the receiving node acknowledges that its tells have *ended*
+there (handled, or dead letters there: ``_taken_in.py``). Its tells end here in
+exactly one other way otherwise: dead letters ``"unreachable"`` (NATS answered
+no-responders on the message's reply subject ``P.u.<node>.<incarnation>.<n>``:
+nothing served the node), ``"refused"`` (the server refused them), or
+**``"in-doubt"``**, with the message: the receiving node was declared down (after a
+flush, so that the no-responders answers come first), or skipped the message, or a
+confirm round found it lost, or this node left before it was acknowledged. An
+in-doubt tell may or may not have been handled; retrying it is the application's
+choice (at-least-once). :attr:`Tells.unconfirmed` counts them: it equals the
+number of in-doubt dead letters.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import trio
 
+from .._core._dead_letters import DeadLetterReason
 from .._core._ref import new_ref
+from ._frames import Ack
+from ._link import Counts, Link, Sent, Told
 from ._subjects import TELL, Peer, encode
+from ._taken_in import TakenIn
 
 if TYPE_CHECKING:
     from ._codec import Codec
@@ -73,15 +65,10 @@ if TYPE_CHECKING:
     from ._remote_cell import RemoteCell
 
 __all__ = [
-    "ACK_EVERY",
     "BYTES_PER_MESSAGE",
-    "CONFIRM_EVERY",
     "TELLS_PER_MESSAGE",
-    "Link",
     "Outbox",
-    "TakenIn",
     "Tells",
-    "Told",
 ]
 
 TELLS_PER_MESSAGE: Final = 64
@@ -91,81 +78,10 @@ BYTES_PER_MESSAGE: Final = 64 * 1024
 """Bytes of tells to one node sent as one message at most (well under NATS's
 default ``max_payload`` of 1 MiB); a body this large goes alone, at once."""
 
-ACK_EVERY: Final = 0.005
-"""Seconds between acknowledgements while tells come in."""
-
-CONFIRM_EVERY: Final = 0.005
-"""Seconds between flushes that confirm tells."""
-
-Told = tuple["RemoteCell", Any, bytes]
-"""A tell: its recipient, its message (kept for a dead letter) and its body."""
+IN_DOUBT: Final[DeadLetterReason] = "in-doubt"
+"""The reason of a tell given back because its fate is unknown (pinned)."""
 
 _log = logging.getLogger("trio_actors")
-
-
-class Link:
-    """This node's tells to one node (one incarnation of it, one life of it: a new
-    link once the peer table has declared it down and it is told again)."""
-
-    __slots__ = ("acked", "bounced", "closed_after", "missing", "told")
-
-    def __init__(self) -> None:
-        self.told = 0  # sent (and not counted unconfirmed by a lost connection)
-        self.acked = 0  # acknowledged by the receiving node (its cumulative count)
-        self.bounced = 0  # came back: nothing served it (dead letters "unreachable")
-        self.missing = 0  # lost on the way, found by a confirm round (unconfirmed)
-        # Its node was declared down after the tell with this number: tells after it
-        # are not accounted here (they bounce: dead letters). Set once, by the peer
-        # table (``_peers.py``), when it closes the link.
-        self.closed_after: int | None = None
-
-    def counts(self, number: int) -> bool:
-        """Whether tell ``number`` (the node's sequence) is accounted on this link."""
-        return self.closed_after is None or number <= self.closed_after
-
-    def lost(self, told: int) -> int:
-        """Of the first ``told`` tells, those neither acknowledged, bounced nor
-        already found missing."""
-        return max(0, told - self.acked - self.bounced - self.missing)
-
-    def unaccounted(self, told: int) -> bool:
-        """Whether some of the first ``told`` tells are not accounted yet."""
-        return told > self.acked + self.bounced + self.missing
-
-
-class TakenIn:
-    """The receiving side: tells taken in per sending node, and what was said."""
-
-    __slots__ = ("_said", "counts")
-
-    def __init__(self) -> None:
-        # By the sender's unreachable-subject prefix (``P.u.<node>.<incarnation>``,
-        # the tell's reply subject without its number): no parsing per tell.
-        self.counts: dict[str, int] = {}
-        self._said: dict[str, int] = {}
-
-    def take(self, prefix: str, tells: int) -> None:
-        """``tells`` tells came in from the node whose unreachable subjects start
-        with ``prefix``."""
-        counts = self.counts
-        counts[prefix] = counts.get(prefix, 0) + tells
-
-    def unsaid(self) -> list[tuple[str, int]]:
-        """The (sender prefix, count) pairs not yet acknowledged; marks them said."""
-        news = [(prefix, n) for prefix, n in self.counts.items() if self._said.get(prefix) != n]
-        for prefix, count in news:
-            self._said[prefix] = count
-        return news
-
-    def count_of(self, prefix: str) -> int:
-        """How many tells came in from the node of ``prefix`` (its unreachable-subject
-        prefix), in all."""
-        return self.counts.get(prefix, 0)
-
-    def forget(self, prefix: str) -> None:
-        """The sending node is gone: nothing more to acknowledge to it."""
-        self.counts.pop(prefix, None)
-        self._said.pop(prefix, None)
 
 
 class Outbox:
@@ -212,23 +128,23 @@ class Outbox:
 
 
 class Tells:
-    """One node's sending side: its tells (coalesced, numbered, kept until
-    confirmed), everything else it publishes (after the waiting tells), and the
-    acknowledgements both ways.
+    """One node's sending side: its tells (coalesced, numbered, kept in their link's
+    window until acknowledged), everything else it publishes (after the waiting
+    tells), and the tells taken in from the others (:attr:`taken`).
 
     Attributes:
-        sent: the number of the newest tell sent (the node's sequence).
-        unconfirmed: tells whose fate a lost connection or node left unknown.
+        sent: the number of the newest message of tells sent (the node's sequence).
+        unconfirmed: tells given back ``"in-doubt"`` (as many dead letters).
         taken: the tells taken in from each other node, to acknowledge.
     """
 
     __slots__ = (
-        "_ack",
         "_bounces",
         "_codecs_elsewhere",
-        "_confirm",
+        "_drained",
+        "_kept",
         "_node",
-        "_unconfirmed",
+        "_records",
         "_unreachable",
         "closed",
         "codec",
@@ -246,24 +162,28 @@ class Tells:
         self.closed = False  # (the node has left: a tell is a dead letter here)
         self._unreachable = node.subjects.unreachable(node.name, node.incarnation)
         self._codecs_elsewhere = threading.local()  # (one per other thread that tells)
-        # Tells sent and not yet confirmed, by the number of the last in each message.
-        self._unconfirmed: dict[int, list[Told]] = {}
+        # Every message of tells in a window: its link and its sequence number
+        # there, by its number (the number a no-responders answer names).
+        self._kept: dict[int, tuple[Link, int]] = {}
+        self._drained: trio.Event | None = None  # (set when _kept empties: leave waits)
+        self._records = 0  # (links made: each one's record is its number)
         self.unconfirmed = 0
         self.sent = 0
         self.outbox = Outbox(self._send_tells)  # (tells waiting for the writer's turn)
-        self._confirm = trio.Event()
-        self.taken = TakenIn()
-        self._ack = trio.Event()
+        self.taken = TakenIn(node)
         # (kept past close(): the no-responders answers to its last tells; finish())
         self._bounces: Callable[[], None] | None = node.listen(
             f"{self._unreachable}.*", node.frames.bounce, self.on_unreachable
         )
 
+    def new_link(self) -> Link:
+        """A new record of tells to a peer (the peer table makes one when told)."""
+        self._records += 1
+        return Link(str(self._records))
+
     async def run(self) -> None:
-        """Confirming tells sent, and acknowledging tells taken in."""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._confirm_tells)
-            nursery.start_soon(self._acknowledge)
+        """Acknowledging the tells taken in."""
+        await self.taken.run()
 
     # --- what the node publishes, in order --------------------------------------
 
@@ -294,9 +214,28 @@ class Tells:
 
     def tell(self, cell: RemoteCell, message: Any) -> None:
         """A remote tell: encoded (``TypeError`` now if it cannot cross), published,
-        kept until confirmed. Never a checkpoint. After this node has left the
+        kept until acknowledged. Never a checkpoint. After this node has left the
         cluster, a dead letter here (reason ``"unreachable"``)."""
         self._tell_encoded(cell, message, self.codec.encode(message))
+
+    async def send_tell(self, cell: RemoteCell, message: Any) -> None:
+        """``send`` to a remote actor: wait while its link's window is full (the
+        receiver has not acknowledged :data:`~._link.WINDOW` tells), then tell. A
+        checkpoint; cancelled while it waits, nothing was sent."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        body = self.codec.encode(message)  # (TypeError before any wait)
+        link = self._link_of(cell)
+        while link.full:
+            await link.wait_for_room()
+            link = self._link_of(cell)  # (closed meanwhile: its node's new record)
+        self._tell_encoded(cell, message, body)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def _link_of(self, cell: RemoteCell) -> Link:
+        link = cell.link
+        if link.closed:  # (its node was declared down, and is told again)
+            link = cell.link = self._node.peers.link_to(cell.peer)
+        return link
 
     def tell_from_elsewhere(self, cell: RemoteCell, message: Any) -> None:
         """A remote tell from a thread other than the node's: encoded in that thread
@@ -350,172 +289,161 @@ class Tells:
 
     def _publish_tells(self, subject: str, tells: list[Told]) -> None:
         """Tells to one node as one ``TELL`` message, numbered in this node's
-        sequence; its reply subject carries the number of the last, so a no-
-        responders answer says which came back. Kept until confirmed. May raise
-        what the connection refuses (then nothing was sent)."""
-        number = self.sent + len(tells)
+        sequence (its reply subject carries the number, so a no-responders answer
+        says which came back) and in its link's record (its frame carries the
+        record and the sequence number there, for the acknowledgements). Kept in
+        the link's window until acknowledged. May raise what the connection
+        refuses (then nothing was sent)."""
+        link = self._link_of(tells[0][0])  # (one subject: one node's tells, one link)
+        number = self.sent + 1
+        sequence = link.sequence + 1
         bodies = [(cell.eid, cell.local_path, msgspec.Raw(body)) for cell, _m, body in tells]
-        data = encode((TELL, 0, "", bodies))
+        data = encode((TELL, sequence, link.record, bodies))
         self.transport.publish(subject, data, reply=f"{self._unreachable}.{number}")
         self.sent = number
-        self._unconfirmed[number] = tells
-        cell = tells[0][0]  # (one subject: one node's tells, one link)
-        link = cell.link
-        if link.closed_after is not None:  # (its node was declared down, and is told again)
-            link = cell.link = self._node.peers.link_to(cell.peer)
-        link.told += len(tells)
-        self._confirm.set()
+        self._kept[number] = (link, link.sent(number, tells))
 
     def flush(self) -> None:
         """Send the tells waiting in the outbox now. Never a checkpoint."""
         self.outbox.flush()
 
-    # --- confirmed, bounced or lost ---------------------------------------------
+    # --- acknowledged, bounced, refused or given back ---------------------------
 
-    async def _confirm_tells(self) -> None:
-        while True:
-            await self._confirm.wait()
-            self._confirm = trio.Event()
-            await trio.sleep(CONFIRM_EVERY)
-            newest = self.sent
-            await self.transport.flush()
-            unconfirmed = self._unconfirmed
-            confirmed = [number for number in unconfirmed if number <= newest]
-            for number in confirmed:  # (numbers ascend: the oldest come first)
-                del unconfirmed[number]
-            if unconfirmed:
-                self._confirm.set()
+    def on_ack(self, ack: tuple[str, str, Ack]) -> None:
+        """A node says which of this node's tells have ended there (parsed:
+        ``Frames.ack``: the node its subject names, and its record, skipped ranges
+        and counts per actor)."""
+        node, incarnation, (record, skipped, counts) = ack
+        link = self._node.peers.current_link((node, incarnation))
+        if link is not None and link.record == record:
+            self._acknowledged(link, skipped, counts)
+
+    def _acknowledged(self, link: Link, skipped: Iterable[tuple[int, int]], counts: Counts) -> None:
+        numbers, given_back = link.acknowledged(skipped, counts)
+        kept = self._kept
+        for number in numbers:
+            del kept[number]
+        self._forgotten()
+        if given_back:
+            self._give_back(given_back, "lost on the way (a server or a connection changed)")
 
     def on_unreachable(self, bounce: tuple[int, bool]) -> None:
         """NATS's answer on a message of tells' reply subject (parsed:
         ``Frames.bounce``): no-responders makes its tells dead letters
-        "unreachable"; any answer confirms them."""
+        "unreachable" (nothing served the node: never delivered)."""
         number, no_responders = bounce
-        tells = self._unconfirmed.pop(number, None)
-        if tells is not None and no_responders:
-            link = tells[0][0].link
-            if link.counts(number):
-                link.bounced += len(tells)
-            for recipient, told, _body in tells:
-                self._node.system.dead_letters.record(new_ref(recipient), told, "unreachable")
+        if not no_responders:
+            return
+        sent = self._take(number)
+        if sent is not None:
+            self._bounced(sent, "unreachable")
+
+    def _take(self, number: int) -> tuple[Link, Sent] | None:
+        """Message ``number`` out of its link's window (``None``: not there)."""
+        kept = self._kept.pop(number, None)
+        if kept is None:
+            return None
+        self._forgotten()
+        link, sequence = kept
+        sent = link.take(sequence)
+        return None if sent is None else (link, sent)
+
+    def _bounced(self, taken: tuple[Link, Sent], reason: DeadLetterReason) -> int:
+        link, (_number, tells) = taken
+        link.bounced += len(tells)
+        dead_letters = self._node.system.dead_letters
+        for recipient, told, _body in tells:
+            dead_letters.record(new_ref(recipient), told, reason)
+        return len(tells)
 
     def refused(self, subject: str, why: str) -> int:
         """The server refused this node's messages on ``subject`` (a node's):
-        the tells sent there and not yet confirmed are dead letters "refused",
+        the tells sent there and not yet acknowledged are dead letters "refused",
         accounted on their link like bounced ones; return how many."""
         count = 0
-        for number, tells in list(self._unconfirmed.items()):
-            if tells[0][0].subject != subject:  # (one message: one node's tells)
-                continue
-            del self._unconfirmed[number]
-            link = tells[0][0].link
-            if link.counts(number):
-                link.bounced += len(tells)
-            for recipient, told, _body in tells:
-                self._node.system.dead_letters.record(new_ref(recipient), told, "refused")
-            count += len(tells)
+        for number, (link, sequence) in list(self._kept.items()):
+            message = link.window.get(sequence)
+            if message is not None and message.tells[0][0].subject == subject:  # (one node's)
+                taken = self._take(number)
+                if taken is not None:
+                    count += self._bounced(taken, "refused")
         if count:
             _log.warning("node %s: %d tell(s) refused: %s", self._node.name, count, why)
         return count
 
-    async def count_lost(self, peer: Peer, link: Link, told: int) -> None:
-        """``peer`` is down: once the server has routed what was sent to it before
-        (its no-responders answers come first), count the tells it had neither
-        acknowledged nor bounced as unconfirmed."""
-        with suppress(Exception):  # (this node's connection is lost: counted there)
-            await self.transport.flush()
-        self.unconfirmed += link.lost(told)
-        self._node.peers.accounted(peer, link)
+    def _give_back(self, sent: Iterable[Sent], why: str) -> int:
+        """Tells whose fate is unknown: dead letters ``"in-doubt"`` with their
+        messages, counted in :attr:`unconfirmed`; return how many."""
+        count = 0
+        dead_letters = self._node.system.dead_letters
+        for number, tells in sent:
+            kept = self._kept.pop(number, None)
+            if kept is not None:
+                kept[0].in_doubt += len(tells)
+            for recipient, told, _body in tells:
+                dead_letters.record(new_ref(recipient), told, IN_DOUBT)
+            count += len(tells)
+        self._forgotten()
+        if count:
+            self.unconfirmed += count
+            _log.warning(
+                "node %s: %d tell(s) given back in doubt (may or may not have been handled): %s",
+                self._node.name,
+                count,
+                why,
+            )
+        return count
 
-    async def count_missing(self, link: Link, told: int, taken: int) -> None:
-        """A confirm round's answer: the receiving node had taken in ``taken`` of this
-        node's tells when it answered, and the first ``told`` on ``link`` were sent
-        before the round. Once the server has routed what was sent before (a
-        flush: the no-responders answers to them come first), those neither taken
-        in nor bounced were lost on the way: counted in :attr:`unconfirmed`. A
-        checkpoint."""
-        if taken > link.acked:
-            link.acked = taken
+    def give_back_window(self, link: Link, why: str) -> int:
+        """Give back every tell in ``link``'s window as in doubt; return how many."""
+        return self._give_back(link.take_all(), why)
+
+    async def count_lost(self, peer: Peer, link: Link, said: str) -> None:
+        """``peer`` is down (``said``): once the server has routed what was sent to
+        it before (its no-responders answers come first), give back what it had
+        not acknowledged as in doubt. A checkpoint."""
         try:
             await self.transport.flush()
-        except Exception:  # (this node's connection is lost: counted there)
+        except Exception:  # (this node's connection is lost: given back all the same)
+            await trio.lowlevel.checkpoint()
+        self.give_back_window(link, said)
+        self._node.peers.accounted(peer, link)
+
+    async def confirmed(
+        self, link: Link, skipped: Iterable[tuple[int, int]], counts: Counts
+    ) -> None:
+        """A confirm round's answer about ``link``: the receiver gave up what was sent
+        before the round and had not come (``skipped``), and says every actor's
+        count. Once the server has routed what was sent before (a flush: the
+        no-responders answers come first, and make their tells "unreachable"), it
+        is an acknowledgement like any: what was skipped -- lost on the way -- is
+        given back as in doubt. A checkpoint."""
+        try:
+            await self.transport.flush()
+        except Exception:  # (this node's connection is lost: the next round sees)
             return
-        missing = link.lost(min(told, link.told))  # (a lost connection took some back)
-        if missing:
-            link.missing += missing
-            self.unconfirmed += missing
-            _log.warning(
-                "node %s: %d tell(s) were lost on the way to another node (a server or a "
-                "connection changed); counted as unconfirmed",
-                self._node.name,
-                missing,
-            )
+        self._acknowledged(link, skipped, counts)
 
-    def connection_lost(self) -> None:
-        """This node's connection was lost: the tells not yet confirmed are counted
-        in :attr:`unconfirmed` (delivered or not, nobody can say) instead of
-        waiting for a confirmation across the reconnect."""
-        for number, tells in self._unconfirmed.items():
-            self.unconfirmed += len(tells)
-            link = tells[0][0].link  # (one message: one node's tells)
-            if link.counts(number):
-                link.told -= len(tells)  # (counted here: not again if its node goes down)
-        self._unconfirmed.clear()
+    async def all_acknowledged(self, within: float) -> None:
+        """Wait until every tell sent is acknowledged (or otherwise ended), at most
+        ``within`` seconds (``leave``). A checkpoint."""
+        if self._kept:
+            self._drained = trio.Event()
+            with trio.move_on_after(within):
+                await self._drained.wait()
+        await trio.lowlevel.checkpoint()
 
-    def finish(self, *, flushed: bool) -> None:
+    def _forgotten(self) -> None:
+        """Messages left :attr:`_kept`: if none is left, say so to a leave."""
+        if not self._kept and self._drained is not None:
+            self._drained.set()
+
+    def finish(self) -> None:
         """After the node's close and a last flush: stop hearing the no-responders
-        answers to the last tells (they came before the flush's end). Tells still
-        unconfirmed are confirmed if the flush ended (``flushed``), else counted in
-        :attr:`unconfirmed`. Never a checkpoint; idempotent."""
+        answers to the last tells (they came before the flush's end), and give back
+        as in doubt every tell not acknowledged. Never a checkpoint; idempotent."""
         if self._bounces is not None:
             self._bounces()
             self._bounces = None
-        if not flushed:
-            self.unconfirmed += sum(len(tells) for tells in self._unconfirmed.values())
-        self._unconfirmed.clear()
-
-    # --- acknowledgements -------------------------------------------------------
-
-    def took(self, reply: str, tells: int) -> None:
-        """``tells`` tells came in from another node (reply subject ``reply``):
-        acknowledged within :data:`ACK_EVERY` seconds. A node this node has not
-        heard from is a sign of life for the peer table (so that it is watched
-        for silence, and what is kept for it goes with it); while the table is
-        full, or with a reply subject that is not a node's, the tells are taken
-        in but not acknowledged."""
-        prefix = reply.rpartition(".")[0]
-        taken = self.taken
-        if prefix not in taken.counts:
-            node = self._node
-            sender = node.frames.tell_sender(reply)
-            if sender is None:
-                return  # (not a node's tells: nobody to acknowledge)
-            if not node.peers.claim(sender):
-                node.refused(
-                    "over_limit", "tells from a node the peer table has no room for", reply
-                )
-                return
-        taken.take(prefix, tells)
-        self._ack.set()
-
-    async def _acknowledge(self) -> None:
-        while True:
-            await self._ack.wait()
-            self._ack = trio.Event()
-            await trio.sleep(ACK_EVERY)
-            self.send_acks()
-
-    def send_acks(self) -> None:
-        """Tell each node whose tells came in since the last time how many in all."""
-        node = self._node
-        me = (node.name, node.incarnation)
-        for prefix, count in self.taken.unsaid():
-            self.publish(node.subjects.acks_of(me, prefix), encode(count))
-
-    def on_ack(self, ack: tuple[str, str, int]) -> None:
-        """A node says how many of this node's tells it has taken in, in all
-        (parsed: ``Frames.ack``: the node its subject names)."""
-        node, incarnation, count = ack
-        link = self._node.peers.current_link((node, incarnation))
-        if link is not None and count > link.acked:
-            link.acked = count
+        for link in {id(link): link for link, _sequence in self._kept.values()}.values():
+            self.give_back_window(link, "this node left before they were acknowledged")

@@ -1,0 +1,252 @@
+"""One record of this node's tells to another node: the window of tells sent and not
+yet acknowledged, and what became of each.
+
+A node's tells to a peer (one incarnation of another node) travel on a *link*, one
+*record* at a time: a new record once the peer table has declared the peer down and
+it is told again (``_peers.py``), so that nothing of an old record -- its numbers,
+its acknowledgements, its bounces -- is ever charged to a new one. Each message of
+tells sent on a record gets the record's next *sequence* number (1, 2, 3, ...,
+carried in the message's frame: ``_tells.py``), and the message is kept, with its
+tells themselves, in the record's **window** until the fate of each tell is known:
+
+==================  ==============================================================
+what happens        the tells
+==================  ==============================================================
+acknowledged        each has ended on the receiving node -- handled there, or a
+                    dead letter there. The receiver acknowledges per actor,
+                    cumulatively: "of your tells on this record to actor *e*, the
+                    first *n* have ended" (``_taken_in.py``); so an actor that is
+                    slow, or blocked, holds back the acknowledgement of its own
+                    tells only
+no-responders       nothing served the node: dead letters ``"unreachable"`` here
+                    (never delivered)
+refused             the NATS server refused them (permissions): dead letters
+                    ``"refused"`` here
+given back          the receiver died, was declared down, skipped the message (it
+                    never arrived: a server between them died), or a confirm round
+                    found it lost -- dead letters ``"in-doubt"`` here, **with the
+                    message**: it may or may not have been handled
+==================  ==============================================================
+
+Nothing else takes a tell out of the window, so a tell's fate is always exactly one
+of these, and known to its sender. The window is also the link's flow control, as
+Erlang's distribution buffer is a connection's: ``send`` to any actor of the peer
+waits while :attr:`Link.in_window` is at :data:`WINDOW` tells
+(:meth:`Link.wait_for_room`).
+
+Per actor, the tells of one message to it are a *run*: the receiver ends a run all
+at once (it tracks the run's last tell), so a count it acknowledges always falls on
+the boundary of a run.
+
+Never a checkpoint, except :meth:`Link.wait_for_room`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+if TYPE_CHECKING:
+    from ._remote_cell import RemoteCell
+
+__all__ = ["WINDOW", "Counts", "Link", "Message", "Sent", "Told"]
+
+WINDOW: Final = 4096
+"""Tells sent on one link and not yet acknowledged, at most, before ``send`` to an
+actor of its node waits for room (a ``tell`` never waits)."""
+
+Told = tuple["RemoteCell", Any, bytes]
+"""A tell: its recipient, its message (kept for a dead letter) and its body."""
+
+Sent = tuple[int, list[Told]]
+"""Tells taken out of a window: the number of their message in this node's sequence
+(its reply subject's, which a no-responders answer names), and the tells."""
+
+Counts = Iterable[tuple[int, int]]
+"""``(actor, ended)`` pairs: of the tells of a record to the actor of that export
+number, the first ``ended`` have ended on the receiving node."""
+
+
+class Message:
+    """A message of tells in a window."""
+
+    __slots__ = ("number", "open", "tells")
+
+    def __init__(self, number: int, tells: list[Told]) -> None:
+        self.number = number  # (in this node's sequence)
+        self.tells = tells
+        self.open: dict[int, int] = {}  # (actor -> its tells here not yet acknowledged)
+        for cell, _message, _body in tells:
+            self.open[cell.eid] = self.open.get(cell.eid, 0) + 1
+
+    def unended(self) -> Sent:
+        """Its tells not acknowledged."""
+        open_ = self.open
+        return (self.number, [told for told in self.tells if told[0].eid in open_])
+
+
+class _Runs:
+    """One actor's runs on a record not yet acknowledged, and its count said."""
+
+    __slots__ = ("runs", "said")
+
+    def __init__(self) -> None:
+        self.said = 0
+        self.runs: deque[tuple[int, int]] = deque()  # (sequence, tells), in order
+
+
+class Link:
+    """One record of this node's tells to one peer: its window and its counts.
+
+    Attributes:
+        record: its name on the wire (the receiver acknowledges per record).
+        sequence: the sequence number of the last message sent on it.
+        window: the messages sent and not yet acknowledged, by sequence number
+            (in order).
+        in_window: the tells in :attr:`window`.
+        told, acked, bounced, in_doubt: tells sent on it; acknowledged; come back
+            ``"unreachable"`` or ``"refused"``; given back ``"in-doubt"``.
+        closed: its peer was declared down: nothing more is sent on it (the next
+            tell makes a new record).
+    """
+
+    __slots__ = (
+        "_room",
+        "acked",
+        "bounced",
+        "closed",
+        "in_doubt",
+        "in_window",
+        "record",
+        "sequence",
+        "streams",
+        "told",
+        "window",
+    )
+
+    def __init__(self, record: str) -> None:
+        self.record = record
+        self.sequence = 0
+        self.window: dict[int, Message] = {}
+        self.streams: dict[int, _Runs] = {}  # (by the actor's export number)
+        self.in_window = 0
+        self.told = 0
+        self.acked = 0
+        self.bounced = 0
+        self.in_doubt = 0
+        self.closed = False
+        self._room: trio.Event | None = None  # (set when room frees: send waits on it)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Link {self.record}: told {self.told}, in window {self.in_window}, acked "
+            f"{self.acked}, bounced {self.bounced}, in doubt {self.in_doubt}>"
+        )
+
+    @property
+    def full(self) -> bool:
+        return self.in_window >= WINDOW
+
+    def sent(self, number: int, tells: list[Told]) -> int:
+        """A message of ``tells`` (``number`` in the node's sequence) was sent on this
+        record: kept in the window. Returns its sequence number in the record."""
+        self.sequence = sequence = self.sequence + 1
+        message = self.window[sequence] = Message(number, tells)
+        streams = self.streams
+        for actor, count in message.open.items():
+            runs = streams.get(actor)
+            if runs is None:
+                runs = streams[actor] = _Runs()
+            runs.runs.append((sequence, count))
+        self.in_window += len(tells)
+        self.told += len(tells)
+        return sequence
+
+    def acknowledged(
+        self, skipped: Iterable[tuple[int, int]], counts: Counts
+    ) -> tuple[list[int], list[Sent]]:
+        """The receiver's acknowledgement: the messages in the ``skipped`` ranges
+        (first, last) never arrived there; of the tells to each actor, the first
+        ``ended`` have ended (``counts``). Returns the numbers of the messages now
+        wholly acknowledged (out of the window), and the skipped ones' tells (out of
+        the window, to give back as in doubt: they may yet arrive, late, by another
+        route -- the receiver then handles them, uncounted)."""
+        window = self.window
+        given_back: list[Sent] = []
+        for first, last in skipped:
+            for sequence in [s for s in window if first <= s <= last]:
+                given_back.append(self._remove(sequence))
+        numbers: list[int] = []
+        acked = 0
+        streams = self.streams
+        for actor, ended in counts:
+            runs = streams.get(actor)
+            if runs is None or ended <= runs.said:
+                continue
+            newly, runs.said = ended - runs.said, ended
+            queue = runs.runs
+            while newly > 0 and queue:
+                sequence, count = queue.popleft()
+                message = window.get(sequence)
+                if message is None:
+                    continue  # (given back or bounced: never counted there)
+                newly -= count
+                acked += message.open.pop(actor)
+                if not message.open:
+                    del window[sequence]
+                    numbers.append(message.number)
+        self.acked += acked
+        self.in_window -= acked
+        self._freed()
+        return numbers, given_back
+
+    def take(self, sequence: int) -> Sent | None:
+        """Take one message out of the window (it bounced, was refused, was lost):
+        its tells not acknowledged, or ``None`` if it is not there (any more)."""
+        if sequence not in self.window:
+            return None
+        return self._remove(sequence)
+
+    def take_all(self) -> list[Sent]:
+        """Take every message out of the window (to give back)."""
+        return [self._remove(sequence) for sequence in list(self.window)]
+
+    def _remove(self, sequence: int) -> Sent:
+        message = self.window.pop(sequence)
+        sent = message.unended()
+        self.in_window -= len(sent[1])
+        self._freed()
+        return sent
+
+    def lost(self, received: int, up_to: int) -> list[int]:
+        """The sequence numbers in the window above ``received`` (the newest the
+        receiver had) and at most ``up_to`` (sent before it was asked): lost on the
+        way."""
+        return [sequence for sequence in self.window if received < sequence <= up_to]
+
+    def waiting_since(self, sequence: int) -> bool:
+        """Whether a message sent no later than ``sequence`` is still in the window."""
+        return bool(self.window) and next(iter(self.window)) <= sequence
+
+    def close(self) -> None:
+        """Its peer was declared down: nothing more is sent on this record; the
+        ``send``\\ s waiting for room go on (to a new record)."""
+        self.closed = True
+        self._freed()
+
+    async def wait_for_room(self) -> None:
+        """Wait until the window has room for one more tell, or the record closes. A
+        checkpoint only if it waits; cancellable (nothing was sent)."""
+        while self.in_window >= WINDOW and not self.closed:
+            if self._room is None:
+                self._room = trio.Event()
+            await self._room.wait()
+
+    def _freed(self) -> None:
+        room = self._room
+        if room is not None and (self.in_window < WINDOW or self.closed):
+            self._room = None
+            room.set()
