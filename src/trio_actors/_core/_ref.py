@@ -166,7 +166,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
         (same type). Raises :class:`~trio_actors.ActorStopped` if the actor is
         stopping or stopped, or stops before answering. To a full
         :class:`~trio_actors.Bounded` mailbox it first waits for room, whatever
-        the overflow policy, in line with the waiting ``send``\ s (as
+        the overflow policy, in line with the waiting sends (as
         :meth:`send` does); it raises :class:`~trio_actors.MailboxFull` only if,
         once queued, a ``"drop_old"`` tell drops it.
 
