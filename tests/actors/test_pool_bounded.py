@@ -220,3 +220,20 @@ async def test_a_tell_from_another_thread_to_a_full_balancing_pool_is_a_dead_let
         await trio.testing.wait_all_tasks_blocked()
         assert overflow_letters(system) == [0, 1, 2]
         gate.set()
+
+
+async def test_an_ask_to_a_round_robin_pool_waits_at_its_workers_bound(
+    autojump_clock: Clock,
+) -> None:
+    # (Before: MailboxFull at once when the chosen worker's mailbox was full.)
+    started: list[Any] = []
+    async with open_actor_system() as system:
+        pool = system.spawn(Pool(Timed, (started,), size=1, mailbox=Bounded(1)))
+        await trio.testing.wait_all_tasks_blocked()
+        await pool.send("in hand")
+        await pool.send("queued")
+        with trio.testing.assert_checkpoints():
+            assert await pool.ask("asked") == "asked"
+        assert started == ["in hand", "queued", "asked"]
+        stats = pool.statistics()
+        assert (stats.failed_back, stats.dead_letters.total) == (0, 0)
