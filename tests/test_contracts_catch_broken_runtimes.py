@@ -40,6 +40,7 @@ from trio_actors._core import (
     _task_serving,
 )
 from trio_actors.actors import _naming, _system
+from trio_actors.actors._pool import _balancing
 from trio_actors.contracts import REGISTRY
 from trio_actors.remote import (
     _codec,
@@ -305,6 +306,44 @@ def cancelled_send_is_queued_anyway(mp: pytest.MonkeyPatch) -> None:
         await trio.lowlevel.wait_task_rescheduled(abort)
 
     mp.setattr(_bounded.WaitingSenders, "wait", wait)
+
+
+def asks_refused_while_the_mailbox_is_full(mp: pytest.MonkeyPatch) -> None:
+    # The behaviour before asks waited for room: MailboxFull at once.
+    original = _bounded_cell.BoundedCell.queue_ask
+
+    async def queue_ask(self: Any, message: Any, task: Any, ask: Any = None) -> Any:
+        if self.is_full():
+            self.failed_back += 1
+            await trio.lowlevel.checkpoint()
+            raise ta.MailboxFull(self.full_text("the ask was refused"))
+        return await original(self, message, task, ask)
+
+    mp.setattr(_bounded_cell.BoundedCell, "queue_ask", queue_ask)
+
+
+def asks_skip_the_wait(mp: pytest.MonkeyPatch) -> None:
+    async def queue_ask(self: Any, message: Any, task: Any, ask: Any = None) -> Any:
+        ask = _envelope.Ask(self, message, task) if ask is None else ask
+        self.queue_envelope(ask)  # whether or not there is room
+        return await ask.wait()
+
+    mp.setattr(_bounded_cell.BoundedCell, "queue_ask", queue_ask)
+
+
+def asks_jump_the_line(mp: pytest.MonkeyPatch) -> None:
+    def add(self: Any, envelope: Any) -> None:
+        self._waiting = {envelope: _bounded._ENVELOPE, **self._waiting}
+
+    mp.setattr(_bounded.WaitingSenders, "add", add)
+
+
+def cancelled_waiting_ask_stays_in_line(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_bounded.WaitingSenders, "discard", lambda self, envelope: False)
+
+
+def balancing_pool_ignores_its_bound(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_balancing, "queue_full", lambda pool: False)
 
 
 def overflow_is_ignored(mp: pytest.MonkeyPatch) -> None:
@@ -752,6 +791,13 @@ MUTANTS: dict[str, list[Mutant]] = {
     "T29": [exit_refuses_everything_first, children_stop_all_at_once],
     "T30": [backoff_jitter_unseeded],
     "T31": [refused_tells_counted_twice, failed_back_asks_counted_twice],
+    "T32": [
+        asks_refused_while_the_mailbox_is_full,
+        asks_skip_the_wait,
+        asks_jump_the_line,
+        cancelled_waiting_ask_stays_in_line,
+    ],
+    "T33": [balancing_pool_ignores_its_bound, asks_jump_the_line],
     "RT1": [tuples_cross_as_lists, remote_errors_lose_their_type],
     "RT2": [
         remote_tells_handled_in_tasks,

@@ -51,10 +51,11 @@ class MailboxFull(ActorError):
     """A bounded mailbox had no room for a message.
 
     Raised by :meth:`ActorRef.tell <trio_actors.ActorRef.tell>` to a full mailbox
-    whose overflow policy is ``"fail"``, and delivered to an asker whose ask a full
-    bounded mailbox refused or dropped. The message names the actor and the
-    capacity. Use :meth:`ActorRef.send <trio_actors.ActorRef.send>` to wait for
-    room instead.
+    whose overflow policy is ``"fail"``, and delivered to an asker whose queued
+    ask a ``"drop_old"`` tell dropped (``send`` and ``ask`` wait for room instead
+    of failing). The message names the actor, the capacity and the policy, and
+    says what to do: use :meth:`ActorRef.send <trio_actors.ActorRef.send>` to
+    wait for room, or a larger capacity or another overflow policy.
     """
 
 

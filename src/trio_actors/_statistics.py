@@ -73,7 +73,8 @@ class ActorStatistics:
         mailbox_depth: messages queued now (not counting one being handled, nor
             withdrawn asks and notices that wait to be skipped).
         mailbox_capacity: the bound of a bounded mailbox, or ``None``.
-        senders_waiting: tasks waiting in ``send`` for room.
+        senders_waiting: calls of ``send`` and ``ask`` waiting for room in a
+            full bounded mailbox.
         handled: messages its handlers have taken (answered, failed or not).
         dead_letters: its messages that became dead letters, by reason.
         withdrawn: asks withdrawn and sends cancelled before the actor took

@@ -113,9 +113,7 @@ async def test_drop_new_dead_letters_the_new_message(autojump_clock: Clock) -> N
         ref = system.spawn(Recorder, mailbox=ta.Bounded(2, overflow="drop_new"))
         for n in range(5):
             ref.tell(n)
-        with pytest.raises(ta.MailboxFull, match="the ask was refused"):
-            await ref.ask("get")  # a refused ask fails back; it is never a dead letter
-        await trio.testing.wait_all_tasks_blocked()
+        # The policy is the tells': an ask waits for room, then is answered.
         assert await ref.ask("get") == [0, 1]
         assert overflow_letters(system) == [2, 3, 4]
         assert all(d.recipient == ref for d in system.dead_letters.recent)
@@ -147,7 +145,9 @@ async def test_drop_old_drops_the_oldest_and_fails_back_a_dropped_ask(
             await trio.testing.wait_all_tasks_blocked()
             assert outcomes == [
                 f"the mailbox of {ref.path} is full (capacity 2, "
-                "overflow='drop_old'): the oldest ask was dropped"
+                "overflow='drop_old'): the oldest ask was dropped; use "
+                "'await ref.send(...)' to wait for room, or a larger capacity or "
+                "another overflow policy"
             ]
             gate.set()
         await ref.stop(drain=True)
@@ -456,3 +456,112 @@ async def test_a_plain_tell_handler_may_return_a_value_from_a_bounded_backlog() 
         failures.append(stats.failures)
         assert stats.handled == 5
     assert failures == [0]
+
+
+@pytest.mark.parametrize("overflow", ["fail", "drop_new", "drop_old"])
+async def test_an_ask_waits_for_room_in_line_with_the_waiting_sends(
+    overflow: Any, autojump_clock: Clock
+) -> None:
+    # Whatever the overflow policy (it is the tells'): an ask after a waiting send
+    # gets room after it, one before a waiting send before it.
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(SlowRecorder, mailbox=ta.Bounded(1, overflow=overflow))
+        await ref.send(0)  # handled at once (a second)
+        await ref.send(1)  # the one room
+        resumed: list[Any] = []
+
+        async def sender(n: int) -> None:
+            await ref.send(n)
+            resumed.append(n)
+
+        async def asker(n: str) -> None:
+            resumed.append((n, await ref.ask(n)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sender, 2)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(asker, "a")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(sender, 3)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(asker, "b")
+            await trio.testing.wait_all_tasks_blocked()
+            stats = ref.statistics()
+            assert (stats.mailbox_depth, stats.senders_waiting) == (1, 4)
+            assert (stats.failed_back, system.dead_letters.count) == (0, 0)
+        # (A sender resumes once queued, an asker once answered.)
+        assert sorted(map(str, resumed)) == ["('a', None)", "('b', None)", "2", "3"]
+        assert await ref.ask("get") == [0, 1, 2, "a", 3, "b"]  # the order they came
+
+
+async def test_a_cancelled_waiting_ask_leaves_nothing_and_the_next_waiter_gets_the_room(
+    autojump_clock: Clock,
+) -> None:
+    async with ta.open_actor_system() as system:
+        gate = trio.Event()
+        got: list[Any] = []
+        ref = system.spawn(Gate, gate, got, mailbox=ta.Bounded(1))
+        ref.tell("busy")
+        await trio.testing.wait_all_tasks_blocked()
+        ref.tell("queued")
+        scope = trio.CancelScope()
+
+        async def doomed_ask() -> None:
+            with scope:
+                await ref.ask("never")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(doomed_ask)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(ref.send, "next")
+            await trio.testing.wait_all_tasks_blocked()
+            assert ref.statistics().senders_waiting == 2
+            scope.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            stats = ref.statistics()
+            assert (stats.mailbox_depth, stats.senders_waiting, stats.withdrawn) == (1, 1, 1)
+            gate.set()  # "busy" ends; "queued" is taken: "next" gets the room
+        await ref.stop(drain=True)
+        assert got == ["busy", "queued", "next"]
+        stats = ref.statistics()
+        assert (stats.withdrawn, stats.failed_back, system.dead_letters.count) == (1, 0, 0)
+
+
+async def test_a_stop_fails_a_waiting_ask_with_actor_stopped(autojump_clock: Clock) -> None:
+    async with ta.open_actor_system() as system:
+        gate = trio.Event()
+        got: list[Any] = []
+        ref = system.spawn(Gate, gate, got, mailbox=ta.Bounded(1))
+        ref.tell("busy")
+        await trio.testing.wait_all_tasks_blocked()
+        ref.tell("queued")
+        errors: list[str] = []
+
+        async def asker() -> None:
+            try:
+                await ref.ask("waits")
+            except ta.ActorStopped as error:
+                errors.append(str(error))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(asker)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(functools.partial(ref.stop, drain=True))
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()
+        assert errors == [f"{ref.path} stopped while an ask waited for room"]
+        assert got == ["busy", "queued"]
+        assert ref.statistics().failed_back == 1
+
+
+async def test_mailbox_full_says_what_to_do(autojump_clock: Clock) -> None:
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Recorder, name="worker", mailbox=ta.Bounded(1))
+        ref.tell(1)
+        with pytest.raises(ta.MailboxFull) as caught:
+            ref.tell(2)
+        assert str(caught.value) == (
+            "the mailbox of system/worker is full (capacity 1, overflow='fail'): 2 was "
+            "not queued; use 'await ref.send(...)' to wait for room, or a larger "
+            "capacity or another overflow policy"
+        )

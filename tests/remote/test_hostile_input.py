@@ -173,7 +173,7 @@ async def test_tables_keyed_by_what_a_forged_peer_sends_are_freed_when_it_goes_d
             watches = subjects.terminations(*peer, node.name)
             for watch_number in range(5):
                 raw.publish(to_node, watch, reply=f"{watches}.{watch_number}")
-            tell = encode((TELL, 0, "", [(number, "echo", msgspec.Raw(encode("hi")))]))
+            tell = encode((TELL, 1, "r", [(number, "echo", msgspec.Raw(encode("hi")))]))
             raw.publish(to_node, tell, reply=f"{subjects.unreachable(*peer)}.1")
             claim = encode((0, f"forged-{forger}", *peer, "x", 1))
             raw.publish(subjects.names(*peer), claim)

@@ -215,10 +215,24 @@ async def test_remote_asks_to_a_bounded_mailbox_and_to_a_pool(cluster_here: ta.C
             await entered.wait()
             nursery.start_soon(bounded.ask, "second")  # the one room
             await eventually(lambda: local.statistics().mailbox_depth == 1)
-            with pytest.raises(ta.MailboxFull, match="the ask was refused"):
-                await bounded.ask("third")
+            scope = trio.CancelScope()
+
+            async def ask_until_cancelled() -> None:
+                with scope:
+                    await bounded.ask("withdrawn")
+
+            nursery.start_soon(ask_until_cancelled)
+            await eventually(lambda: local.statistics().senders_waiting == 1)  # in line on a
+            scope.cancel()  # its CANCEL takes it out of the line: nothing was queued
+            await eventually(lambda: local.statistics().withdrawn == 1)
+            assert local.statistics().senders_waiting == 0
+            nursery.start_soon(bounded.ask, "third")  # waits for room, in line
+            await eventually(lambda: local.statistics().senders_waiting == 1)
+            assert local.statistics().mailbox_depth == 1
             gate.set()
-        assert await bounded.ask("handled") == ["first", "second"]
+        assert await bounded.ask("handled") == ["first", "second", "third"]
+        stats = local.statistics()
+        assert (stats.withdrawn, stats.failed_back, stats.senders_waiting) == (1, 0, 0)
         assert [await pool.ask(n) for n in range(5)] == [0, 1, 2, 3, 4]
         with pytest.raises(ValueError, match="bad value"):
             await pool.ask(("raise", "value"))

@@ -22,19 +22,16 @@ from __future__ import annotations
 
 from collections import deque
 from threading import get_ident
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from .._errors import ActorError, MailboxFull, describe_value
-from ._bounded import Bounded, WaitingSenders
+from ._bounded import Bounded, WaitingSenders, full_text
 from ._cell import ActorCell
 from ._envelope import Ask, Notice
 from ._foreign import current_task_of
 from ._state import Serving
-
-if TYPE_CHECKING:
-    pass
 
 
 class BoundedCell(ActorCell):
@@ -74,28 +71,25 @@ class BoundedCell(ActorCell):
     async def queue_ask(
         self, message: Any, task: trio.lowlevel.Task, ask: Ask | None = None
     ) -> Any:
-        if self.is_full():
-            # Cancelled already? Then the ask does nothing -- in particular it
-            # drops nothing under "drop_old" -- and counts as withdrawn.
-            await self.send_checkpoint()
-            if self.bounded.overflow != "drop_old":
-                self.failed_back += 1
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                raise MailboxFull(self.full_text("the ask was refused"))
-            self.drop_oldest()
+        """Queue an ask and wait for its answer; into a full mailbox, wait for room
+        first, in line with the waiting senders. A checkpoint. Cancelled while it
+        waits for room, it leaves nothing behind (:meth:`withdraw`)."""
         if ask is None:
             ask = Ask(self, message, task)
-        self.queue_envelope(ask)
+        if self.is_full():
+            assert self.senders is not None
+            self.senders.add(ask)
+        else:
+            self.queue_envelope(ask)
         return await ask.wait()
 
     def accept_ask(self, envelope: Ask) -> bool:
-        """An ask from another node meets the bound as :meth:`queue_ask`'s does."""
+        """An ask from another node meets the bound as :meth:`queue_ask`'s does: it
+        waits for room in line (its asker's ``CANCEL`` withdraws it from there)."""
         if self.accepting and self.is_full():
-            if self.bounded.overflow != "drop_old":
-                self.failed_back += 1
-                envelope.fail(MailboxFull(self.full_text("the ask was refused")))
-                return True
-            self.drop_oldest()
+            assert self.senders is not None
+            self.senders.add(envelope)
+            return True
         return super().accept_ask(envelope)
 
     def queue_envelope(self, envelope: Ask) -> None:
@@ -139,15 +133,12 @@ class BoundedCell(ActorCell):
     # --- the bound ------------------------------------------------------------------
 
     def is_full(self) -> bool:
-        """No room: ``capacity`` messages queued, or senders already waiting."""
+        """No room: ``capacity`` messages queued, or sends or asks already waiting."""
         mailbox = self.mailbox
         return (mailbox is not None and len(mailbox) >= self.bounded.capacity) or bool(self.senders)
 
     def full_text(self, what: str) -> str:
-        return (
-            f"the mailbox of {self.path} is full (capacity {self.bounded.capacity}, "
-            f"overflow={self.bounded.overflow!r}): {what}"
-        )
+        return full_text(self.path, self.bounded, what)
 
     def overflow(self, message: Any, *, raising: bool) -> None:
         """A tell found the mailbox full: apply the overflow policy."""
@@ -203,8 +194,11 @@ class BoundedCell(ActorCell):
     # --- the mailbox ------------------------------------------------------------------
 
     def withdraw(self, envelope: Ask) -> None:
-        """A withdrawn ask (or notice) leaves the mailbox at once: its room is free."""
+        """A withdrawn ask (or notice) leaves the mailbox at once: its room is free.
+        One still waiting for room just leaves the line: it was never queued."""
         self.withdrawn += 1
+        if self.senders is not None and self.senders.discard(envelope):
+            return
         mailbox = self.mailbox
         if mailbox is None:
             return
@@ -235,14 +229,18 @@ class BoundedCell(ActorCell):
         return item
 
     def room_freed(self) -> None:
-        """Queue the messages of the oldest waiting senders while there is room."""
+        """Queue the oldest waiting messages (sends and asks) while there is room."""
         senders = self.senders
         mailbox = self.mailbox
         assert senders is not None
         assert mailbox is not None
         capacity = self.bounded.capacity
         while senders and len(mailbox) < capacity:
-            self.enqueue(senders.admit_oldest())
+            item = senders.admit_oldest()
+            if isinstance(item, Ask):  # an ask: its asker waits on, for the answer
+                self.queue_envelope(item)
+            else:
+                self.enqueue(item)
 
 
 __all__ = ["BoundedCell"]

@@ -164,11 +164,14 @@ class ActorRef(metaclass=_NoPublicConstructor):
 
         A checkpoint, always. If the handler raises, the exception is raised here
         (same type). Raises :class:`~trio_actors.ActorStopped` if the actor is
-        stopping or stopped, or stops before answering, and
-        :class:`~trio_actors.MailboxFull` if a full bounded mailbox refuses or drops
-        the ask.
+        stopping or stopped, or stops before answering. To a full
+        :class:`~trio_actors.Bounded` mailbox it first waits for room, whatever
+        the overflow policy, in line with the waiting sends (as
+        :meth:`send` does); it raises :class:`~trio_actors.MailboxFull` only if,
+        once queued, a ``"drop_old"`` tell drops it.
 
-        Cancellation: if the ask is still queued it is withdrawn and never handled;
+        Cancellation: if the ask is still queued, or waiting for room, it is
+        withdrawn and never handled;
         if an ``async`` handler is working on it, that handler is cancelled and the
         actor goes on with its next message; in these cases this raises
         ``Cancelled`` at once. A plain handler cannot be interrupted: a cancellation
@@ -196,11 +199,10 @@ class ActorRef(metaclass=_NoPublicConstructor):
         A checkpoint, always. To an unbounded mailbox (or one with room) this is
         ``tell`` plus a checkpoint. To a full :class:`~trio_actors.Bounded` mailbox
         it waits until the actor has taken enough messages, whatever the overflow
-        policy; waiting senders are queued first come, first served, and while any
-        wait, ``tell`` and ``ask`` treat the mailbox as full (they do not overtake
-        a waiting sender -- except a tell under ``"drop_old"``, which drops the
-        oldest queued message and is queued). When this returns, the message is
-        queued.
+        policy; waiting sends and asks are queued first come, first served, and
+        while any wait, ``tell`` treats the mailbox as full (it does not overtake
+        them -- except a tell under ``"drop_old"``, which drops the oldest queued
+        message and is queued). When this returns, the message is queued.
 
         Cancellation: cancelled before or while waiting, nothing is queued and
         ``Cancelled`` is raised -- as if ``send`` had not been called.

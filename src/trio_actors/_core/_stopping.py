@@ -179,10 +179,11 @@ def strand(cell: ActorCell) -> None:
 
 
 def refuse_senders(cell: ActorCell) -> None:
-    """The actor stops accepting: every ``send`` still waiting raises ActorStopped."""
+    """The actor stops accepting: every ``send`` and ``ask`` still waiting for room
+    raises ActorStopped."""
     assert cell.senders is not None
     cell.failed_back += cell.senders.refuse_all(
-        lambda: ActorStopped(f"{cell.path} stopped while a send waited for room")
+        lambda what: ActorStopped(f"{cell.path} stopped while {what} waited for room")
     )
 
 

@@ -1,7 +1,7 @@
 """The contract suite: lifecycle and ask-cancellation contracts as library code.
 
 Each contract takes a :class:`~trio_actors.ServingPolicy`, runs its own
-``trio.run`` under a ``MockClock`` and reports pass or fail with a reason. T1--T31
+``trio.run`` under a ``MockClock`` and reports pass or fail with a reason. T1--T33
 hold in one system; RT1--RT21 across nodes (over an in-memory bus), registered where
 the ``cluster`` extra is installed. They are
 run by pytest (default policy), by ``trio-actors contracts`` (any policy) and by the
@@ -13,6 +13,7 @@ True
 """
 
 from . import (
+    _backpressure,
     _bounded,
     _cancellation,
     _expected,
@@ -40,7 +41,17 @@ from ._registry import ContractResult as ContractResult
 from ._registry import ContractViolation as ContractViolation
 from ._registry import run_contracts as run_contracts
 
-del _bounded, _cancellation, _expected, _groups, _messaging, _nothing_lost, _scheduling, _shutdown
+del (
+    _backpressure,
+    _bounded,
+    _cancellation,
+    _expected,
+    _groups,
+    _messaging,
+    _nothing_lost,
+    _scheduling,
+    _shutdown,
+)
 del _shutdown_timeout, _stopping, _supervision, _timers
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 A contract runs its own ``trio.run`` under a ``trio.testing.MockClock`` and either
 returns (it holds) or raises :class:`ContractViolation` with the reason. The registry
-maps ids (``"T1"`` ... ``"T31"``, ``"RT1"`` ...) to :class:`Contract` records, in id order; pytest,
+maps ids (``"T1"`` ... ``"T33"``, ``"RT1"`` ...) to :class:`Contract` records, in id order; pytest,
 the ``trio-actors contracts`` command and the sweep tool all run contracts from here.
 """
 
@@ -28,7 +28,7 @@ class Contract:
     """One contract of the suite.
 
     Attributes:
-        id: ``"T1"`` ... ``"T31"``, or ``"RT1"`` ... for the contracts across nodes.
+        id: ``"T1"`` ... ``"T33"``, or ``"RT1"`` ... for the contracts across nodes.
         title: a few words.
         description: what must hold, in one or two sentences.
         check: runs the contract under a policy; raises :class:`ContractViolation`.
@@ -83,7 +83,7 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 
 def _id_key(contract_id: str) -> tuple[bool, int]:
-    """T1 ... T31, then RT1 ... (the contracts across nodes)."""
+    """T1 ... T33, then RT1 ... (the contracts across nodes)."""
     return (contract_id.startswith("RT"), int(contract_id.lstrip("RT")))
 
 

@@ -142,7 +142,8 @@ class Inbound:
         self.received = 0  # the newest sequence number received (or skipped)
         self.skipped: Skipped = []
         self.streams: dict[int, Stream] = {}
-        self.changed: set[int] = set()  # (actors whose count moved since acknowledged)
+        # (actors whose count moved since acknowledged: a dict, smaller than a set)
+        self.changed: dict[int, None] = {}
 
     def arrived(self, sequence: int) -> bool:
         """A message numbered ``sequence`` arrived: whether it is tracked -- not if it
@@ -175,7 +176,7 @@ class Inbound:
         return stream
 
     def moved(self, actor: int) -> None:
-        self.changed.add(actor)
+        self.changed[actor] = None
         self.taken_in.owed()
 
     def counts(self) -> Counts:
@@ -274,6 +275,8 @@ class TakenIn:
         """The record a message of tells from the node of ``reply`` is tracked in;
         ``None`` if it is not tracked: late or twice, not a node's reply subject, or
         from a node the peer table has no room for (taken in, never acknowledged)."""
+        if sequence < 1:
+            return None  # (not a record's message: numbers start at 1)
         prefix = reply.rpartition(".")[0]
         inbound = self.records.get(prefix)
         if inbound is None or inbound.record != record:

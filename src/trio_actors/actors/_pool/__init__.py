@@ -4,7 +4,8 @@ The package: ``_messages`` (what a pool is told besides work: ``Broadcast``,
 ``Resize``; the routings), ``_actor`` (``Pool``, the factory, and ``PoolActor``,
 the pool's own actor), ``_cell`` (``PoolCell``: routing, the workers, the pool's
 part of the stop sequence, statistics), ``_balancing`` (what a balancing pool's
-shared queue holds).
+shared queue holds, and its bound), ``_counts`` (a pool's counts summed over its
+workers, for its statistics).
 
 
 ``system.spawn(Pool(Worker, size=8, routing="balancing"), name="workers")`` spawns an
@@ -28,6 +29,14 @@ an instance of ``Worker`` supervised by the pool's ``supervision``. Three routin
    it runs). A worker restarting (through its backoff) is given nothing until its
    fresh instance has started, nor one still unwinding a handler whose asker was
    cancelled, until the handler has ended.
+
+Bounds: ``Pool(..., mailbox=Bounded(k, overflow))`` gives each worker that mailbox.
+Under ``"round_robin"`` and ``"smallest_mailbox"`` the chosen worker's bound applies
+(``send`` and ``ask`` wait for room there, ``tell`` meets its overflow policy). The
+workers of a balancing pool share the pool's queue, so there it bounds that queue:
+at most ``k`` messages wait in it, ``send`` and ``ask`` to a full pool wait for room
+(one line, first come first served), ``tell`` meets the overflow policy as the
+pool's own (see ``_balancing``).
 
 ``Broadcast(message)`` told to the pool reaches every worker; ``Resize(size)`` grows
 or shrinks the pool (the workers removed, newest first, are stopped with

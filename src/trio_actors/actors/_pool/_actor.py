@@ -40,7 +40,10 @@ class Pool:
             ``"balancing"`` (see the module).
         supervision: each worker's strategy (default ``Restart()``).
         mailbox: each worker's mailbox (``None``: unbounded; a
-            :class:`~trio_actors.Bounded`).
+            :class:`~trio_actors.Bounded`). The workers of a balancing pool share
+            the pool's queue, so there it bounds that queue: ``send`` and ``ask``
+            to a pool with ``capacity`` messages waiting wait for room, ``tell``
+            meets the overflow policy.
         shutdown: each worker's shutdown timeout.
     """
 

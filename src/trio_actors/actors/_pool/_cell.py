@@ -12,6 +12,7 @@ import outcome
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from ..._core._bounded import Bounded, WaitingSenders
 from ..._core._cell import ActorCell
 from ..._core._envelope import NO_MESSAGE, Ask, Notice
 from ..._core._foreign import current_task_of
@@ -19,7 +20,9 @@ from ..._core._ref import local_cell
 from ..._core._state import ActorState, Serving
 from ..._errors import ActorStopped
 from ..._statistics import ActorStatistics, DeadLetterCounts
+from . import _balancing
 from ._balancing import _Job, _PoolAsk, _Waiter
+from ._counts import WorkerCounts
 from ._messages import Broadcast, Resize
 
 if TYPE_CHECKING:
@@ -53,6 +56,12 @@ class PoolCell(ActorCell):
         self.next_worker = 0  # round robin
         self.worker_serial = 0
         self.shared: deque[Any] = deque()  # tells and _Waiters, in order
+        # A balancing pool's bound on its queue (its workers' mailbox=, see
+        # _balancing), and the sends and asks waiting for room there.
+        config = self.config
+        self.queue_bound: Bounded | None = config.mailbox if config.routing == "balancing" else None
+        if self.queue_bound is not None:
+            self.senders = WaitingSenders()
         # Balancing: the workers with nothing to do, and for each worker the parking
         # lot of its feeder and the tell handed to it.
         self.free: deque[ActorCell] = deque()
@@ -66,7 +75,7 @@ class PoolCell(ActorCell):
         # Statistics (see snapshot): the workers that have stopped, the counts of
         # the oldest of them, and the workers' Terminated notices it handled.
         self.retired: deque[ActorCell] = deque()
-        self.retired_counts = _WorkerCounts()
+        self.retired_counts = WorkerCounts()
         self.worker_notices = 0
 
     @property
@@ -109,6 +118,9 @@ class PoolCell(ActorCell):
                 for worker in self._live_workers():
                     _deliver(worker, message.message, forwarded)
         elif self.balancing or not self.ready.is_set() or not self._live_workers():
+            if self.queue_bound is not None and _balancing.queue_full(self):
+                _balancing.overflow(self, message, raising=not forwarded)
+                return
             self.shared.append(message)  # (before on_start: routed once it has run)
             self._hand_out()
         else:
@@ -159,9 +171,11 @@ class PoolCell(ActorCell):
                 ask.release()  # (abandoned: released when its handler ends)
 
     async def send_message(self, message: Any) -> None:
-        """:meth:`ActorRef.send` to the pool: a balancing pool's queue is unbounded (a
-        tell and a checkpoint); otherwise the chosen worker's ``send``."""
-        current_task_of(self.system, "send")
+        """:meth:`ActorRef.send` to the pool: into a balancing pool's queue, waiting
+        for room if it is bounded and full (first come, first served with the asks;
+        cancelled meanwhile, nothing is queued); otherwise the chosen worker's
+        ``send``. A checkpoint."""
+        task = current_task_of(self.system, "send")
         await self._until_ready()
         if self.balancing or type(message) in (Broadcast, Resize):
             try:
@@ -171,6 +185,13 @@ class PoolCell(ActorCell):
                 raise
             if not self.accepting:
                 await self.refuse_send()
+            if (
+                self.senders is not None
+                and type(message) not in (Broadcast, Resize)
+                and _balancing.queue_full(self)
+            ):
+                await self.senders.wait(task, message, self.note_withdrawn)
+                return  # (queued on its behalf: admit_waiting)
             self.tell_forwarded(message)
         else:
             if not self.accepting or not self._live_workers():
@@ -206,10 +227,18 @@ class PoolCell(ActorCell):
         if self._first_free_accepts() and not self.shared:
             return self.free.popleft()
         waiter = _Waiter(task)
-        self.shared.append(waiter)
+        senders = self.senders
+        if senders is not None and _balancing.queue_full(self):
+            senders.add(waiter)  # waits for room in the queue first
+        else:
+            self.shared.append(waiter)
 
         def abort(raise_cancel: Any) -> trio.lowlevel.Abort:
-            self.shared.remove(waiter)  # withdrawn: it never waited
+            # Withdrawn: it never waited (its room goes to the next in line).
+            if senders is None or not senders.discard(waiter):
+                self.shared.remove(waiter)
+                if senders:
+                    _balancing.admit_waiting(self)
             self.note_withdrawn()
             return trio.lowlevel.Abort.SUCCEEDED
 
@@ -230,6 +259,8 @@ class PoolCell(ActorCell):
                 worker = free.popleft()
                 self.assigned[worker] = item
                 self.feeders[worker].unpark_all()
+            if self.senders:
+                _balancing.admit_waiting(self)  # the room goes to the oldest waiting
 
     def _first_free_accepts(self) -> bool:
         """Whether there is a free worker that serves, dropping those at the front
@@ -434,11 +465,13 @@ class PoolCell(ActorCell):
         handled by a worker, withdrawn, failed back or dead-lettered, by the pool or
         by any worker, past or present; ``mailbox_depth`` is what waits in the
         pool's queue and its workers'; ``failures`` and ``expected_errors`` count
-        the workers' too. The workers' ``Terminated`` notices, which the pool
+        the workers' too; ``mailbox_capacity`` is a bounded balancing pool's
+        queue's, ``senders_waiting`` counts the sends and asks waiting for room in
+        it and in the workers. The workers' ``Terminated`` notices, which the pool
         handles itself, are not messages it was sent. ``state``, ``restarts``,
         ``timers`` and the longest turn are the pool's own."""
         own = super().snapshot()
-        counts = _WorkerCounts()
+        counts = WorkerCounts()
         counts.add(own)
         counts.merge(self.retired_counts)
         for worker in self.retired:
@@ -449,6 +482,9 @@ class PoolCell(ActorCell):
         return attrs.evolve(
             own,
             mailbox_depth=counts.mailbox_depth + len(self.shared),
+            mailbox_capacity=own.mailbox_capacity
+            if self.queue_bound is None
+            else self.queue_bound.capacity,
             senders_waiting=counts.senders_waiting,
             handled=counts.handled - self.worker_notices,
             dead_letters=DeadLetterCounts(*counts.dead_letters),
@@ -457,48 +493,6 @@ class PoolCell(ActorCell):
             failures=counts.failures,
             expected_errors=counts.expected_errors,
         )
-
-
-class _WorkerCounts:
-    """The message counts of a pool and its workers, summed (see
-    :meth:`PoolCell.snapshot`)."""
-
-    __slots__ = (
-        "dead_letters",
-        "expected_errors",
-        "failed_back",
-        "failures",
-        "handled",
-        "mailbox_depth",
-        "senders_waiting",
-        "withdrawn",
-    )
-
-    def __init__(self) -> None:
-        self.mailbox_depth = self.senders_waiting = self.handled = self.withdrawn = 0
-        self.failed_back = self.failures = self.expected_errors = 0
-        self.dead_letters = [0, 0, 0]  # stopped, stranded, overflow
-
-    def add(self, stats: ActorStatistics) -> None:
-        self.mailbox_depth += stats.mailbox_depth
-        self.senders_waiting += stats.senders_waiting
-        self.handled += stats.handled
-        self.withdrawn += stats.withdrawn
-        self.failed_back += stats.failed_back
-        self.failures += stats.failures
-        self.expected_errors += stats.expected_errors
-        letters = stats.dead_letters
-        self.dead_letters[0] += letters.stopped
-        self.dead_letters[1] += letters.stranded
-        self.dead_letters[2] += letters.overflow
-
-    def merge(self, other: _WorkerCounts) -> None:
-        for name in self.__slots__:
-            if name == "dead_letters":
-                for index, count in enumerate(other.dead_letters):
-                    self.dead_letters[index] += count
-            else:
-                setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def _deliver(worker: ActorCell, message: Any, forwarded: bool) -> None:
