@@ -20,8 +20,6 @@ from collections.abc import Coroutine
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Literal
 
-import trio
-
 from .._errors import ActorError
 from ._codec import WireRef
 
@@ -95,11 +93,10 @@ class RemoteCell:
         return self.node.requests.ask(self, message)
 
     async def send_message(self, message: Any) -> None:
-        """``send``: a remote mailbox gives no backpressure across the network (yet);
-        a tell and a checkpoint."""
+        """``send``: waits while the link to its node has :data:`~._link.WINDOW`
+        tells unacknowledged, then tells (``_tells.py``)."""
         self.node.check_thread("send")
-        self.tells.tell(self, message)
-        await trio.lowlevel.checkpoint()
+        await self.tells.send_tell(self, message)
 
     async def stop_and_wait(self, *, drain: bool) -> None:
         await self.node.requests.stop(self, drain=drain)
