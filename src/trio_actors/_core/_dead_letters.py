@@ -65,7 +65,9 @@ class DeadLetter:
 
     recipient: ActorRef
     message: Any
-    reason: DeadLetterReason
+    reason: Literal[
+        "stopped", "stranded", "overflow", "unreachable", "undecodable", "refused", "in-doubt"
+    ]
 
 
 class _RecentView(Sequence[DeadLetter]):
