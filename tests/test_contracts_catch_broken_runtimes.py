@@ -45,6 +45,7 @@ from trio_actors.contracts import REGISTRY
 from trio_actors.remote import (
     _codec,
     _inbound,
+    _link,
     _node,
     _requests,
     _subjects,
@@ -709,6 +710,19 @@ def tells_acknowledged_when_taken_in(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_taken_in.Stream, "run", at_once)
 
 
+def remote_send_ignores_the_window(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(_link.Link, "full", property(lambda self: False))
+
+
+def remote_sends_meet_the_overflow_policy(mp: pytest.MonkeyPatch) -> None:
+    original = _taken_in.TakenIn.receive
+
+    def as_tells(self: Any, *args: Any, sending: bool = False) -> None:
+        original(self, *args)
+
+    mp.setattr(_taken_in.TakenIn, "receive", as_tells)
+
+
 def acknowledgements_ignored(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_tells.Tells, "on_ack", lambda self, message: None)
 
@@ -812,6 +826,7 @@ MUTANTS: dict[str, list[Mutant]] = {
     "RT9": [remote_stranded_asks_not_failed_back, remote_stop_ignores_drain],
     "RT19": [node_death_ends_no_watch, remote_watchers_told_twice],
     "RT21": [lost_tells_not_counted, acknowledgements_ignored, tells_acknowledged_when_taken_in],
+    "RT32": [remote_send_ignores_the_window, remote_sends_meet_the_overflow_policy],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

@@ -225,3 +225,69 @@ async def test_tells_to_a_node_gone_come_back_unreachable_charged_to_their_recor
         assert Node.of(a).unconfirmed == 0
         await trio.sleep(HEARTBEAT * (MISSED + 2))
         assert (link.in_doubt, Node.of(a).unconfirmed, letters(a, "in-doubt")) == (1, 1, ["wait"])
+
+
+class Slow(ta.Actor):
+    """Takes a tenth of a heartbeat per message; records each, with the depth of its
+    mailbox and the sends waiting for room as it takes it."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+        self.depths: list[tuple[int, int]] = []
+
+    async def receive(self, message: Any) -> Any:
+        if message == "seen":
+            return list(self.seen), list(self.depths)
+        statistics = self.ref.statistics()
+        self.depths.append((statistics.mailbox_depth, statistics.senders_waiting))
+        await trio.sleep(HEARTBEAT / 10)
+        self.seen.append(message)
+        return None
+
+
+@pytest.mark.parametrize("overflow", ["fail", "drop_new", "drop_old"])
+async def test_send_to_a_full_remote_bounded_mailbox_waits_and_nothing_is_dropped(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, overflow: str
+) -> None:
+    # Finding 3 of the delivery issue: 50 sends to a full remote Bounded(2) returned
+    # in 2 ms and 48 became overflow dead letters on the receiving node.
+    monkeypatch.setattr(_link, "WINDOW", 8)
+    async with nodes(MemoryBus()) as (a, b, _there):
+        slow = b.spawn(Slow, name="slow", mailbox=ta.Bounded(2, overflow=overflow))  # type: ignore[arg-type]
+        b.register("slow", slow)
+        await Node.of(b).flush()
+        there = await a.lookup("slow")
+        in_flight: list[int] = []
+        for number in range(50):
+            await there.send(number)
+            in_flight.append(link_of(a, there).in_window)
+        await trio.sleep(HEARTBEAT * 8)
+        seen, depths = await slow.ask("seen")
+        assert seen == list(range(50))  # (all, in order: none dropped)
+        assert max(depth for depth, _waiting in depths) <= 2
+        assert max(waiting for _depth, waiting in depths) <= 8  # (its sender's window)
+        assert max(in_flight) <= 8 + 1  # (the window, and the gate's "wait")
+        assert list(a.dead_letters.recent) == list(b.dead_letters.recent) == []
+        assert Node.of(a).unconfirmed == 0
+
+
+async def test_a_remote_send_waiting_for_room_when_its_actor_stops_is_a_dead_letter_there(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with nodes(MemoryBus()) as (a, b, _there):
+        slow = b.spawn(Slow, name="slow", mailbox=ta.Bounded(1))
+        b.register("slow", slow)
+        await Node.of(b).flush()
+        there = await a.lookup("slow")
+        for number in range(5):
+            await there.send(number)  # (the window has room: they wait over there)
+        await trio.sleep(HEARTBEAT / 40)
+        assert slow.statistics().senders_waiting >= 2
+        await slow.stop()
+        await trio.sleep(HEARTBEAT / 2)
+        stopped = [d.message for d in b.dead_letters.recent if d.reason in ("stopped", "stranded")]
+        handled = 5 - len(stopped)
+        assert len(stopped) >= 2
+        assert sorted(stopped) == list(range(handled, 5))  # (the rest: dead letters there)
+        assert link_of(a, there).in_window == 1  # (only the gate's "wait": all ended)
+        assert Node.of(a).unconfirmed == 0

@@ -45,6 +45,7 @@ import outcome
 import trio
 
 from .._policy import positive_int
+from ._envelope import Notice
 
 Overflow = Literal["fail", "drop_new", "drop_old"]
 OVERFLOW_POLICIES: tuple[Overflow, ...] = ("fail", "drop_new", "drop_old")
@@ -156,19 +157,25 @@ class WaitingSenders:
         trio.lowlevel.reschedule(key)
         return message
 
-    def refuse_all(self, error: Callable[[str], BaseException]) -> int:
+    def refuse_all(self, error: Callable[[str], BaseException]) -> tuple[int, list[Any]]:
         """Fail everything waiting with ``error("a send")`` or ``error("an ask")``:
         resume each sender with it raised, fail each envelope with it. Return how
-        many were failed back (an envelope whose asker had gone is not)."""
+        many were failed back (an envelope whose asker had gone is not), and the
+        messages of the tells waiting as notices (``send``\\ s from another node:
+        nobody to raise to) -- for the caller to make dead letters."""
         waiting, self._waiting = self._waiting, {}
         refused = 0
+        tells: list[Any] = []
         for key, message in waiting.items():
-            if message is _ENVELOPE:
-                refused += bool(key.fail(error("an ask")))
-            else:
+            if message is not _ENVELOPE:
                 trio.lowlevel.reschedule(key, outcome.Error(error("a send")))
                 refused += 1
-        return refused
+            elif type(key) is Notice:
+                if key.take_back():
+                    tells.append(key.message)
+            else:
+                refused += bool(key.fail(error("an ask")))
+        return refused, tells
 
 
 __all__ = ["OVERFLOW_POLICIES", "Bounded", "Overflow", "WaitingSenders", "full_text"]

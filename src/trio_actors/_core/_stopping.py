@@ -180,11 +180,15 @@ def strand(cell: ActorCell) -> None:
 
 def refuse_senders(cell: ActorCell) -> None:
     """The actor stops accepting: every ``send`` and ``ask`` still waiting for room
-    raises ActorStopped."""
+    raises ActorStopped; a ``send`` from another node waiting there is a dead
+    letter ``"stopped"``."""
     assert cell.senders is not None
-    cell.failed_back += cell.senders.refuse_all(
+    refused, tells = cell.senders.refuse_all(
         lambda what: ActorStopped(f"{cell.path} stopped while {what} waited for room")
     )
+    cell.failed_back += refused
+    if tells:  # (sends from another node: dead letters, as tells to a stopped actor)
+        cell.stopped_letters += cell.system.dead_letters.record_many(cell.ref, tells, "stopped")
 
 
 def went_idle_refusing(cell: ActorCell) -> None:

@@ -11,7 +11,7 @@ of the shapes below; ``_bad_input.listen`` joins the two and counts what is bad.
 ========================================  ==========================================
 subject (``_subjects.py``)                parsed as
 ========================================  ==========================================
-``P.n.<node>.<incarnation>.<sender>``     :class:`Envelope`: ``TELL`` (its tells),
+``P.n.<node>.<incarnation>.<sender>``     :class:`Envelope`: ``TELL`` or ``SENDS`` (its tells),
                                           ``ASK``, ``CANCEL``, ``STOP``, ``WATCH``,
                                           ``CONFIRM`` (its question)
 ``P.r.<node>.<incarnation>.<from>.<n>``   :class:`Reply` (or NATS's no-responders)
@@ -45,6 +45,7 @@ from ._subjects import (
     ASK,
     CANCEL,
     CONFIRM,
+    SENDS,
     STOP,
     TELL,
     WATCH,
@@ -78,7 +79,8 @@ _ack = msgspec.msgpack.Decoder(tuple[str, _Skipped, list[tuple[int, int]]])
 _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int])
 
 _NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM})
-_KINDS: Final = frozenset({TELL, ASK, CANCEL, STOP, WATCH, CONFIRM})
+_KINDS: Final = frozenset({TELL, ASK, CANCEL, STOP, WATCH, CONFIRM, SENDS})
+_TELLS: Final = frozenset({TELL, SENDS})
 _ANNOUNCEMENTS: Final = frozenset({0, 1, 2})  # (claim, release, ask for names: _names.py)
 _NO_BODY: Final = msgspec.Raw(b"")
 _NOT_NUMBERED = "its subject does not end in a number this node gave"
@@ -151,7 +153,7 @@ class Frames:
         body: Any
         try:
             kind, number, path, raw = _envelope.decode(message.data)
-            if kind == TELL:
+            if kind in _TELLS:
                 body = _tells.decode(raw)
             elif kind == STOP:
                 body = _drain.decode(raw)
@@ -164,7 +166,11 @@ class Frames:
         reply = message.reply
         if kind not in _KINDS:
             return Bad("messages", f"unknown kind {kind} of message")
-        if kind != TELL and (reply is not None or kind in _NEEDS_REPLY) and not _valid_reply(reply):
+        if (
+            kind not in _TELLS
+            and (reply is not None or kind in _NEEDS_REPLY)
+            and not _valid_reply(reply)
+        ):
             return Bad("messages", f"no valid reply subject: {reply!r}")
         sender = last_token(message.subject)
         if reply is not None and not self._replies_to_sender(kind, sender, reply):
@@ -178,7 +184,7 @@ class Frames:
         node -- so that nobody makes this node answer into a third node's requests,
         acknowledge another's tells, or report a stop as another node's."""
         replies, unreachable, terminations = self._subjects.sender_replies(sender)
-        if kind == TELL:
+        if kind in _TELLS:
             return reply.startswith(unreachable)
         if kind == WATCH:
             return reply.startswith(terminations) and reply.rsplit(".", 2)[1] == self._me

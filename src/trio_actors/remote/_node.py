@@ -41,6 +41,7 @@ from ._subjects import (
     ASK,
     CANCEL,
     CONFIRM,
+    SENDS,
     STOP,
     TELL,
     WATCH,
@@ -322,8 +323,8 @@ class Node:
     def _on_message(self, envelope: Envelope) -> None:
         """A message for this node's actors (parsed: ``Frames.envelope``)."""
         kind, number, path, body, reply, _sender = envelope
-        if kind == TELL:  # (number: its sequence in the sender's record, path: the record)
-            self.tells.taken.receive(body, reply, path, number)
+        if kind in (TELL, SENDS):  # (number: its sequence in the record, path: the record)
+            self.tells.taken.receive(body, reply, path, number, sending=kind == SENDS)
             return
         cell = self.exports.cells.get(number)
         if kind == STOP:

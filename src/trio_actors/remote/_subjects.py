@@ -86,6 +86,7 @@ __all__ = [
     "CONFIRM",
     "DISCONNECT_ADVISORIES",
     "NONE",
+    "SENDS",
     "STOP",
     "TELL",
     "WATCH",
@@ -104,6 +105,7 @@ CANCEL: Final = 2
 STOP: Final = 3
 WATCH: Final = 4
 CONFIRM: Final = 5  # (to the node itself: what it holds of the sender's; _confirm.py)
+SENDS: Final = 6  # (tells from ``send``: into a full bounded mailbox, they wait for room)
 
 encode = msgspec.msgpack.Encoder().encode
 NONE: Final = msgspec.Raw(encode(None))

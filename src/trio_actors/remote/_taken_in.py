@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .._core._bounded_cell import BoundedCell
 from .._core._envelope import Notice
 from ..actors._pool._cell import PoolCell
 from ._subjects import encode
@@ -236,10 +237,20 @@ class TakenIn:
 
     # --- receiving (the connection's reader, in order) ------------------------------
 
-    def receive(self, body: list[Any], reply: str | None, record: str, sequence: int) -> None:
+    def receive(
+        self,
+        body: list[Any],
+        reply: str | None,
+        record: str,
+        sequence: int,
+        *,
+        sending: bool = False,
+    ) -> None:
         """A message of tells (``body``: [export number, path, body] for each),
         numbered ``sequence`` in the sender's ``record``, with ``reply`` its
-        unreachable subject. Never a checkpoint."""
+        unreachable subject; ``sending``: they come from ``send`` -- into a full
+        bounded mailbox, each waits for room in line with the local ``send``\\ s
+        (its sender's window holds the others back). Never a checkpoint."""
         inbound = self._arrived(reply, record, sequence) if reply else None
         exported = self._node.exports.cells
         items: list[tuple[ActorCell | None, int, str, Any]] = []
@@ -260,6 +271,13 @@ class TakenIn:
                 node = self._node
                 ref = node.exports.ref_from_wire(node.name, node.incarnation, path, number)
                 node.system.dead_letters.record(ref, message, "stopped")
+            elif sending and isinstance(cell, BoundedCell) and cell.accepting and cell.is_full():
+                assert cell.senders is not None
+                run: Run | None = None  # (a send into a full bounded mailbox: it waits)
+                if inbound is not None and last.get(number) == index:
+                    run = inbound.stream(number).run(runs[number])
+                    queued.add(number)
+                cell.senders.add(Notice(cell, message, run))
             elif inbound is not None and last.get(number) == index and cell.accepting:
                 run = inbound.stream(number).run(runs[number])
                 queued.add(number)

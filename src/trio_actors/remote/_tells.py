@@ -56,7 +56,7 @@ from .._core._dead_letters import DeadLetterReason
 from .._core._ref import new_ref
 from ._frames import Ack
 from ._link import Counts, Link, Sent, Told
-from ._subjects import TELL, Peer, encode
+from ._subjects import SENDS, TELL, Peer, encode
 from ._taken_in import TakenIn
 
 if TYPE_CHECKING:
@@ -87,29 +87,35 @@ _log = logging.getLogger("trio_actors")
 class Outbox:
     """The tells waiting for the connection's writer, by node subject.
 
-    ``send(subject, tells)`` sends a node's waiting tells as one message (the node
-    numbers and accounts them); :meth:`flush` sends them all (the node calls it at
-    the writer's turn, and before anything else it sends).
+    ``send(subject, tells, kind)`` sends a node's waiting tells as one message of
+    ``kind`` (``TELL``, or ``SENDS`` for tells from ``send``; the node numbers and
+    accounts them); :meth:`flush` sends them all (the node calls it at the writer's
+    turn, and before anything else it sends). A node's waiting tells are of one
+    kind: a tell of the other kind sends them first, so they leave in order.
     """
 
-    __slots__ = ("_bytes", "_send", "waiting")
+    __slots__ = ("_bytes", "_kinds", "_send", "waiting")
 
-    def __init__(self, send: Callable[[str, list[Told]], None]) -> None:
+    def __init__(self, send: Callable[[str, list[Told], int], None]) -> None:
         self._send = send
         self.waiting: dict[str, list[Told]] = {}  # (node subject -> its tells, in order)
         self._bytes: dict[str, int] = {}
+        self._kinds: dict[str, int] = {}
 
-    def add(self, subject: str, told: Told) -> None:
+    def add(self, subject: str, told: Told, kind: int = TELL) -> None:
         """Keep ``told`` for ``subject``'s next message (sent now if that is full).
         Never a checkpoint."""
         size = len(told[2])
         tells = self.waiting.get(subject)
-        if tells is not None and self._bytes[subject] + size > BYTES_PER_MESSAGE:
-            self._send_waiting(subject)  # (full by its bytes: this one begins the next)
+        if tells is not None and (
+            self._bytes[subject] + size > BYTES_PER_MESSAGE or self._kinds[subject] != kind
+        ):
+            self._send_waiting(subject)  # (full, or of the other kind: this begins the next)
             tells = None
         if tells is None:
             tells = self.waiting[subject] = []
             self._bytes[subject] = 0
+            self._kinds[subject] = kind
         tells.append(told)
         self._bytes[subject] += size
         if len(tells) >= TELLS_PER_MESSAGE:
@@ -118,7 +124,7 @@ class Outbox:
     def _send_waiting(self, subject: str) -> None:
         tells = self.waiting.pop(subject)
         del self._bytes[subject]
-        self._send(subject, tells)
+        self._send(subject, tells, self._kinds.pop(subject))
 
     def flush(self) -> None:
         """Send every node's waiting tells now (oldest node first). Never a
@@ -228,7 +234,7 @@ class Tells:
         while link.full:
             await link.wait_for_room()
             link = self._link_of(cell)  # (closed meanwhile: its node's new record)
-        self._tell_encoded(cell, message, body)
+        self._tell_encoded(cell, message, body, SENDS)
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     def _link_of(self, cell: RemoteCell) -> Link:
@@ -255,26 +261,26 @@ class Tells:
         except Exception as error:  # (in a callback of trio's: nothing may escape)
             self._not_sent([(cell, message, body)], error)
 
-    def _tell_encoded(self, cell: RemoteCell, message: Any, body: bytes) -> None:
+    def _tell_encoded(self, cell: RemoteCell, message: Any, body: bytes, kind: int = TELL) -> None:
         """Send now (raising what the connection refuses), or keep in the outbox
         until the connection's writer's turn while what the node published waits
-        for it."""
+        for it. ``kind``: ``SENDS`` for a tell from ``send``."""
         if self.closed:
             self._node.system.dead_letters.record(new_ref(cell), message, "unreachable")
             return
         outbox = self.outbox
         if len(body) < BYTES_PER_MESSAGE and (outbox.waiting or self.transport.waiting_to_write()):
-            outbox.add(cell.subject, (cell, message, body))  # (sent at the writer's turn)
+            outbox.add(cell.subject, (cell, message, body), kind)  # (at the writer's turn)
             return
         if outbox.waiting:
             outbox.flush()
-        self._publish_tells(cell.subject, [(cell, message, body)])
+        self._publish_tells(cell.subject, [(cell, message, body)], kind)
 
-    def _send_tells(self, subject: str, tells: list[Told]) -> None:
+    def _send_tells(self, subject: str, tells: list[Told], kind: int) -> None:
         """The outbox's tells to one node, as one message: what the connection
         refuses has nobody to be raised to -- dead letters "unreachable"."""
         try:
-            self._publish_tells(subject, tells)
+            self._publish_tells(subject, tells, kind)
         except Exception as error:
             self._not_sent(tells, error)
 
@@ -287,7 +293,7 @@ class Tells:
         for cell, message, _body in tells:
             node.system.dead_letters.record(new_ref(cell), message, "unreachable")
 
-    def _publish_tells(self, subject: str, tells: list[Told]) -> None:
+    def _publish_tells(self, subject: str, tells: list[Told], kind: int = TELL) -> None:
         """Tells to one node as one ``TELL`` message, numbered in this node's
         sequence (its reply subject carries the number, so a no-responders answer
         says which came back) and in its link's record (its frame carries the
@@ -298,7 +304,7 @@ class Tells:
         number = self.sent + 1
         sequence = link.sequence + 1
         bodies = [(cell.eid, cell.local_path, msgspec.Raw(body)) for cell, _m, body in tells]
-        data = encode((TELL, sequence, link.record, bodies))
+        data = encode((kind, sequence, link.record, bodies))
         self.transport.publish(subject, data, reply=f"{self._unreachable}.{number}")
         self.sent = number
         self._kept[number] = (link, link.sent(number, tells))
