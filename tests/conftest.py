@@ -77,7 +77,9 @@ def transport_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def clock(transport_kind: str) -> trio.testing.MockClock | None:
-    """pytest-trio runs the test under this clock when it is one."""
+    """pytest-trio runs the test under this clock when it is one -- and takes a clock
+    only from the test's own arguments: a test that uses ``cluster_here`` asks for
+    ``clock`` too (else its in-memory variant runs on the real clock)."""
     return trio.testing.MockClock(autojump_threshold=0) if transport_kind == "memory" else None
 
 

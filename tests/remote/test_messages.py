@@ -15,6 +15,7 @@ import attrs
 import msgspec
 import pytest
 import trio
+import trio.testing
 
 import trio_actors as ta
 from trio_actors.remote import Node
@@ -100,6 +101,7 @@ async def nodes_with(
 
 async def test_dataclasses_attrs_classes_structs_and_enums_arrive_as_themselves(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     cluster = attrs.evolve(cluster_here, types=TYPES)
     async with (
@@ -133,6 +135,7 @@ async def test_dataclasses_attrs_classes_structs_and_enums_arrive_as_themselves(
 
 async def test_what_would_arrive_as_something_else_raises_at_tell_and_ask_and_is_not_sent(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     cluster = attrs.evolve(cluster_here, types=TYPES)
     async with (
@@ -166,7 +169,7 @@ async def test_what_would_arrive_as_something_else_raises_at_tell_and_ask_and_is
 
 
 async def test_a_type_registered_on_the_sender_only_is_a_dead_letter_there_naming_it(
-    cluster_here: ta.Cluster, caplog: pytest.LogCaptureFixture
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="trio_actors")
     async with (

@@ -118,6 +118,7 @@ async def eventually(check: Callable[[], Awaitable[bool] | bool]) -> None:
 
 async def test_tell_and_ask_across_nodes_with_structs_tuples_and_refs(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     async with two_nodes(cluster_here) as (a, b):
         echo = a.spawn(Echo, name="echo")
@@ -148,7 +149,9 @@ async def test_tell_and_ask_across_nodes_with_structs_tuples_and_refs(
         assert await echo.ask("me") == echo
 
 
-async def test_exceptions_cross_as_themselves_or_as_remote_errors(cluster_here: ta.Cluster) -> None:
+async def test_exceptions_cross_as_themselves_or_as_remote_errors(
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None
+) -> None:
     async with echo_across(cluster_here) as (_a, _b, there):
         with pytest.raises(ValueError, match="bad value"):
             await there.ask(("raise", "value"))
@@ -161,7 +164,9 @@ async def test_exceptions_cross_as_themselves_or_as_remote_errors(cluster_here: 
             there.tell(object())
 
 
-async def test_a_cancelled_remote_ask_is_withdrawn_while_queued(cluster_here: ta.Cluster) -> None:
+async def test_a_cancelled_remote_ask_is_withdrawn_while_queued(
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None
+) -> None:
     async with two_nodes(cluster_here) as (a, b):
         gate = trio.Event()
         slow = a.spawn(Slow, gate, name="slow")
@@ -184,6 +189,7 @@ async def test_a_cancelled_remote_ask_is_withdrawn_while_queued(cluster_here: ta
 
 async def test_a_tell_sent_while_an_ask_waits_is_handled_after_the_ask(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     async with echo_across(cluster_here) as (_a, _b, there):
         sent: list[Any] = []
@@ -196,7 +202,9 @@ async def test_a_tell_sent_while_an_ask_waits_is_handled_after_the_ask(
         assert await there.ask("seen") == sent
 
 
-async def test_remote_asks_to_a_bounded_mailbox_and_to_a_pool(cluster_here: ta.Cluster) -> None:
+async def test_remote_asks_to_a_bounded_mailbox_and_to_a_pool(
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None
+) -> None:
     async with two_nodes(cluster_here) as (a, b):
         gate, entered = trio.Event(), trio.Event()
 
@@ -238,7 +246,9 @@ async def test_remote_asks_to_a_bounded_mailbox_and_to_a_pool(cluster_here: ta.C
             await pool.ask(("raise", "value"))
 
 
-async def test_messages_for_actors_and_nodes_that_are_gone(cluster_here: ta.Cluster) -> None:
+async def test_messages_for_actors_and_nodes_that_are_gone(
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None
+) -> None:
     async with ta.open_actor_system(cluster=cluster_here, node="b") as b:
         async with ta.open_actor_system(cluster=cluster_here, node="a") as a:
             echo = a.spawn(Echo, name="echo")
@@ -322,7 +332,9 @@ class Failing(ta.Actor):
         raise LookupError(message)
 
 
-async def test_death_watch_across_nodes_tells_each_watcher_once(cluster_here: ta.Cluster) -> None:
+async def test_death_watch_across_nodes_tells_each_watcher_once(
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None
+) -> None:
     async with two_nodes(cluster_here) as (a, b):
         a.register("echo", a.spawn(Echo, name="echo"))
         a.register("failing", a.spawn(Failing, name="failing", supervision=ta.Stop()))
@@ -371,7 +383,9 @@ class Timing(ta.Actor):
         return None
 
 
-async def test_a_timer_to_another_nodes_actor_is_refused_at_start(cluster_here: ta.Cluster) -> None:
+async def test_a_timer_to_another_nodes_actor_is_refused_at_start(
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None
+) -> None:
     # Timers deliver their ticks into a local mailbox; another node's actor has none
     # here, so to= one is a TypeError that says what to do instead.
     async with two_nodes(cluster_here) as (a, b):
@@ -423,7 +437,9 @@ async def test_watches_of_actors_on_a_node_that_dies_end_with_node_down(
         await eventually(told)
 
 
-async def test_refs_kept_after_their_node_left_fail_cleanly(cluster_here: ta.Cluster) -> None:
+async def test_refs_kept_after_their_node_left_fail_cleanly(
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None
+) -> None:
     async with two_nodes(cluster_here) as (a, b):
         a.register("echo", a.spawn(Echo, name="echo"))
         kept = await remote_ref(a, b, "echo")
@@ -607,6 +623,7 @@ class Big(ta.Actor):
 
 async def test_what_a_node_cannot_decode_or_send_ends_as_an_error_not_the_node(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     import attrs
 
@@ -633,7 +650,7 @@ async def test_what_a_node_cannot_decode_or_send_ends_as_an_error_not_the_node(
 
 
 async def test_names_are_cluster_wide_one_holder_each(
-    cluster_here: ta.Cluster, caplog: pytest.LogCaptureFixture
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="trio_actors")
     async with two_nodes(cluster_here) as (a, b):
@@ -711,6 +728,7 @@ async def test_a_node_that_joins_learns_the_names_and_a_dead_nodes_names_are_fre
 
 async def test_a_node_whose_block_is_cancelled_from_outside_still_answers_and_says_bye(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     gate = trio.Event()  # never set: the ask waits on node a until a's block ends
 
@@ -743,6 +761,7 @@ async def test_a_node_whose_block_is_cancelled_from_outside_still_answers_and_sa
 
 async def test_remote_tells_from_another_thread_are_encoded_there(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     async with echo_across(cluster_here) as (_a, _b, there):
 
@@ -763,6 +782,7 @@ async def test_remote_tells_from_another_thread_are_encoded_there(
 
 async def test_a_burst_of_tells_arrives_whole_in_order_in_fewer_messages(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     from trio_actors.remote import MemoryBus, NatsTransport
 
@@ -784,6 +804,7 @@ async def test_a_burst_of_tells_arrives_whole_in_order_in_fewer_messages(
 
 async def test_refs_told_from_several_threads_at_once_are_exported_once(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     async with echo_across(cluster_here) as (a, b, there):
         fresh = [b.spawn(Echo) for _ in range(20)]  # (refs that never left node b)
@@ -856,6 +877,7 @@ class FlakyWatcher(Watcher):
 
 async def test_remote_watches_end_with_their_watchers_restart_or_stop(
     cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
 ) -> None:
     async with two_nodes(cluster_here) as (a, b):
         assert b.node is not None
