@@ -80,6 +80,8 @@ async def nodes(
         await Node.of(b).flush()
         there = {"gate": await a.lookup("gate"), "recorder": await a.lookup("recorder")}
         there["gate"].tell("wait")  # (blocked from now on: what follows stays queued)
+        await Node.of(a).flush()
+        await trio.sleep(HEARTBEAT / 10)  # (there: the gate is blocked)
         yield a, b, {**there, "recorder_here": recorder, "instance": gate_instance}
 
 

@@ -136,7 +136,9 @@ def withdraw_notices(cell: ActorCell, predicate: Callable[[Any], bool]) -> None:
     own turn."""
     queued = [cell.head, *(cell.mailbox or ())]
     for item in queued:
-        if type(item) is Notice and item.queued and predicate(item.message):
+        # (the runtime's own notices only: a tell from another node queued as a
+        # notice, _taken_in.py, is never withdrawn, whatever its message)
+        if type(item) is Notice and item.sender is None and item.queued and predicate(item.message):
             item.withdraw()
     if cell.deferred_notices:
         kept = [item for item in cell.deferred_notices if not predicate(item.message)]

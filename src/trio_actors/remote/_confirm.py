@@ -81,9 +81,10 @@ ConfirmAsk = tuple[str, str, list[int], list[int], str, int]
 watches waiting on the receiver, the record of its tells to it and the newest
 message of tells sent on it."""
 
-ConfirmAnswer = tuple[list[int], list[int], list[tuple[int, int]], list[tuple[int, int]]]
+ConfirmAnswer = tuple[list[int], list[int], int, list[tuple[int, int]], list[tuple[int, int]]]
 """The answer to a ``CONFIRM``: the requests and watches held, and of the record
-asked about: its skipped ranges and every actor's count of ended tells."""
+asked about: its start, its skipped ranges and every actor's count of ended tells
+(``_taken_in.py``)."""
 
 _answer = msgspec.msgpack.Decoder(ConfirmAnswer)
 
@@ -155,7 +156,7 @@ class Confirmations:
             body = encode((node.name, node.incarnation, asked, watched, record, up_to))
             reply = await requests.confirm(peer, body, within=self.interval)
             try:
-                held_requests, held_watches, skipped, counts = _answer.decode(reply or b"")
+                held_requests, held_watches, start, skipped, counts = _answer.decode(reply or b"")
             except Exception as error:  # (none, or not an answer: as if none came)
                 if reply is not None:
                     node.refused("replies", error, node.subjects.replies(*peer))
@@ -165,7 +166,7 @@ class Confirmations:
             requests.confirmed(asked, set(held_requests), peer)
             watches.confirmed(watched, set(held_watches))
             if link is not None and link.window and not link.closed:
-                await node.tells.confirmed(link, skipped, counts)
+                await node.tells.confirmed(link, start, skipped, counts)
         except Exception as error:  # (a node's task: say it, never end the node)
             _log.warning("node %s: a confirm round with %s failed: %s", node.name, peer, error)
         finally:
@@ -184,7 +185,7 @@ class Confirmations:
             self._node.requests.interrupt(peer, why)
             link = self._node.peers.current_link(peer)
             if link is not None and not link.closed:
-                self._node.tells.give_back_window(link, why)
+                self._node.tells.renew(link, why)
 
     def forget(self, peer: Peer) -> None:
         """``peer`` is down: its rounds are over."""
@@ -202,12 +203,11 @@ class Confirmations:
         prefix = reply.rpartition(".")[0]  # (the asker's replies from here: P.r.<n>.<i>.<me>)
         held_requests = node.answers.held(prefix, requests[:MAX_NUMBERS])
         held_watches = node.watches.held(sender, incarnation, watches[:MAX_NUMBERS])
-        skipped, counts = (
-            ([], [])
+        peer = (sender, incarnation)
+        tells = (
+            (0, [], [])
             if not record
-            else node.tells.taken.confirm(
-                node.subjects.unreachable(sender, incarnation), record, up_to
-            )
+            else node.tells.taken.confirm(peer, node.subjects.unreachable(*peer), record, up_to)
         )
-        answer = msgspec.Raw(encode((held_requests, held_watches, skipped, counts)))
+        answer = msgspec.Raw(encode((held_requests, held_watches, *tells)))
         node.tells.publish(reply, encode((True, answer)))  # (a reply, as any: Frames.reply)

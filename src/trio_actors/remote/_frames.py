@@ -18,7 +18,7 @@ subject (``_subjects.py``)                parsed as
 ``P.u.<node>.<incarnation>.<n>``          ``(n, no responders?)``
 ``P.t.<node>.<incarnation>.<from>.<n>``   ``(n, no responders?, error bytes | None,
                                           from)``
-``P.a.<from>.<inc>.<node>.<incarnation>`` ``(from, inc, (record, skipped, counts))``
+``P.a.<from>.<inc>.<node>.<incarnation>`` ``(from, inc, (record, start, skipped, counts))``
 ``P.hb.<node>.<incarnation>``             ``((node, incarnation), bye?)``
 ``P.names.<from>.<inc>``                  ``(kind, name, node, incarnation, path, n)``
 ``P.name.<hex>.<sender>``                 the subject to answer on
@@ -62,8 +62,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Ack", "Envelope", "Frames", "Reply", "number_at_end"]
 
-Ack = tuple[str, list[tuple[int, int]], list[tuple[int, int]]]
-"""An acknowledgement of tells: ``(record, skipped, [(actor, ended), ...])``
+Ack = tuple[str, int, list[tuple[int, int]], list[tuple[int, int]]]
+"""An acknowledgement of tells: ``(record, start, skipped, [(actor, ended), ...])``
 (``_taken_in.py``)."""
 
 _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
@@ -75,7 +75,7 @@ _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 _wire_ref = msgspec.msgpack.Decoder(tuple[str, str, str, int])
 _error = msgspec.msgpack.Decoder(bytes | None)
 _Skipped = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=64)]  # (_taken_in.MAX_SKIPPED)
-_ack = msgspec.msgpack.Decoder(tuple[str, _Skipped, list[tuple[int, int]]])
+_ack = msgspec.msgpack.Decoder(tuple[str, int, _Skipped, list[tuple[int, int]]])
 _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int])
 
 _NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM})
@@ -257,7 +257,7 @@ class Frames:
     @staticmethod
     def ack(message: Msg) -> tuple[str, str, Ack] | Bad:
         """The node that acknowledges (its subject's), and what: the record, its
-        skipped ranges and counts per actor (``_taken_in.py``)."""
+        start, skipped ranges and counts per actor (``_taken_in.py``)."""
         try:
             ack = _ack.decode(message.data)
         except Exception as error:

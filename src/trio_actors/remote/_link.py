@@ -122,6 +122,7 @@ class Link:
         "in_window",
         "record",
         "sequence",
+        "start",
         "streams",
         "told",
         "window",
@@ -138,6 +139,9 @@ class Link:
         self.bounced = 0
         self.in_doubt = 0
         self.closed = False
+        # The first message the receiver tracks of this record (its acknowledgements
+        # say; ``None`` before the first): another one means it began again.
+        self.start: int | None = None
         self._room: trio.Event | None = None  # (set when room frees: send waits on it)
 
     def __repr__(self) -> str:
@@ -149,6 +153,11 @@ class Link:
     @property
     def full(self) -> bool:
         return self.in_window >= WINDOW
+
+    def has_room(self, more: int = 0) -> bool:
+        """Whether one more tell fits in the window, beside ``more`` about to be
+        sent (waiting in the outbox)."""
+        return self.in_window + more < WINDOW
 
     def sent(self, number: int, tells: list[Told]) -> int:
         """A message of ``tells`` (``number`` in the node's sequence) was sent on this
@@ -202,6 +211,19 @@ class Link:
         self.in_window -= acked
         self._freed()
         return numbers, given_back
+
+    def began_again(self, start: int) -> list[Sent]:
+        """The receiver forgot this record and tracks it again from message
+        ``start`` on, its counts from zero: the messages before ``start`` still in
+        the window are taken out (returned, to give back as in doubt: their fate is
+        unknown), and each actor's count starts again from zero."""
+        self.start = start
+        given_back = [self._remove(s) for s in [s for s in self.window if s < start]]
+        for runs in self.streams.values():
+            runs.said = 0
+            while runs.runs and runs.runs[0][0] < start:
+                runs.runs.popleft()
+        return given_back
 
     def take(self, sequence: int) -> Sent | None:
         """Take one message out of the window (it bounced, was refused, was lost):

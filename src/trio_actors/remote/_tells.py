@@ -230,10 +230,15 @@ class Tells:
         checkpoint; cancelled while it waits, nothing was sent."""
         await trio.lowlevel.checkpoint_if_cancelled()
         body = self.codec.encode(message)  # (TypeError before any wait)
-        link = self._link_of(cell)
-        while link.full:
-            await link.wait_for_room()
+        while True:
             link = self._link_of(cell)  # (closed meanwhile: its node's new record)
+            waiting = len(self.outbox.waiting.get(cell.subject, ()))  # (sent, not yet out)
+            if link.has_room(waiting):
+                break
+            if not link.full:
+                self.outbox.flush()  # (full only with those: out now, then counted)
+                continue
+            await link.wait_for_room()
         self._tell_encoded(cell, message, body, SENDS)
         await trio.lowlevel.cancel_shielded_checkpoint()
 
@@ -317,14 +322,31 @@ class Tells:
 
     def on_ack(self, ack: tuple[str, str, Ack]) -> None:
         """A node says which of this node's tells have ended there (parsed:
-        ``Frames.ack``: the node its subject names, and its record, skipped ranges
-        and counts per actor)."""
-        node, incarnation, (record, skipped, counts) = ack
+        ``Frames.ack``: the node its subject names, and its record, start, skipped
+        ranges and counts per actor)."""
+        node, incarnation, (record, start, skipped, counts) = ack
         link = self._node.peers.current_link((node, incarnation))
-        if link is not None and link.record == record:
-            self._acknowledged(link, skipped, counts)
+        if link is not None and link.record == record and not link.closed:
+            self._acknowledged(link, start, skipped, counts)
 
-    def _acknowledged(self, link: Link, skipped: Iterable[tuple[int, int]], counts: Counts) -> None:
+    def _acknowledged(
+        self, link: Link, start: int, skipped: Iterable[tuple[int, int]], counts: Counts
+    ) -> None:
+        """An acknowledgement (or a confirm round's answer) about ``link``: the
+        receiver tracks it from message ``start`` on (those before never arrived).
+        A later ``start`` than the one it said before means it forgot the record
+        and began again (it declared this node down, or skipped too much): what it
+        had not acknowledged from before is given back in doubt, and its counts,
+        begun again at zero, apply to the messages from ``start`` on. An earlier
+        one is stale (a confirm answer overtaken by an acknowledgement)."""
+        if link.start is None or start > link.start:
+            if link.start is not None:
+                self._give_back(link.began_again(start), "the receiving node lost track of them")
+            link.start = start
+        elif start < link.start:
+            return
+        if start > 1:
+            skipped = [(1, start - 1), *skipped]
         numbers, given_back = link.acknowledged(skipped, counts)
         kept = self._kept
         for number in numbers:
@@ -367,12 +389,16 @@ class Tells:
         the tells sent there and not yet acknowledged are dead letters "refused",
         accounted on their link like bounced ones; return how many."""
         count = 0
+        refused_links: dict[int, Link] = {}
         for number, (link, sequence) in list(self._kept.items()):
             message = link.window.get(sequence)
             if message is not None and message.tells[0][0].subject == subject:  # (one node's)
                 taken = self._take(number)
                 if taken is not None:
                     count += self._bounced(taken, "refused")
+                    refused_links[id(link)] = link
+        for link in refused_links.values():
+            link.close()  # (some may have been delivered before: never counted again)
         if count:
             _log.warning("node %s: %d tell(s) refused: %s", self._node.name, count, why)
         return count
@@ -400,6 +426,13 @@ class Tells:
             )
         return count
 
+    def renew(self, link: Link, why: str) -> None:
+        """Close ``link``'s record, giving back what it has not acknowledged as in
+        doubt: the next tell to its node starts a new record (whatever the
+        receiver still counts of this one is never charged to another)."""
+        link.close()
+        self.give_back_window(link, why)
+
     def give_back_window(self, link: Link, why: str) -> int:
         """Give back every tell in ``link``'s window as in doubt; return how many."""
         return self._give_back(link.take_all(), why)
@@ -416,7 +449,7 @@ class Tells:
         self._node.peers.accounted(peer, link)
 
     async def confirmed(
-        self, link: Link, skipped: Iterable[tuple[int, int]], counts: Counts
+        self, link: Link, start: int, skipped: Iterable[tuple[int, int]], counts: Counts
     ) -> None:
         """A confirm round's answer about ``link``: the receiver gave up what was sent
         before the round and had not come (``skipped``), and says every actor's
@@ -428,7 +461,8 @@ class Tells:
             await self.transport.flush()
         except Exception:  # (this node's connection is lost: the next round sees)
             return
-        self._acknowledged(link, skipped, counts)
+        if start and not link.closed:  # (0: the receiver keeps nothing of it)
+            self._acknowledged(link, start, skipped, counts)
 
     async def all_acknowledged(self, within: float) -> None:
         """Wait until every tell sent is acknowledged (or otherwise ended), at most
