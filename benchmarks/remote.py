@@ -1,5 +1,6 @@
-"""Actors across nodes (issue 18): R1, R2 and R3 of the remote specification, each beside
-its floor -- the raw NATS client through the same server -- in the same run.
+"""Actors across nodes (issues 18 and 31): R1, R2, R3 and R6 of the remote
+specification, each beside its floor in the same run -- the raw NATS client through
+the same server, or (R6) the same actor in one process.
 
 Usage (from the repository root; pyperf re-runs this module in fresh workers)::
 
@@ -43,14 +44,44 @@ counting subscriber. Every value is seconds per round trip or per message.
 ``R3-one-node``
     the same jobs, all to the near node's burner: one node, one core.
     Target: ``R3-two-nodes`` throughput >= 1.5 x this.
+``R6-remote-send``
+    :data:`SENDS` ``await slow.send(number)`` from the near node to the far node's
+    slow actor -- :data:`SLOW` seconds of busy CPU per message (a loop on
+    ``time.perf_counter``), then one ask of its count (which arrives after them),
+    timed from the first send to the count's reply. ``send`` waits while the link's
+    window (``remote/_link.py``: 4,096 tells not yet acknowledged) is full, so the
+    sender goes at the receiver's pace.
+``R6-floor``
+    the receiver's own handling rate: the same slow actor in a system of the
+    worker's own (no cluster), the same number of local tells (all queued, then
+    handled one after the other), then one ask of its count.
+    Target: ``R6-remote-send`` throughput >= 0.9 x this.
+``R6-remote-tell``
+    ``R6-remote-send`` with ``slow.tell(number)`` in place of ``await
+    slow.send(number)``: no wait, no flow control (the sender keeps every tell
+    until acknowledged), the tells coalesced. Reported against ``R6-floor``, no
+    target: it shows what the ``send`` path itself costs.
+
+R6's other half, the sender's memory (flat: bounded by the window, not by the
+number of messages), is not a pyperf benchmark: ``python -m benchmarks.remote
+--sender-memory [N ...]`` starts the server and the far node, then, for each ``N``
+(default 100,000 and 400,000), a fresh sender process that sends ``N`` tells
+to the slow actor and prints its peak RSS (``getrusage``) and, in another fresh
+process, the peak of Python's own allocations while sending (``tracemalloc``,
+started once the node is up); the same again with ``tell``, which does not wait,
+for contrast.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import resource
+import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,7 +99,10 @@ ROUND_TRIPS = 2_000
 TELLS = 100_000
 WORK = 10_000
 BURN = 50e-6  # seconds of CPU per job (remote.md's R3: 50 µs handlers)
-QUICK = {"rr": 50, "tells": 2_000, "work": 100}
+SENDS = 20_000  # R6: five windows' worth, so the window is full most of the run
+SLOW = 30e-6  # seconds of CPU per message (remote.md's R6: a 30 µs handler)
+MEMORY_SENDS = (100_000, 400_000)  # R6's sender memory: N and 4 N
+QUICK = {"rr": 50, "tells": 2_000, "work": 100, "sends": 500}
 MODULE = "benchmarks.remote"
 RAW_ECHO = "bench.raw.echo"
 RAW_SINK = "bench.raw.sink"
@@ -107,6 +141,22 @@ class Burner(ta.Actor):
         return None
 
 
+class Slow(ta.Actor):
+    """Spends :data:`SLOW` seconds of CPU per message; ``"count"``: the messages done."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def receive(self, message: Any) -> Any:
+        if message == "count":
+            return self.count
+        end = time.perf_counter() + SLOW
+        while time.perf_counter() < end:
+            pass
+        self.count += 1
+        return None
+
+
 # --- the helper processes -------------------------------------------------------------
 
 
@@ -115,6 +165,7 @@ async def _far_node(url: str) -> None:
         system.register("echo", system.spawn(Echo, name="echo"))
         system.register("counter", system.spawn(Counter, name="counter"))
         system.register("burner", system.spawn(Burner, name="burner"))
+        system.register("slow", system.spawn(Slow, name="slow"))
         assert system.node is not None
         await system.node.flush()
         print("ready", flush=True)
@@ -140,11 +191,14 @@ async def _raw(url: str) -> None:
             nc.publish(message.reply or "", message.data)
 
 
-def _run_helper(kind: str, url: str) -> None:
+def _run_helper(kind: str, url: str, *arguments: str) -> None:
     if kind == "far-node":
         trio.run(_far_node, url)
     elif kind == "raw":
         trio.run(_raw, url)
+    elif kind == "sender-memory":
+        how, count, traced = arguments
+        print(json.dumps(_sender_memory(url, how, int(count), traced == "traced")), flush=True)
     else:
         raise SystemExit(f"unknown helper {kind!r}")
 
@@ -253,6 +307,93 @@ def one_node(loops: int, size: int, url: str) -> float:
     return _fan_out(loops, size, url, nodes=1)
 
 
+def remote_sends(loops: int, size: int, url: str, *, how: str = "send") -> float:
+    async def main() -> float:
+        async with ta.open_actor_system(cluster=url, node="near") as system:
+            slow = await system.lookup("slow")
+            before = await slow.ask("count")
+            start = time.perf_counter()
+            for _ in range(loops):
+                for number in range(size):
+                    if how == "send":
+                        await slow.send(number)
+                    else:
+                        slow.tell(number)
+                before += size
+                got = await slow.ask("count")
+                if got != before:
+                    raise AssertionError(f"R6: the slow actor did {got}, not {before}")
+            return time.perf_counter() - start
+
+    return trio.run(main)
+
+
+def remote_tells_to_slow(loops: int, size: int, url: str) -> float:
+    return remote_sends(loops, size, url, how="tell")
+
+
+def local_tells(loops: int, size: int, url: str) -> float:
+    async def main() -> float:
+        async with ta.open_actor_system() as system:
+            slow = system.spawn(Slow)
+            start = time.perf_counter()
+            for _ in range(loops):
+                for number in range(size):
+                    slow.tell(number)
+                await slow.ask("count")
+            return time.perf_counter() - start
+
+    return trio.run(main)
+
+
+def _sender_memory(url: str, how: str, count: int, traced: bool) -> dict[str, Any]:
+    """Send (``how``: "send" or "tell") ``count`` messages to the far slow actor
+    from a fresh node, then ask its count; the process's peak RSS, and (``traced``)
+    the peak of Python's allocations from the node's start to the answer."""
+
+    async def main() -> dict[str, Any]:
+        async with ta.open_actor_system(cluster=url, node="sender") as system:
+            slow = await system.lookup("slow")
+            before = await slow.ask("count")
+            if traced:
+                tracemalloc.start()
+            start = time.perf_counter()
+            for number in range(count):
+                if how == "send":
+                    await slow.send(number)
+                else:
+                    slow.tell(number)
+            got = await slow.ask("count")
+            seconds = time.perf_counter() - start
+            peak = tracemalloc.get_traced_memory()[1] if traced else None
+            tracemalloc.stop()
+            if got != before + count:
+                raise AssertionError(f"R6 memory: the slow actor did {got - before}, not {count}")
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # (KiB on Linux)
+        return {
+            "how": how,
+            "messages": count,
+            "seconds": round(seconds, 2),
+            "peak_rss_mib": round(rss / 1024, 1),
+            "traced_peak_mib": None if peak is None else round(peak / 2**20, 2),
+        }
+
+    return trio.run(main)
+
+
+def sender_memory(counts: list[int]) -> None:
+    """R6's sender memory: for each way and count, fresh sender processes (one for
+    the RSS, one traced); print one JSON line each."""
+    with running_cluster() as url:
+        for how in ("send", "tell"):
+            for count in counts:
+                for traced in ("rss", "traced"):
+                    command = [sys.executable, "-m", MODULE, "--helper", "sender-memory"]
+                    command += [url, how, str(count), traced]
+                    result = subprocess.run(command, check=True, capture_output=True, text=True)
+                    print(result.stdout.strip(), flush=True)
+
+
 @attrs.frozen
 class Bench:
     name: str
@@ -270,6 +411,9 @@ BENCHES = [
     Bench("R2-lone-floor", raw_lone_publish, "tells", "message"),
     Bench("R3-two-nodes", two_nodes, "work", "job"),
     Bench("R3-one-node", one_node, "work", "job"),
+    Bench("R6-remote-send", remote_sends, "sends", "message"),
+    Bench("R6-floor", local_tells, "sends", "message"),
+    Bench("R6-remote-tell", remote_tells_to_slow, "sends", "message"),
 ]
 
 
@@ -291,21 +435,39 @@ def _add_cmdline_args(cmd: list[str], args: argparse.Namespace) -> None:
         cmd.append("--quick")
     if args.nats_url is not None:
         cmd.extend(("--nats-url", args.nats_url))
+    if args.only is not None:
+        cmd.extend(("--only", args.only))
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--helper":
         _run_helper(*sys.argv[2:])
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "--sender-memory":
+        sender_memory([int(count) for count in sys.argv[2:]] or list(MEMORY_SENDS))
+        return
     runner = pyperf.Runner(add_cmdline_args=_add_cmdline_args, program_args=("-m", MODULE))
     runner.argparser.add_argument("--quick", action="store_true", help="tiny sizes")
     runner.argparser.add_argument("--nats-url", help="(given to workers) the server")
+    runner.argparser.add_argument(
+        "--only", help="comma-separated name prefixes: run only those benchmarks (e.g. R6)"
+    )
     args = runner.parse_args()
+    prefixes = tuple(args.only.split(",")) if args.only else ("",)
     with contextlib.ExitStack() as stack:
         if args.nats_url is None:
             args.nats_url = stack.enter_context(running_cluster())
-        sizes = QUICK if args.quick else {"rr": ROUND_TRIPS, "tells": TELLS, "work": WORK}
-        for bench in BENCHES:
+        sizes = (
+            QUICK
+            if args.quick
+            else {
+                "rr": ROUND_TRIPS,
+                "tells": TELLS,
+                "work": WORK,
+                "sends": SENDS,
+            }
+        )
+        for bench in [bench for bench in BENCHES if bench.name.startswith(prefixes)]:
             size = sizes[bench.group]
             runner.bench_time_func(
                 bench.name,
