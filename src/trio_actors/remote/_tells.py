@@ -78,6 +78,12 @@ BYTES_PER_MESSAGE: Final = 64 * 1024
 """Bytes of tells to one node sent as one message at most (well under NATS's
 default ``max_payload`` of 1 MiB); a body this large goes alone, at once."""
 
+SEND_LINGER: Final = 0.0005
+"""Seconds a ``send`` may wait in the outbox for the next ones, while the tells sent
+before it to its node are not yet acknowledged (a stream of sends): one message for
+many, as tells coalesce without waiting -- a ``send`` yields after each tell, so the
+connection's writer would otherwise send each alone (R6, docs/performance.rst)."""
+
 IN_DOUBT: Final[DeadLetterReason] = "in-doubt"
 """The reason of a tell given back because its fate is unknown (pinned)."""
 
@@ -149,6 +155,7 @@ class Tells:
         "_codecs_elsewhere",
         "_drained",
         "_kept",
+        "_lingering",
         "_node",
         "_records",
         "_unreachable",
@@ -177,6 +184,7 @@ class Tells:
         self.sent = 0
         self.outbox = Outbox(self._send_tells)  # (tells waiting for the writer's turn)
         self.taken = TakenIn(node)
+        self._lingering = trio.Event()  # (a send lingers in the outbox: SEND_LINGER)
         # (kept past close(): the no-responders answers to its last tells; finish())
         self._bounces: Callable[[], None] | None = node.listen(
             f"{self._unreachable}.*", node.frames.bounce, self.on_unreachable
@@ -188,8 +196,17 @@ class Tells:
         return Link(str(self._records))
 
     async def run(self) -> None:
-        """Acknowledging the tells taken in."""
-        await self.taken.run()
+        """Acknowledging the tells taken in, and sending the sends that linger."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.taken.run)
+            nursery.start_soon(self._send_lingering)
+
+    async def _send_lingering(self) -> None:
+        while True:
+            await self._lingering.wait()
+            self._lingering = trio.Event()
+            await trio.sleep(SEND_LINGER)
+            self.outbox.flush()
 
     # --- what the node publishes, in order --------------------------------------
 
@@ -239,7 +256,13 @@ class Tells:
                 self.outbox.flush()  # (full only with those: out now, then counted)
                 continue
             await link.wait_for_room()
-        self._tell_encoded(cell, message, body, SENDS)
+        lingers = link.window and len(body) < BYTES_PER_MESSAGE and not self.closed
+        if lingers and not (self.outbox.waiting or self.transport.waiting_to_write()):
+            # A stream of sends: it lingers in the outbox to leave with the next ones.
+            self.outbox.add(cell.subject, (cell, message, body), SENDS)
+            self._lingering.set()
+        else:
+            self._tell_encoded(cell, message, body, SENDS)
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     def _link_of(self, cell: RemoteCell) -> Link:
