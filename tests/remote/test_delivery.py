@@ -293,3 +293,18 @@ async def test_a_remote_send_waiting_for_room_when_its_actor_stops_is_a_dead_let
         assert sorted(stopped) == list(range(handled, 5))  # (the rest: dead letters there)
         assert link_of(a, there).in_window == 1  # (only the gate's "wait": all ended)
         assert Node.of(a).unconfirmed == 0
+
+
+async def test_sends_waiting_for_room_go_first_come_first_served(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 2)
+    async with nodes(MemoryBus()) as (_a, _b, there):
+        await there["gate"].send("one")  # (with "wait": the window is full)
+        async with trio.open_nursery() as nursery:
+            for number in range(8):
+                nursery.start_soon(there["gate"].send, number)
+                await trio.sleep(HEARTBEAT / 100)  # (each waits, in this order)
+            there["instance"].gate.set()
+        await trio.sleep(HEARTBEAT)
+        assert await there["gate"].ask("seen") == ["one", *range(8)]

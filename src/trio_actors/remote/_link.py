@@ -114,7 +114,7 @@ class Link:
     """
 
     __slots__ = (
-        "_room",
+        "_waiting",
         "acked",
         "bounced",
         "closed",
@@ -142,7 +142,7 @@ class Link:
         # The first message the receiver tracks of this record (its acknowledgements
         # say; ``None`` before the first): another one means it began again.
         self.start: int | None = None
-        self._room: trio.Event | None = None  # (set when room frees: send waits on it)
+        self._waiting: deque[trio.Event] = deque()  # (the sends waiting for room, in order)
 
     def __repr__(self) -> str:
         return (
@@ -259,16 +259,40 @@ class Link:
         self.closed = True
         self._freed()
 
-    async def wait_for_room(self) -> None:
+    async def wait_for_room(self, *, again: bool = False) -> None:
         """Wait until the window has room for one more tell, or the record closes. A
-        checkpoint only if it waits; cancellable (nothing was sent)."""
-        while self.in_window >= WINDOW and not self.closed:
-            if self._room is None:
-                self._room = trio.Event()
-            await self._room.wait()
+        checkpoint; cancellable (nothing was sent). The waiting ``send``\\ s are
+        woken one at a time, first come, first served (each passes on once it has
+        sent: :meth:`pass_on`); one woken that finds no room after all (``again``)
+        keeps its place at the front."""
+        if self.in_window < WINDOW or self.closed:
+            await trio.lowlevel.checkpoint()
+            return
+        room = trio.Event()
+        if again:
+            self._waiting.appendleft(room)
+        else:
+            self._waiting.append(room)
+        try:
+            await room.wait()
+        except BaseException:
+            if room.is_set():
+                self._freed()  # (woken, but cancelled: its turn goes to the next)
+            else:
+                self._waiting.remove(room)
+            raise
 
     def _freed(self) -> None:
-        room = self._room
-        if room is not None and (self.in_window < WINDOW or self.closed):
-            self._room = None
-            room.set()
+        waiting = self._waiting
+        if not waiting:
+            return
+        if self.closed:
+            while waiting:
+                waiting.popleft().set()
+            return
+        if self.in_window < WINDOW:
+            waiting.popleft().set()  # (one at a time: it passes on once it has sent)
+
+    def pass_on(self) -> None:
+        """A ``send`` woken for room has sent: wake the next, if room is left."""
+        self._freed()

@@ -247,6 +247,7 @@ class Tells:
         checkpoint; cancelled while it waits, nothing was sent."""
         await trio.lowlevel.checkpoint_if_cancelled()
         body = self.codec.encode(message)  # (TypeError before any wait)
+        woken = False
         while True:
             link = self._link_of(cell)  # (closed meanwhile: its node's new record)
             waiting = len(self.outbox.waiting.get(cell.subject, ()))  # (sent, not yet out)
@@ -255,14 +256,19 @@ class Tells:
             if not link.full:
                 self.outbox.flush()  # (full only with those: out now, then counted)
                 continue
-            await link.wait_for_room()
-        lingers = link.window and len(body) < BYTES_PER_MESSAGE and not self.closed
-        if lingers and not (self.outbox.waiting or self.transport.waiting_to_write()):
-            # A stream of sends: it lingers in the outbox to leave with the next ones.
-            self.outbox.add(cell.subject, (cell, message, body), SENDS)
-            self._lingering.set()
-        else:
-            self._tell_encoded(cell, message, body, SENDS)
+            await link.wait_for_room(again=woken)
+            woken = True
+        try:
+            lingers = link.window and len(body) < BYTES_PER_MESSAGE and not self.closed
+            if lingers and not (self.outbox.waiting or self.transport.waiting_to_write()):
+                # A stream of sends: it lingers in the outbox to leave with the next.
+                self.outbox.add(cell.subject, (cell, message, body), SENDS)
+                self._lingering.set()
+            else:
+                self._tell_encoded(cell, message, body, SENDS)
+        finally:
+            if woken:
+                link.pass_on()  # (the next waiting send, if room is left)
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     def _link_of(self, cell: RemoteCell) -> Link:
