@@ -59,3 +59,16 @@ class Watcher(ta.Actor):
             case "notices":
                 return [(n.ref, type(n.error).__name__ if n.error else None) for n in self.notices]
         return None
+
+
+class Recorder(ta.Actor):
+    """A plain actor that records every message; ``"seen"`` returns the record."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def receive(self, message: Any) -> Any:
+        if message == "seen":
+            return list(self.seen)
+        self.seen.append(message)
+        return None

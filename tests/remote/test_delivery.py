@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Recorder
 from trio_actors.remote import MemoryBus, Node, _link
 
 HEARTBEAT = 0.5
@@ -48,17 +49,6 @@ class Opener(ta.Actor):
 
     def receive(self, message: Any) -> None:
         self.gate.gate.set()
-
-
-class Recorder(ta.Actor):
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-
-    def receive(self, message: Any) -> Any:
-        if message == "seen":
-            return list(self.seen)
-        self.seen.append(message)
-        return None
 
 
 @asynccontextmanager

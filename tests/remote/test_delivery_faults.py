@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Recorder
 from trio_actors.remote import MemoryBus, Node
 
 HEARTBEAT = 0.5
@@ -65,17 +66,6 @@ async def nodes(bus: MemoryBus) -> AsyncIterator[tuple[ta.ActorSystem, ta.ActorS
         ta.open_actor_system(cluster=cluster, node="a") as a,
     ):
         yield a, b
-
-
-class Recorder(ta.Actor):
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-
-    def receive(self, message: Any) -> Any:
-        if message == "seen":
-            return list(self.seen)
-        self.seen.append(message)
-        return None
 
 
 async def test_tells_given_back_on_a_link_that_stays_open_never_shift_later_acknowledgements(

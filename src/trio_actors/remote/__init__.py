@@ -9,8 +9,12 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
   one writer;
 * ``_heartbeats.py`` -- heartbeats, silence and the server's advisories: what the
   peer table hears;
-* ``_tells.py`` -- tells sent (the outbox, links, confirmations), everything else
-  a node publishes, in order after them, and acknowledgements both ways;
+* ``_tells.py`` -- tells sent, kept until acknowledged or given back, and
+  everything else a node publishes, in order after them;
+* ``_outbox.py`` -- the tells waiting for the connection's writer (coalesced);
+* ``_link.py`` -- one record of tells to a node: its window, and what became of each;
+* ``_taken_in.py`` -- tells from other nodes, tracked until they end here, and
+  acknowledged per actor;
 * ``_requests.py`` -- asks, stops and lookups waiting for their reply;
 * ``_watches.py`` -- death watch across nodes, both sides;
 * ``_exports.py`` -- refs on the wire, both ways;

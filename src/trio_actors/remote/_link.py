@@ -44,7 +44,7 @@ Never a checkpoint, except :meth:`Link.wait_for_room`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -122,6 +122,7 @@ class Link:
         "in_window",
         "record",
         "sequence",
+        "skips_applied",
         "start",
         "streams",
         "told",
@@ -142,6 +143,7 @@ class Link:
         # The first message the receiver tracks of this record (its acknowledgements
         # say; ``None`` before the first): another one means it began again.
         self.start: int | None = None
+        self.skips_applied = 0  # (the receiver's skipped ranges applied: it only adds)
         self._waiting: deque[trio.Event] = deque()  # (the sends waiting for room, in order)
 
     def __repr__(self) -> str:
@@ -175,7 +177,7 @@ class Link:
         return sequence
 
     def acknowledged(
-        self, skipped: Iterable[tuple[int, int]], counts: Counts
+        self, skipped: Sequence[tuple[int, int]], counts: Counts
     ) -> tuple[list[int], list[Sent]]:
         """The receiver's acknowledgement: the messages in the ``skipped`` ranges
         (first, last) never arrived there; of the tells to each actor, the first
@@ -185,9 +187,10 @@ class Link:
         route -- the receiver then handles them, uncounted)."""
         window = self.window
         given_back: list[Sent] = []
-        for first, last in skipped:
+        for first, last in skipped[self.skips_applied :]:  # (each range once)
             for sequence in [s for s in window if first <= s <= last]:
                 given_back.append(self._remove(sequence))
+        self.skips_applied = len(skipped)
         numbers: list[int] = []
         acked = 0
         streams = self.streams
@@ -213,11 +216,13 @@ class Link:
         return numbers, given_back
 
     def began_again(self, start: int) -> list[Sent]:
-        """The receiver forgot this record and tracks it again from message
-        ``start`` on, its counts from zero: the messages before ``start`` still in
-        the window are taken out (returned, to give back as in doubt: their fate is
-        unknown), and each actor's count starts again from zero."""
+        """The receiver tracks this record from message ``start`` on (its first
+        acknowledgement says so; a later one, that it forgot the record and began
+        again), its counts and skipped ranges from zero: the messages before
+        ``start`` still in the window are taken out (returned, to give back as in
+        doubt: they never came, or their fate is unknown)."""
         self.start = start
+        self.skips_applied = 0
         given_back = [self._remove(s) for s in [s for s in self.window if s < start]]
         for runs in self.streams.values():
             runs.said = 0

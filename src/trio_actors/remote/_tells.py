@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -56,6 +56,7 @@ from .._core._dead_letters import DeadLetterReason
 from .._core._ref import new_ref
 from ._frames import Ack
 from ._link import Counts, Link, Sent, Told
+from ._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE, Outbox
 from ._subjects import SENDS, TELL, Peer, encode
 from ._taken_in import TakenIn
 
@@ -64,19 +65,7 @@ if TYPE_CHECKING:
     from ._node import Node
     from ._remote_cell import RemoteCell
 
-__all__ = [
-    "BYTES_PER_MESSAGE",
-    "TELLS_PER_MESSAGE",
-    "Outbox",
-    "Tells",
-]
-
-TELLS_PER_MESSAGE: Final = 64
-"""Tells to one node sent as one message at most (the runtime's yield batch)."""
-
-BYTES_PER_MESSAGE: Final = 64 * 1024
-"""Bytes of tells to one node sent as one message at most (well under NATS's
-default ``max_payload`` of 1 MiB); a body this large goes alone, at once."""
+__all__ = ["BYTES_PER_MESSAGE", "SEND_LINGER", "TELLS_PER_MESSAGE", "Tells"]
 
 SEND_LINGER: Final = 0.0005
 """Seconds a ``send`` may wait in the outbox for the next ones, while the tells sent
@@ -87,56 +76,9 @@ connection's writer would otherwise send each alone (R6, docs/performance.rst)."
 IN_DOUBT: Final[DeadLetterReason] = "in-doubt"
 """The reason of a tell given back because its fate is unknown (pinned)."""
 
+_LOST: Final = "lost on the way (a server or a connection changed)"
+
 _log = logging.getLogger("trio_actors")
-
-
-class Outbox:
-    """The tells waiting for the connection's writer, by node subject.
-
-    ``send(subject, tells, kind)`` sends a node's waiting tells as one message of
-    ``kind`` (``TELL``, or ``SENDS`` for tells from ``send``; the node numbers and
-    accounts them); :meth:`flush` sends them all (the node calls it at the writer's
-    turn, and before anything else it sends). A node's waiting tells are of one
-    kind: a tell of the other kind sends them first, so they leave in order.
-    """
-
-    __slots__ = ("_bytes", "_kinds", "_send", "waiting")
-
-    def __init__(self, send: Callable[[str, list[Told], int], None]) -> None:
-        self._send = send
-        self.waiting: dict[str, list[Told]] = {}  # (node subject -> its tells, in order)
-        self._bytes: dict[str, int] = {}
-        self._kinds: dict[str, int] = {}
-
-    def add(self, subject: str, told: Told, kind: int = TELL) -> None:
-        """Keep ``told`` for ``subject``'s next message (sent now if that is full).
-        Never a checkpoint."""
-        size = len(told[2])
-        tells = self.waiting.get(subject)
-        if tells is not None and (
-            self._bytes[subject] + size > BYTES_PER_MESSAGE or self._kinds[subject] != kind
-        ):
-            self._send_waiting(subject)  # (full, or of the other kind: this begins the next)
-            tells = None
-        if tells is None:
-            tells = self.waiting[subject] = []
-            self._bytes[subject] = 0
-            self._kinds[subject] = kind
-        tells.append(told)
-        self._bytes[subject] += size
-        if len(tells) >= TELLS_PER_MESSAGE:
-            self._send_waiting(subject)
-
-    def _send_waiting(self, subject: str) -> None:
-        tells = self.waiting.pop(subject)
-        del self._bytes[subject]
-        self._send(subject, tells, self._kinds.pop(subject))
-
-    def flush(self) -> None:
-        """Send every node's waiting tells now (oldest node first). Never a
-        checkpoint; never raises (what cannot be sent is the node's to account)."""
-        while self.waiting:
-            self._send_waiting(next(iter(self.waiting)))
 
 
 class Tells:
@@ -359,7 +301,7 @@ class Tells:
             self._acknowledged(link, start, skipped, counts)
 
     def _acknowledged(
-        self, link: Link, start: int, skipped: Iterable[tuple[int, int]], counts: Counts
+        self, link: Link, start: int, skipped: Sequence[tuple[int, int]], counts: Counts
     ) -> None:
         """An acknowledgement (or a confirm round's answer) about ``link``: the
         receiver tracks it from message ``start`` on (those before never arrived).
@@ -369,20 +311,17 @@ class Tells:
         begun again at zero, apply to the messages from ``start`` on. An earlier
         one is stale (a confirm answer overtaken by an acknowledgement)."""
         if link.start is None or start > link.start:
-            if link.start is not None:
-                self._give_back(link.began_again(start), "the receiving node lost track of them")
-            link.start = start
+            why = "the receiving node lost track of them" if link.start else _LOST
+            self._give_back(link.began_again(start), why)  # (before start: never came)
         elif start < link.start:
             return
-        if start > 1:
-            skipped = [(1, start - 1), *skipped]
         numbers, given_back = link.acknowledged(skipped, counts)
         kept = self._kept
         for number in numbers:
             del kept[number]
         self._forgotten()
         if given_back:
-            self._give_back(given_back, "lost on the way (a server or a connection changed)")
+            self._give_back(given_back, _LOST)
 
     def on_unreachable(self, bounce: tuple[int, bool]) -> None:
         """NATS's answer on a message of tells' reply subject (parsed:
@@ -478,7 +417,7 @@ class Tells:
         self._node.peers.accounted(peer, link)
 
     async def confirmed(
-        self, link: Link, start: int, skipped: Iterable[tuple[int, int]], counts: Counts
+        self, link: Link, start: int, skipped: Sequence[tuple[int, int]], counts: Counts
     ) -> None:
         """A confirm round's answer about ``link``: the receiver gave up what was sent
         before the round and had not come (``skipped``), and says every actor's
