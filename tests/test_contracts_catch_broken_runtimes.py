@@ -723,6 +723,22 @@ def remote_sends_meet_the_overflow_policy(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_taken_in.TakenIn, "receive", as_tells)
 
 
+def bounced_tells_not_sent_again(mp: pytest.MonkeyPatch) -> None:
+    """As before: no-responders made a tell a dead letter, even while its node was up."""
+    mp.setattr(_tells.Tells, "send_undelivered", lambda self, peer: None)
+
+
+def tells_ahead_of_a_gap_not_held(mp: pytest.MonkeyPatch) -> None:
+    """As before: a message that came ahead of a gap was delivered at once."""
+
+    def at_once(self: Any, inbound: Any, sequence: int, tells: Any, sending: bool) -> None:
+        inbound.skip_to(sequence - 1)
+        inbound.received = sequence
+        self._deliver(inbound, tells, sending)
+
+    mp.setattr(_taken_in.TakenIn, "_hold", at_once)
+
+
 def acknowledgements_ignored(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_tells.Tells, "on_ack", lambda self, message: None)
 
@@ -818,6 +834,8 @@ MUTANTS: dict[str, list[Mutant]] = {
         remote_asks_queued_by_tasks,
         remote_sends_overtake_waiting_tells,
         remote_answers_overtake_waiting_tells,
+        bounced_tells_not_sent_again,
+        tells_ahead_of_a_gap_not_held,
     ],
     "RT4": [ask_from_a_closed_node_skips_the_checkpoint],
     "RT5": [unreachable_tells_vanish],

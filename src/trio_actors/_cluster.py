@@ -96,6 +96,11 @@ class InputLimits:
         announce_every: seconds between two announcements of all a node's names
             (each new node met asks for one; those that come within the window
             share one at its end).
+        held_bytes: bytes of tells from other nodes a node holds at once, all
+            senders together, because they came ahead of one sent before them
+            (held to be delivered in order until the earlier one comes or is
+            given up: ``docs/remote.rst``, "Tells between two connections");
+            past it, the oldest gap is given up at once.
     """
 
     peers: int = attrs.field(default=1_024, validator=_whole(1), kw_only=True)
@@ -105,6 +110,7 @@ class InputLimits:
     undecodable_bytes: int = attrs.field(default=1 << 20, validator=_whole(0), kw_only=True)
     log_every: int = attrs.field(default=1_000, validator=_whole(1), kw_only=True)
     announce_every: float = attrs.field(default=0.1, kw_only=True)
+    held_bytes: int = attrs.field(default=1 << 24, validator=_whole(0), kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         every = self.announce_every

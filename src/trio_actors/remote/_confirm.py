@@ -45,11 +45,14 @@ acknowledged are given back ``"in-doubt"``: it beats, but does not answer. (Twic
 a dead peer is declared down by its silence after ``heartbeats_missed`` beats -- or
 by an advisory, at once -- which ends them with the truer ``NodeDown`` first.)
 
-An ask or a stop that NATS answered with no-responders while its peer was up (the
-peer is between two connections: its subscriptions are gone until it is back) was
-never delivered: it is sent again at the next round, instead of failing with
-``ActorStopped`` for an actor that did not stop -- as many times as above, then
-``ConnectionInterrupted``.
+An ask, a stop or a message of tells that NATS answered with no-responders while
+its peer was up (the peer is between two connections: its subscriptions are gone
+until it is back) was never delivered: it is sent again at the next round (before
+the round's question), instead of failing with ``ActorStopped`` for an actor that
+did not stop or becoming a dead letter -- as many times as above, then an ask or a
+stop fails with ``ConnectionInterrupted`` and the tells are dead letters
+``"unreachable"``. (The peer holds the tells that came after such a message until
+it comes: ``_taken_in.py``.)
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ class Confirmations:
         since = trio.current_time() - self.interval
         due = {peer for peer, _sent_at in node.requests.waiting_on(before=since)}
         due.update(node.requests.undelivered_peers())
+        due.update(node.tells.undelivered_peers())
         due.update(peer for peer, _since in node.watches.unconfirmed(before=since))
         told_before: dict[Peer, tuple[Link, int]] = {}
         for peer, link in node.peers.open_links():
@@ -148,6 +152,7 @@ class Confirmations:
         requests, watches = node.requests, node.watches
         try:
             requests.send_undelivered(peer)
+            node.tells.send_undelivered(peer)  # (before the round: it asks about them)
             asked = requests.numbers_waiting_on(peer)[:MAX_NUMBERS]
             watched = watches.numbers_unconfirmed(peer)[:MAX_NUMBERS]
             node.tells.flush()  # (the tells waiting go first: they are asked about)

@@ -18,8 +18,11 @@ acknowledged        each has ended on the receiving node -- handled there, or a
                     first *n* have ended" (``_taken_in.py``); so an actor that is
                     slow, or blocked, holds back the acknowledgement of its own
                     tells only
-no-responders       nothing served the node: dead letters ``"unreachable"`` here
-                    (never delivered)
+no-responders       nothing served the node: never delivered. While the peer is
+                    up (between two connections) the message stays, and is sent
+                    again at the next confirm round; otherwise, or if it bounced
+                    the last time it was sent when given back: dead letters
+                    ``"unreachable"`` here
 refused             the NATS server refused them (permissions): dead letters
                     ``"refused"`` here
 given back          the receiver died, was declared down, skipped the message (it
@@ -73,11 +76,12 @@ number, the first ``ended`` have ended on the receiving node."""
 class Message:
     """A message of tells in a window."""
 
-    __slots__ = ("number", "open", "tells")
+    __slots__ = ("kind", "number", "open", "tells")
 
-    def __init__(self, number: int, tells: list[Told]) -> None:
+    def __init__(self, number: int, tells: list[Told], kind: int) -> None:
         self.number = number  # (in this node's sequence)
         self.tells = tells
+        self.kind = kind  # (TELL, or SENDS: from ``send``)
         self.open: dict[int, int] = {}  # (actor -> its tells here not yet acknowledged)
         for cell, _message, _body in tells:
             self.open[cell.eid] = self.open.get(cell.eid, 0) + 1
@@ -161,11 +165,12 @@ class Link:
         sent (waiting in the outbox)."""
         return self.in_window + more < WINDOW
 
-    def sent(self, number: int, tells: list[Told]) -> int:
-        """A message of ``tells`` (``number`` in the node's sequence) was sent on this
-        record: kept in the window. Returns its sequence number in the record."""
+    def sent(self, number: int, tells: list[Told], kind: int) -> int:
+        """A message of ``tells`` of ``kind`` (``number`` in the node's sequence) was
+        sent on this record: kept in the window. Returns its sequence number in the
+        record."""
         self.sequence = sequence = self.sequence + 1
-        message = self.window[sequence] = Message(number, tells)
+        message = self.window[sequence] = Message(number, tells, kind)
         streams = self.streams
         for actor, count in message.open.items():
             runs = streams.get(actor)

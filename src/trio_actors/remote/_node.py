@@ -375,6 +375,7 @@ class Node:
         if self.closed:
             return
         self.closed = self.tells.closed = True
+        self.tells.taken.give_up_all()
         self.tells.taken.send_acks()
         self.heartbeats.say_bye()
         for unsubscribe in self._unsubscribes:

@@ -28,11 +28,11 @@ made before it (a ``"drop_old"`` overflow would put it ahead).
 **Acknowledged per actor, cumulatively, per record.** For each sending node this
 node keeps the :class:`Inbound` state of its current record (``_link.py``; a new
 record from the same node replaces the old): for each actor told, a :class:`Stream`
-counting the tells to it that have ended, in order; the newest sequence number
-received; and the ranges of sequence numbers it *skipped* (a message with a later
-number came first: the ones between were lost on the way, with a NATS server that
-died). Within :data:`ACK_EVERY` seconds of a count moving it publishes ``(record, start,
-skipped, [(actor, ended), ...])`` -- the counts that moved -- to the sender's ``P.a``
+counting the tells to it that have ended, in order; the sequence number up to which
+every message was received; and the ranges of sequence numbers it *skipped* (given
+up: lost on the way, with a NATS server that died). Within :data:`ACK_EVERY`
+seconds of a count moving it publishes ``(record, start, skipped, [(actor, ended),
+...])`` -- the counts that moved -- to the sender's ``P.a``
 subject; ``start``, the first message the state tracked, tells the sender when this
 node has forgotten its record and begun again (it declared the sender down, or it
 skipped too much): the sender then gives back what is unacknowledged as in doubt and
@@ -42,6 +42,17 @@ its own tells only. A lost acknowledgement is made good by the next, or by a
 confirm round (``_confirm.py``), which is answered with every count, after giving
 up what was sent before the round and has not come (skipped: if it comes later, it
 is delivered, uncounted -- its sender has given it back as in doubt).
+
+**In order across a gap.** A message that comes ahead of one sent before it is
+*held*, not delivered: the earlier one bounced -- its node was between two
+connections, NATS answered no-responders -- and its sender sends it again at its
+next confirm round (``_tells.py``), or it was lost on the way. The held messages are
+delivered, in order, once the gap fills; or once the gap is given up (skipped): by
+the sender's confirm round (which asks about every message sent before it, after
+sending the bounced ones again), after :func:`hold_for` seconds with no round, when
+the sender is declared down, or at once for the oldest gaps when the node holds
+``InputLimits.held_bytes`` of such tells. So tells to an actor are handled in the
+order they were sent (T2) across a reconnect, as far as they are handled at all.
 
 **Pools.** A tell to a pool is handed to the pool at once (routed to a worker, or
 queued in a balancing pool's shared queue), and has ended, for its sender, then: a
@@ -64,14 +75,16 @@ import trio
 from .._core._bounded_cell import BoundedCell
 from .._core._envelope import Notice
 from ..actors._pool._cell import PoolCell
+from ._confirm import give_up_after
 from ._subjects import encode
 
 if TYPE_CHECKING:
+    from .._cluster import Cluster
     from .._core._cell import ActorCell
     from ._node import Node
     from ._subjects import Peer
 
-__all__ = ["ACK_EVERY", "MAX_SKIPPED", "Inbound", "Run", "Stream", "TakenIn"]
+__all__ = ["ACK_EVERY", "MAX_SKIPPED", "Inbound", "Run", "Stream", "TakenIn", "hold_for"]
 
 ACK_EVERY: Final = 0.005
 """Seconds between acknowledgements while tells end."""
@@ -87,6 +100,13 @@ Counts = list[tuple[int, int]]
 first ``ended`` have ended here."""
 
 _UNDECODABLE: Final = object()
+
+
+def hold_for(cluster: Cluster) -> float:
+    """Seconds a message of tells that came ahead of a gap is held at most before
+    the gap is given up here (as many intervals as its sender's confirm rounds
+    leave unanswered before giving up: it gives the gap up first, while it runs)."""
+    return give_up_after(cluster) * cluster.heartbeat
 
 
 class Run:
@@ -161,32 +181,38 @@ class Stream:
 class Inbound:
     """This node's state of one sending node's current record."""
 
-    __slots__ = ("changed", "received", "record", "skipped", "start", "streams", "taken_in")
+    __slots__ = (
+        "ahead",
+        "changed",
+        "held_since",
+        "prefix",
+        "received",
+        "record",
+        "skipped",
+        "start",
+        "streams",
+        "taken_in",
+    )
 
-    def __init__(self, taken_in: TakenIn, record: str, start: int) -> None:
+    def __init__(self, taken_in: TakenIn, prefix: str, record: str, start: int) -> None:
         self.taken_in = taken_in
+        self.prefix = prefix  # (the sender's P.u.<node>.<incarnation>: its key)
         self.record = record
         # The first message it tracks: its identity in every acknowledgement, so
         # that a sender whose record this node forgot (it declared the sender down,
         # or skipped too much) learns it, and starts a new record.
         self.start = start
-        self.received = start - 1  # the newest sequence number received (or skipped)
+        # The newest sequence number up to which every message was received or
+        # skipped: the next one is delivered at once, a later one is held.
+        self.received = start - 1
         self.skipped: Skipped = []
         self.streams: dict[int, Stream] = {}
         # (actors whose count moved since acknowledged: a dict, smaller than a set)
         self.changed: dict[int, None] = {}
-
-    def arrived(self, sequence: int) -> bool | None:
-        """A message numbered ``sequence`` arrived: whether it is tracked -- not if it
-        came late (after a later one, or after a confirm round gave it up: it was
-        counted skipped) or twice; ``None`` if it skips one range too many (the
-        caller forgets the record)."""
-        if sequence <= self.received:
-            return False
-        if not self.skip_to(sequence - 1):
-            return None
-        self.received = sequence
-        return True
+        # The messages that came ahead of a gap, by sequence number: (tells,
+        # sending, bytes); and since when the oldest of them is held.
+        self.ahead: dict[int, tuple[list[Any], bool, int]] = {}
+        self.held_since = 0.0
 
     def skip_to(self, sequence: int) -> bool:
         """Nothing up to ``sequence`` is taken from now on: what did not come is
@@ -220,24 +246,40 @@ class Inbound:
 class TakenIn:
     """The tells of other nodes this node takes in, and the acknowledgements owed."""
 
-    __slots__ = ("_ack", "_node", "records")
+    __slots__ = ("_ack", "_node", "held", "records")
 
     def __init__(self, node: Node) -> None:
         self._node = node
         self.records: dict[str, Inbound] = {}  # by the sender's P.u.<node>.<inc> prefix
         self._ack = trio.Event()
+        self.held = 0  # (bytes of tells held ahead of a gap, all records together)
 
     def owed(self) -> None:
         """A count moved: acknowledged within :data:`ACK_EVERY` seconds."""
         self._ack.set()
 
     async def run(self) -> None:
-        """Acknowledge, until cancelled (with the node)."""
+        """Acknowledge, and give up the gaps held too long, until cancelled (with
+        the node)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._give_up_overdue)
+            while True:
+                await self._ack.wait()
+                self._ack = trio.Event()
+                await trio.sleep(ACK_EVERY)
+                self.send_acks()
+
+    async def _give_up_overdue(self) -> None:
+        """Every heartbeat interval, give up the gaps held longer than
+        :func:`hold_for` (a backstop: while its sender runs, its confirm round
+        gives a gap up within two intervals)."""
+        cluster = self._node.cluster
         while True:
-            await self._ack.wait()
-            self._ack = trio.Event()
-            await trio.sleep(ACK_EVERY)
-            self.send_acks()
+            await trio.sleep(cluster.heartbeat)
+            since = trio.current_time() - hold_for(cluster)
+            for inbound in list(self.records.values()):
+                if inbound.ahead and inbound.held_since <= since:
+                    self._give_up(inbound, max(inbound.ahead))
 
     def send_acks(self) -> None:
         """Tell each node whose counts moved since the last time where they are.
@@ -264,15 +306,94 @@ class TakenIn:
         if inbound is None or inbound.record != record:
             if inbound is None and not self._node.peers.claim(sender):
                 return (0, [], [])
-            inbound = self.records[prefix] = Inbound(self, record, up_to + 1)
-        if not inbound.skip_to(up_to):
-            del self.records[prefix]  # (its sender learns it from the next answer)
-            return (0, [], [])
+            inbound = self._begin(prefix, record, up_to + 1)
+        if not self._give_up(inbound, up_to):
+            return (0, [], [])  # (forgotten: its sender learns it from the next answer)
         return inbound.start, inbound.skipped, inbound.counts()
 
     def forget(self, prefix: str) -> None:
-        """The sending node is down: nothing more to acknowledge to it."""
-        self.records.pop(prefix, None)
+        """The sending node is down: nothing more to acknowledge to it (what it held
+        of its tells is delivered)."""
+        inbound = self.records.get(prefix)
+        if inbound is not None:
+            self._forget(inbound)
+
+    def give_up_all(self) -> None:
+        """This node leaves: what it holds of any node's tells is delivered (its
+        actors have stopped: dead letters here), its gaps given up. Never a
+        checkpoint."""
+        for inbound in list(self.records.values()):
+            if inbound.ahead:
+                self._give_up(inbound, max(inbound.ahead))
+
+    def _begin(self, prefix: str, record: str, start: int) -> Inbound:
+        """A new record of the sender of ``prefix``, tracked from ``start`` on (the
+        one it replaces gives up what it held)."""
+        old = self.records.get(prefix)
+        if old is not None and old.ahead:
+            self._give_up(old, max(old.ahead))
+        inbound = self.records[prefix] = Inbound(self, prefix, record, start)
+        return inbound
+
+    def _forget(self, inbound: Inbound) -> None:
+        """Stop tracking ``inbound``'s record; what it held is delivered, untracked."""
+        if self.records.get(inbound.prefix) is inbound:
+            del self.records[inbound.prefix]
+        for sequence in sorted(inbound.ahead):
+            self._deliver(None, *self._unhold(inbound, sequence))
+
+    # --- held ahead of a gap -------------------------------------------------------
+
+    def _hold(self, inbound: Inbound, sequence: int, tells: list[Any], sending: bool) -> None:
+        """A message that came ahead of one sent before it -- that one bounced, and
+        its sender sends it again, or it was lost on the way: held, to be delivered
+        in order, until the gap fills, its sender's confirm round gives it up, or
+        :func:`hold_for` passes. Past ``InputLimits.held_bytes`` the oldest gaps
+        are given up at once."""
+        if not inbound.ahead:
+            inbound.held_since = trio.current_time()
+        size = sum(len(told) for _number, _path, told in tells)
+        inbound.ahead[sequence] = (tells, sending, size)
+        self.held += size
+        limit = self._node.cluster.limits.held_bytes
+        while self.held > limit:
+            holding = (
+                inbound
+                if inbound.ahead
+                else max(self.records.values(), key=lambda other: len(other.ahead))
+            )
+            self._give_up(holding, min(holding.ahead))
+
+    def _unhold(self, inbound: Inbound, sequence: int) -> tuple[list[Any], bool]:
+        tells, sending, size = inbound.ahead.pop(sequence)
+        self.held -= size
+        return tells, sending
+
+    def _deliver_held(self, inbound: Inbound) -> None:
+        """Deliver the held messages that are next, in order."""
+        ahead = inbound.ahead
+        while inbound.received + 1 in ahead:
+            inbound.received += 1
+            self._deliver(inbound, *self._unhold(inbound, inbound.received))
+        if ahead:
+            inbound.held_since = trio.current_time()  # (the gap after those: a new one)
+
+    def _give_up(self, inbound: Inbound, up_to: int) -> bool:
+        """What has not come of ``inbound``'s record up to ``up_to`` never will:
+        skipped; what it held up to there, and what is next after it, delivered in
+        order. Returns ``False`` if that skips one range too many: the record is
+        forgotten (its sender learns it, and starts a new one)."""
+        for sequence in sorted(s for s in inbound.ahead if s <= up_to):
+            if not inbound.skip_to(sequence - 1):
+                self._forget(inbound)
+                return False
+            inbound.received = sequence
+            self._deliver(inbound, *self._unhold(inbound, sequence))
+        if not inbound.skip_to(up_to):
+            self._forget(inbound)
+            return False
+        self._deliver_held(inbound)
+        return True
 
     # --- receiving (the connection's reader, in order) ------------------------------
 
@@ -290,7 +411,19 @@ class TakenIn:
         unreachable subject; ``sending``: they come from ``send`` -- into a full
         bounded mailbox, each waits for room in line with the local ``send``\\ s
         (its sender's window holds the others back). Never a checkpoint."""
-        inbound = self._arrived(reply, record, sequence) if reply else None
+        inbound = self._record_of(reply, record, sequence) if reply else None
+        if inbound is None or sequence <= inbound.received or sequence in inbound.ahead:
+            self._deliver(None, body, sending)  # (not tracked; or late, or twice)
+        elif sequence > inbound.received + 1:
+            self._hold(inbound, sequence, body, sending)  # (ahead of a gap)
+        else:
+            inbound.received = sequence
+            self._deliver(inbound, body, sending)
+            if inbound.ahead:
+                self._deliver_held(inbound)
+
+    def _deliver(self, inbound: Inbound | None, body: list[Any], sending: bool) -> None:
+        """Deliver a message of tells, tracked in ``inbound`` (``None``: untracked)."""
         exported = self._node.exports.cells
         items: list[tuple[ActorCell | None, int, str, Any]] = []
         runs: dict[int, int] = {}  # (actor -> its tells in this message)
@@ -339,30 +472,27 @@ class TakenIn:
                 else:
                     run.delivered()
 
-    def _arrived(self, reply: str, record: str, sequence: int) -> Inbound | None:
-        """The record a message of tells from the node of ``reply`` is tracked in;
-        ``None`` if it is not tracked: late or twice, not a node's reply subject, or
-        from a node the peer table has no room for (taken in, never acknowledged)."""
+    def _record_of(self, reply: str, record: str, sequence: int) -> Inbound | None:
+        """The record a message of tells from the node of ``reply`` is tracked in
+        (a new one: from ``sequence`` on); ``None`` if it is not tracked: not a
+        record's message, not a node's reply subject, or from a node the peer
+        table has no room for (taken in, never acknowledged)."""
         if sequence < 1:
             return None  # (not a record's message: numbers start at 1)
         prefix = reply.rpartition(".")[0]
         inbound = self.records.get(prefix)
-        if inbound is None or inbound.record != record:
-            if inbound is None:
-                node = self._node
-                sender = node.frames.tell_sender(reply)
-                if sender is None:
-                    return None  # (not a node's tells: nobody to acknowledge)
-                if not node.peers.claim(sender):
-                    node.refused(
-                        "over_limit", "tells from a node the peer table has no room for", reply
-                    )
-                    return None
-            inbound = self.records[prefix] = Inbound(self, record, sequence)
-        tracked = inbound.arrived(sequence)
-        if tracked is None:  # (one skipped range too many: forgotten)
-            del self.records[prefix]
-        return inbound if tracked else None
+        if inbound is not None and inbound.record == record:
+            return inbound
+        if inbound is None:
+            node = self._node
+            sender = node.frames.tell_sender(reply)
+            if sender is None:
+                return None  # (not a node's tells: nobody to acknowledge)
+            if not node.peers.claim(sender):
+                why = "tells from a node the peer table has no room for"
+                node.refused("over_limit", why, reply)
+                return None
+        return self._begin(prefix, record, sequence)
 
     def _decoded(self, number: int, path: str, body: Any) -> Any:
         """A tell's message, or ``_UNDECODABLE`` (then it is a dead letter

@@ -33,7 +33,9 @@ messages -- until the receiving node acknowledges that its tells have *ended*
 there (handled, or dead letters there: ``_taken_in.py``). Its tells end here in
 exactly one other way otherwise: dead letters ``"unreachable"`` (NATS answered
 no-responders on the message's reply subject ``P.u.<node>.<incarnation>.<n>``:
-nothing served the node), ``"refused"`` (the server refused them), or
+nothing served the node -- while the node is up, the message is sent again at the
+next confirm round instead, and is unreachable only if it still bounced when its
+node is declared down or the rounds give up), ``"refused"`` (the server refused them), or
 **``"in-doubt"``**, with the message: the receiving node was declared down (after a
 flush, so that the no-responders answers come first), or skipped the message, or a
 confirm round found it lost, or this node left before it was acknowledged. An
@@ -57,6 +59,7 @@ from .._core._ref import new_ref
 from ._frames import Ack
 from ._link import Counts, Link, Sent, Told
 from ._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE, Outbox
+from ._peers import PeerState
 from ._subjects import SENDS, TELL, Peer, encode
 from ._taken_in import TakenIn
 
@@ -81,6 +84,12 @@ _LOST: Final = "lost on the way (a server or a connection changed)"
 _log = logging.getLogger("trio_actors")
 
 
+def _frame(kind: int, sequence: int, record: str, tells: list[Told]) -> bytes:
+    """A message of tells on the wire: numbered ``sequence`` in ``record``."""
+    bodies = [(cell.eid, cell.local_path, msgspec.Raw(body)) for cell, _m, body in tells]
+    return encode((kind, sequence, record, bodies))
+
+
 class Tells:
     """One node's sending side: its tells (coalesced, numbered, kept in their link's
     window until acknowledged), everything else it publishes (after the waiting
@@ -100,6 +109,7 @@ class Tells:
         "_lingering",
         "_node",
         "_records",
+        "_undelivered",
         "_unreachable",
         "closed",
         "codec",
@@ -120,6 +130,10 @@ class Tells:
         # Every message of tells in a window: its link and its sequence number
         # there, by its number (the number a no-responders answer names).
         self._kept: dict[int, tuple[Link, int]] = {}
+        # The messages NATS answered with no-responders while their node was up
+        # (between two connections): never delivered, sent again at its next
+        # confirm round -- by number, in order.
+        self._undelivered: dict[int, Link] = {}
         self._drained: trio.Event | None = None  # (set when _kept empties: leave waits)
         self._records = 0  # (links made: each one's record is its number)
         self.unconfirmed = 0
@@ -278,12 +292,10 @@ class Tells:
         refuses (then nothing was sent)."""
         link = self._link_of(tells[0][0])  # (one subject: one node's tells, one link)
         number = self.sent + 1
-        sequence = link.sequence + 1
-        bodies = [(cell.eid, cell.local_path, msgspec.Raw(body)) for cell, _m, body in tells]
-        data = encode((kind, sequence, link.record, bodies))
+        data = _frame(kind, link.sequence + 1, link.record, tells)
         self.transport.publish(subject, data, reply=f"{self._unreachable}.{number}")
         self.sent = number
-        self._kept[number] = (link, link.sent(number, tells))
+        self._kept[number] = (link, link.sent(number, tells, kind))
 
     def flush(self) -> None:
         """Send the tells waiting in the outbox now. Never a checkpoint."""
@@ -316,29 +328,72 @@ class Tells:
         elif start < link.start:
             return
         numbers, given_back = link.acknowledged(skipped, counts)
-        kept = self._kept
+        kept, undelivered = self._kept, self._undelivered
         for number in numbers:
             del kept[number]
+            undelivered.pop(number, None)
         self._forgotten()
         if given_back:
             self._give_back(given_back, _LOST)
 
     def on_unreachable(self, bounce: tuple[int, bool]) -> None:
         """NATS's answer on a message of tells' reply subject (parsed:
-        ``Frames.bounce``): no-responders makes its tells dead letters
-        "unreachable" (nothing served the node: never delivered)."""
+        ``Frames.bounce``): no-responders -- nothing served the node, the
+        message was never delivered. While the node is up (it is between two
+        connections), the message stays in its window, to be sent again at its
+        next confirm round (:meth:`send_undelivered`); otherwise its tells are
+        dead letters "unreachable"."""
         number, no_responders = bounce
-        if not no_responders:
+        if not no_responders or number not in self._kept:
+            return
+        link, sequence = self._kept[number]
+        message = link.window.get(sequence)
+        peer = None if message is None else message.tells[0][0].peer
+        if peer is not None and not link.closed and self._node.peers.state(peer) is PeerState.UP:
+            self._undelivered[number] = link
             return
         sent = self._take(number)
         if sent is not None:
             self._bounced(sent, "unreachable")
+
+    def undelivered_peers(self) -> set[Peer]:
+        """The peers with messages of tells to send again."""
+        peers: set[Peer] = set()
+        for number, link in self._undelivered.items():
+            message = link.window.get(self._kept[number][1])
+            if message is not None:
+                peers.add(message.tells[0][0].peer)
+        return peers
+
+    def send_undelivered(self, peer: Peer) -> None:
+        """Send again, in order, the messages of tells to ``peer`` that NATS answered
+        with no-responders while it was up (each with its number and its sequence
+        in its record: the receiver holds what came after them until they come).
+        What the connection refuses now waits for the next round. Never a
+        checkpoint."""
+        link = self._node.peers.current_link(peer)
+        if link is None or link.closed:
+            return
+        for number in [n for n, of in self._undelivered.items() if of is link]:
+            sequence = self._kept[number][1]
+            message = link.window.get(sequence)
+            if message is None:
+                continue
+            data = _frame(message.kind, sequence, link.record, message.tells)
+            try:
+                self.out(message.tells[0][0].subject, data, reply=f"{self._unreachable}.{number}")
+            except Exception as error:  # (closed, or full while reconnecting: next round)
+                name = self._node.name
+                _log.warning("node %s: tells to %s not sent again: %s", name, peer, error)
+                return
+            del self._undelivered[number]
 
     def _take(self, number: int) -> tuple[Link, Sent] | None:
         """Message ``number`` out of its link's window (``None``: not there)."""
         kept = self._kept.pop(number, None)
         if kept is None:
             return None
+        self._undelivered.pop(number, None)
         self._forgotten()
         link, sequence = kept
         sent = link.take(sequence)
@@ -373,16 +428,24 @@ class Tells:
 
     def _give_back(self, sent: Iterable[Sent], why: str) -> int:
         """Tells whose fate is unknown: dead letters ``"in-doubt"`` with their
-        messages, counted in :attr:`unconfirmed`; return how many."""
+        messages, counted in :attr:`unconfirmed`; return how many. (Those of a
+        message NATS answered with no-responders the last time it was sent were
+        never delivered: dead letters ``"unreachable"``.)"""
         count = 0
         dead_letters = self._node.system.dead_letters
         for number, tells in sent:
             kept = self._kept.pop(number, None)
+            never_delivered = self._undelivered.pop(number, None) is not None
             if kept is not None:
-                kept[0].in_doubt += len(tells)
+                if never_delivered:
+                    kept[0].bounced += len(tells)
+                else:
+                    kept[0].in_doubt += len(tells)
+            reason: DeadLetterReason = "unreachable" if never_delivered else IN_DOUBT
             for recipient, told, _body in tells:
-                dead_letters.record(new_ref(recipient), told, IN_DOUBT)
-            count += len(tells)
+                dead_letters.record(new_ref(recipient), told, reason)
+            if not never_delivered:
+                count += len(tells)
         self._forgotten()
         if count:
             self.unconfirmed += count

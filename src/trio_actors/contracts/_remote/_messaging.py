@@ -15,12 +15,12 @@ from typing import Any
 import trio
 import trio.testing
 
-from ... import Actor, ActorStopped, RemoteError, ServingPolicy
-from ...remote import MemoryBus
+from ... import Actor, ActorStopped, ActorSystem, RemoteError, ServingPolicy
+from ...remote import MemoryBus, MemoryTransport, Node
 from .._harness import require, run_virtual
 from .._registry import contract
 from ._actors import _AsyncEcho, _Echo, _Recorder
-from ._nodes import nodes, reach
+from ._nodes import HEARTBEAT, nodes, reach
 
 
 class _Teller(Actor):
@@ -90,8 +90,10 @@ def remote_ask_round_trip(policy: ServingPolicy) -> None:
     "RT2",
     "order per sender node",
     "tells and asks from one node to one actor of another are handled in the order they "
-    "were sent, also a tell sent while an ask before it waits for its answer; an ask's "
-    "answer leaves after the tells its handler made before answering",
+    "were sent, also a tell sent while an ask before it waits for its answer, and tells "
+    "sent while the actor's node is between two connections (sent again, in order, "
+    "never dead letters); an ask's answer leaves after the tells its handler made "
+    "before answering",
 )
 def remote_order(policy: ServingPolicy) -> None:
     async def main(clock: trio.testing.MockClock) -> None:
@@ -118,6 +120,7 @@ def remote_order(policy: ServingPolicy) -> None:
             require(
                 seen == sent, f"handled out of order: first difference near {_diff(seen, sent)}"
             )
+            await _across_a_reconnect(a, b, bus)
             # Node b's handler tells node a's actor, then answers node a: what node b
             # sends leaves in that order (over NATS, the answer could otherwise wake
             # the asker before the tells have come).
@@ -131,6 +134,34 @@ def remote_order(policy: ServingPolicy) -> None:
             )
 
     run_virtual(main)
+
+
+async def _across_a_reconnect(a: ActorSystem, b: ActorSystem, bus: MemoryBus) -> None:
+    """Node a is between two connections for a while (NATS answers no-responders):
+    what node b tells its actor meanwhile waits, is sent again, and is handled
+    before what b told after it (which came first, and waited)."""
+    there = await reach(a, b, a.spawn(_Recorder), "recorder across a reconnect")
+    assert a.node is not None
+    assert b.node is not None
+    for number in range(5):
+        there.tell(number)
+    await b.node.flush()
+    transport = Node.of(a).transport
+    assert isinstance(transport, MemoryTransport)
+    with bus.between_connections(transport):
+        for number in range(5, 10):
+            there.tell(number)
+            await b.node.flush()
+        await trio.sleep(HEARTBEAT)  # (shorter than its silence: still up)
+    for number in range(10, 15):
+        there.tell(number)
+    await trio.sleep(3 * HEARTBEAT)  # (b's next confirm round sends 5..9 again)
+    seen = await there.ask("seen")
+    letters = [d.reason for d in b.dead_letters.recent]
+    require(
+        seen == list(range(15)) and not letters,
+        f"across a reconnect: handled {seen}, dead letters {letters}",
+    )
 
 
 _TO_A = (["n", "a"], ["r", "a"])  # (tokens of node a's actors' and replies' subjects)
