@@ -437,3 +437,37 @@ async def test_an_ask_after_held_tells_is_handled_after_them(
             assert not link.held  # (sent before the ask)
             there["instance"].gate.set()
         assert seen == list(range(100))
+
+
+@pytest.mark.parametrize("overflow", ["fail", "drop_new", "drop_old"])
+async def test_past_what_a_link_holds_a_tell_meets_its_remote_actors_overflow_policy(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, overflow: str
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 8)
+    monkeypatch.setattr(_link, "HELD", 4)
+    async with nodes(MemoryBus()) as (a, b, _there):
+        instance = Gate()
+        bounded = ta.Bounded(1000, overflow=overflow)  # type: ignore[arg-type]
+        b.register("bounded", b.spawn(lambda: instance, name="bounded", mailbox=bounded))
+        await Node.of(b).flush()
+        there = await a.lookup("bounded")
+        there.tell("wait")
+        link, told = link_of(a, there), 0
+        while len(link.held) < 4:  # (the window full, then 4 held)
+            there.tell(told)
+            told += 1
+            await Node.of(a).flush()
+        oldest_held = link.held[0][1]
+        if overflow == "fail":
+            with pytest.raises(ta.MailboxFull, match="use send"):
+                there.tell(told)
+        else:
+            there.tell(told)  # (never raises: the sender drops it, or the oldest, and counts)
+        instance.gate.set()
+        await trio.sleep(HEARTBEAT / 2)
+        seen, dropped = await there.ask("seen"), letters(a, "overflow")
+        expected = {"fail": [], "drop_new": [told], "drop_old": [oldest_held]}[overflow]
+        assert dropped == expected
+        sent = list(range(told if overflow == "fail" else told + 1))
+        assert seen == [number for number in sent if number not in dropped]
+        assert a.statistics().dead_letters.overflow == len(dropped)

@@ -58,6 +58,7 @@ from .._core._dead_letters import DeadLetterReason
 from .._core._ref import new_ref
 from .._errors import MailboxFull, describe_value
 from . import _link
+from ._exports import OVERFLOWS
 from ._frames import Ack
 from ._link import Counts, Link, Sent, Told
 from ._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE, Outbox
@@ -291,16 +292,34 @@ class Tells:
 
     def _hold(self, link: Link, cell: RemoteCell, message: Any, body: bytes) -> None:
         """A tell past its link's window: held, to be sent as the window frees
-        (:meth:`_room`). Past :data:`~._link.HELD` held tells, ``MailboxFull``:
+        (:meth:`_room`). Past :data:`~._link.HELD` held tells, the overflow policy of
+        its actor's mailbox (its ref carries it): ``"drop_new"`` makes it a dead
+        letter "overflow" here; ``"drop_old"`` the oldest tell held for that actor
+        (or it, if none is); ``"fail"``, or an unbounded mailbox, ``MailboxFull``:
         nothing is sent, and its caller knows."""
-        if len(link.held) >= _link.HELD:
-            raise MailboxFull(
-                f"{cell.path}: {describe_value(message)} was not sent -- node "
-                f"{cell.node_name!r} has not acknowledged {link.in_window} tells from this "
-                f"node and {len(link.held)} more wait to be sent (the most a node holds "
-                "for another); use send() to wait for room, or tell less at once"
-            )
-        link.held.append((cell, message, body))
+        held = link.held
+        if len(held) >= _link.HELD:
+            policy = OVERFLOWS[cell.overflow]
+            if policy == "drop_old":
+                for index, told in enumerate(held):
+                    if told[0] is cell:
+                        del held[index]
+                        self._held -= 1
+                        self._node.system.dead_letters.record(new_ref(cell), told[1], "overflow")
+                        break
+                else:
+                    policy = "drop_new"  # (none of its own held: it is the oldest)
+            if policy == "drop_new":
+                self._node.system.dead_letters.record(new_ref(cell), message, "overflow")
+                return
+            if policy != "drop_old":
+                raise MailboxFull(
+                    f"{cell.path}: {describe_value(message)} was not sent -- node "
+                    f"{cell.node_name!r} has not acknowledged {link.in_window} tells from "
+                    f"this node and {len(held)} more wait to be sent (the most a node "
+                    "holds for another); use send() to wait for room, or tell less at once"
+                )
+        held.append((cell, message, body))
         self._held += 1
 
     def _room(self, link: Link, *, past_the_window: bool = False) -> None:
