@@ -471,8 +471,9 @@ class Tells:
             if message is None:
                 continue
             data = _frame(message.kind, sequence, link.record, message.tells)
-            try:
-                self.out(message.tells[0][0].subject, data, reply=f"{self._unreachable}.{number}")
+            subject, reply = message.tells[0][0].subject, f"{self._unreachable}.{number}"
+            try:  # (not after what the link holds: that was told after this)
+                self.out(subject, data, reply, ordered=False)
             except Exception as error:  # (closed, or full while reconnecting: next round)
                 name = self._node.name
                 _log.warning("node %s: tells to %s not sent again: %s", name, peer, error)
