@@ -16,9 +16,7 @@ import trio
 import trio.testing
 
 from ... import Actor, ActorStopped, ActorSystem, RemoteError, ServingPolicy
-from ...remote import MemoryBus, MemoryTransport, Node
-from ...remote._link import WINDOW
-from ...remote._outbox import TELLS_PER_MESSAGE
+from ...remote import MemoryBus, MemoryTransport, Node, _link, _outbox
 from .._harness import require, run_virtual
 from .._registry import contract
 from ._actors import _AsyncEcho, _Echo, _Recorder
@@ -144,7 +142,7 @@ async def _past_the_window(a: ActorSystem, b: ActorSystem) -> None:
     """A burst of tells past the link's window (held on node b, sent as it frees),
     then an ask: handled after every one of them."""
     there = await reach(a, b, a.spawn(_Recorder), "recorder past the window")
-    burst = WINDOW + 2 * TELLS_PER_MESSAGE
+    burst = _link.WINDOW + 2 * _outbox.TELLS_PER_MESSAGE
     for number in range(burst):
         there.tell(number)
     seen = await there.ask("seen")
