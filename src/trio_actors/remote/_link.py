@@ -124,7 +124,7 @@ class Message:
 
 
 class Link:
-    """One record of this node's tells to one peer: its window and its counts.
+    """One record of this node's tells to one peer: its window, and its runs per actor.
 
     Attributes:
         record: its name on the wire (the receiver acknowledges per record).

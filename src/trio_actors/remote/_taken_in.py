@@ -308,7 +308,7 @@ class TakenIn:
         self.held = 0  # (bytes of tells held ahead of a gap, all records together)
 
     def owed(self) -> None:
-        """A count moved: acknowledged within :data:`ACK_EVERY` seconds."""
+        """A mark moved: acknowledged within :data:`ACK_EVERY` seconds."""
         self._ack.set()
 
     async def run(self) -> None:
@@ -335,7 +335,7 @@ class TakenIn:
                     self._give_up(inbound, max(inbound.ahead))
 
     def send_acks(self) -> None:
-        """Tell each node whose counts moved since the last time where they are.
+        """Tell each node whose marks moved since the last time where they are.
         Never a checkpoint; never raises."""
         node = self._node
         me = (node.name, node.incarnation)
