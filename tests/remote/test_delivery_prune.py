@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -19,7 +20,7 @@ import trio_actors as ta
 from helpers import Recorder
 from trio_actors.remote import MemoryBus, Node, _link
 from trio_actors.remote._confirm import MAX_NUMBERS
-from trio_actors.remote._taken_in import Inbound
+from trio_actors.remote._taken_in import MARKS_PER_ACK, Inbound
 
 HEARTBEAT = 0.5
 MISSED = 3
@@ -236,3 +237,51 @@ async def test_a_confirm_answer_names_at_most_max_numbers_actors_and_still_drain
         await trio.sleep(HEARTBEAT)
         assert (link.in_window, link.acked, link.streams) == (0, 3001, {})
         assert Node.of(a).unconfirmed == 0
+
+
+async def test_an_acknowledgement_carries_at_most_marks_per_ack_marks(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """5,000 actors told at once: their marks move together, and go in several
+    acknowledgements of ``MARKS_PER_ACK`` at most (a peer refuses a longer one as
+    bad input), every tell acknowledged."""
+    bus = MemoryBus()
+    sizes: list[tuple[int, int]] = []  # (bytes, marks) of each acknowledgement to a
+
+    def tap(subject: str, payload: bytes) -> bool:
+        if f".a.b.{Node.of(b).incarnation}.a." in subject:
+            sizes.append((len(payload), len(msgspec.msgpack.decode(payload)[4])))
+        return False
+
+    async with nodes(bus) as (a, b, factory):
+        refs = await factory.ask((5000, "recorder"))
+        link = link_of(refs[0])
+        with bus.losing(tap):
+            for ref in refs:
+                ref.tell("x")
+            Node.of(a).tells.flush()
+            await trio.sleep(HEARTBEAT / 5)
+        assert max(marks for _size, marks in sizes) == MARKS_PER_ACK, sizes
+        assert sum(marks for _size, marks in sizes) >= 5000
+        assert max(size for size, _marks in sizes) < 80_000, sizes
+        assert (link.in_window, link.acked, link.streams) == (0, 5000, {})
+        assert Node.of(a).statistics().bad_input.total == 0
+
+
+def test_a_stale_mark_never_acknowledges_a_run_sent_after_it() -> None:
+    """The sender keeps no count: an actor's queue dropped and begun again is
+    acknowledged by marks alone, and a mark or settled mark said before a run was
+    sent -- overtaken, or repeated -- never acknowledges it."""
+    cell: Any = SimpleNamespace(eid=7)
+    link = _link.Link("1")
+    link.sent(1, [(cell, "a", b"")], 0)
+    assert link.acknowledged([], 0, [(7, 1)]) == ([1], [])
+    assert (link.window, link.streams) == ({}, {})
+    link.sent(2, [(cell, "b", b""), (cell, "c", b"")], 0)  # (sequence 2: begun again)
+    assert link.acknowledged([], 1, [(7, 1)]) == ([], [])  # (stale: about message 1)
+    assert list(link.streams[7]) == [2]
+    assert link.in_window == 2
+    link.sent(3, [(cell, "d", b"")], 0)
+    assert link.acknowledged([], 0, [(7, 2)]) == ([2], [])
+    assert link.acknowledged([], 3, [(7, 2)]) == ([3], [])  # (settled covers it)
+    assert (link.acked, link.in_window, link.window, link.streams) == (4, 0, {}, {})
