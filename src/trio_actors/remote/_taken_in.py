@@ -43,23 +43,16 @@ sender down, or it skipped too much): the sender then gives back what is
 unacknowledged from before it as in doubt. So an actor that is slow, or blocked,
 holds back the acknowledgement of its own tells only.
 
-**Nothing kept per actor once its tells have ended.** A stream is dropped with its
-last pending run, at once: a mark is a statement about messages, true when said and
-for good, and a dropped stream's mark is ``received`` -- so nothing needs
-remembering, and a stream begun again later (the actor told again, or another actor
-given the same export number) starts with nothing to carry over. The per-actor
-state of a record is therefore bounded by the tells in its actors' mailboxes; an
-actor that stops takes its pending tells back as dead letters, and with them its
-stream. ``_link.py`` gives the argument that this is exact. (:attr:`Inbound.changed`
-lists the actors whose mark moved since the last acknowledgement: emptied by it.)
-
-A lost acknowledgement is made good by the next (a mark, or ``settled``, covers all
-before it), or by a confirm round (``_confirm.py``): it names the actors the sender
-has waited on longest (:data:`~._confirm.MAX_NUMBERS` at most), and is answered,
-after giving up what was sent before the round and has not come (skipped: if it
-comes later, it is delivered, untracked -- its sender has given it back as in
-doubt), with ``settled`` and those actors' marks -- never every actor's: the answer
-stays small however many actors the record touched.
+**Nothing kept per actor once its tells have ended**: a stream goes with its last
+pending run, at once -- its mark is ``received`` from then on, so nothing needs
+remembering (``_link.py`` says why this is exact). A record's per-actor state is
+bounded by its actors with tells pending; an actor that stops takes those back as
+dead letters, and with them its stream. A lost acknowledgement is made good by the
+next, or by a confirm round (``_confirm.py``): it names the actors the sender has
+waited on longest (:data:`~._confirm.MAX_NUMBERS` at most), and is answered, after
+giving up what was sent before it and has not come (skipped: coming later, it is
+delivered untracked -- its sender gave it back in doubt), with ``settled`` and
+those actors' marks: small, however many actors the record touched.
 
 **In order across a gap.** A message that comes ahead of one sent before it is
 *held*, not delivered: the earlier one bounced -- its node was between two
