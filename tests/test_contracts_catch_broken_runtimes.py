@@ -728,6 +728,16 @@ def bounced_tells_not_sent_again(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_tells.Tells, "send_undelivered", lambda self, peer: None)
 
 
+def held_tells_overtaken_by_asks(mp: pytest.MonkeyPatch) -> None:
+    """An ask leaves at once, past the tells its node holds for the same node."""
+    original = _tells.Tells.out
+
+    def unordered(self: Any, subject: str, data: bytes, reply: Any = None, **_: Any) -> None:
+        original(self, subject, data, reply, ordered=False)
+
+    mp.setattr(_tells.Tells, "out", unordered)
+
+
 def tells_ahead_of_a_gap_not_held(mp: pytest.MonkeyPatch) -> None:
     """As before: a message that came ahead of a gap was delivered at once."""
 
@@ -836,6 +846,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         remote_answers_overtake_waiting_tells,
         bounced_tells_not_sent_again,
         tells_ahead_of_a_gap_not_held,
+        held_tells_overtaken_by_asks,
     ],
     "RT4": [ask_from_a_closed_node_skips_the_checkpoint],
     "RT5": [unreachable_tells_vanish],

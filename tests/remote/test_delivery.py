@@ -303,3 +303,171 @@ async def test_sends_waiting_for_room_go_first_come_first_served(
             there["instance"].gate.set()
         await trio.sleep(HEARTBEAT)
         assert await there["gate"].ask("seen") == ["one", *range(8)]
+
+
+async def test_tells_past_the_window_are_held_and_sent_in_order_as_it_frees(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 8)
+    async with nodes(MemoryBus()) as (a, b, there):
+        for number in range(100):
+            there["gate"].tell(number)  # (never waits: past the window, held here)
+        await trio.sleep(HEARTBEAT / 2)
+        link = link_of(a, there["gate"])
+        assert link.in_window <= 8 + 63  # (the window, and at most one message over)
+        assert link.in_window + len(link.held) == 101  # ("wait" and the 100)
+        there["instance"].gate.set()
+        await trio.sleep(HEARTBEAT / 2)
+        assert await there["gate"].ask("seen") == list(range(100))
+        assert (link.in_window, len(link.held), Node.of(a).unconfirmed) == (0, 0, 0)
+        assert list(a.dead_letters.recent) == list(b.dead_letters.recent) == []
+
+
+async def test_a_tell_past_what_a_link_holds_raises_mailbox_full_and_loses_nothing(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 8)
+    monkeypatch.setattr(_link, "HELD", 20)
+    async with nodes(MemoryBus()) as (a, _b, there):
+        told = []
+        for number in range(27):  # (7 in the window beside "wait", 20 held)
+            there["gate"].tell(number)
+            told.append(number)
+            await Node.of(a).flush()  # (one message each: the window fills at 8)
+        with pytest.raises(ta.MailboxFull, match=r"b:system/gate: 27 was not sent.*send\(\)"):
+            there["gate"].tell(27)
+        with pytest.raises(ta.MailboxFull):
+            there["gate"].tell("over")  # (still full: it fails again, sends nothing)
+        there["instance"].gate.set()
+        await trio.sleep(HEARTBEAT / 2)
+        assert await there["gate"].ask("seen") == told
+        there["gate"].tell("room again")
+        await trio.sleep(HEARTBEAT / 2)
+        assert (await there["gate"].ask("seen"))[-1] == "room again"
+        assert list(a.dead_letters.recent) == []
+
+
+async def test_a_tell_from_another_thread_past_what_a_link_holds_is_an_overflow_dead_letter(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 8)
+    monkeypatch.setattr(_link, "HELD", 4)
+    async with nodes(MemoryBus()) as (a, _b, there):
+        gate = there["gate"]
+
+        def from_a_thread() -> None:
+            for number in range(200):
+                gate.tell(number)
+
+        await trio.to_thread.run_sync(from_a_thread)
+        await trio.sleep(HEARTBEAT / 2)
+        overflow = letters(a, "overflow")
+        assert overflow  # (the sender knows: counted, with their messages)
+        there["instance"].gate.set()
+        await trio.sleep(HEARTBEAT / 2)
+        seen = await gate.ask("seen")
+        assert sorted(seen + overflow) == list(range(200))
+        assert seen == sorted(seen)
+
+
+async def test_tells_held_when_their_node_is_declared_down_go_to_its_next_record(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 8)
+    bus = MemoryBus(advisories=False)
+    async with nodes(bus) as (a, b, there):
+        for number in range(50):
+            there["gate"].tell(number)
+            await Node.of(a).flush()
+        first = link_of(a, there["gate"])
+        assert first.held
+        beats_of_b = f".hb.b.{Node.of(b).incarnation}"
+        with bus.losing(lambda subject, _payload: beats_of_b in subject):
+            await trio.sleep(HEARTBEAT * (MISSED + 2))  # (b is alive, but silent: down)
+        assert first.closed
+        assert not first.held  # (told again: to the next record, held there)
+        second = link_of(a, there["gate"])
+        assert second is not first
+        there["instance"].gate.set()
+        await trio.sleep(2 * HEARTBEAT)
+        seen = await there["gate"].ask("seen")
+        in_doubt = letters(a, "in-doubt")
+        # Every tell once: handled, or in doubt (the first record's window) -- the
+        # held ones were never sent on the first record, so none of them is in doubt.
+        assert sorted(set(seen) | {m for m in in_doubt if m != "wait"}) == list(range(50))
+        assert all(number in seen for number in range(50) if number not in in_doubt)
+        assert (Node.of(a).unconfirmed, len(second.held), second.in_window) == (len(in_doubt), 0, 0)
+
+
+async def test_a_node_that_leaves_waits_for_the_tells_it_held_to_be_acknowledged(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 8)
+    async with nodes(MemoryBus()) as (a, _b, there):
+        there["instance"].gate.set()
+        for number in range(300):
+            there["recorder"].tell(number)
+            await Node.of(a).flush()  # (one message each: most of them held)
+        assert link_of(a, there["recorder"]).held
+    # a left first (b after): it sent what it held, and every tell was acknowledged.
+    assert Node.of(a).unconfirmed == 0
+    assert letters(a, "in-doubt") == letters(a, "unreachable") == []
+
+
+async def test_an_ask_after_held_tells_is_handled_after_them(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # T2: the ask goes to the same node's actors, so the tells held before it go
+    # first, past the window -- never overtaken by what followed them.
+    monkeypatch.setattr(_link, "WINDOW", 8)
+    async with nodes(MemoryBus()) as (a, _b, there):
+        for number in range(100):
+            there["gate"].tell(number)
+            await Node.of(a).flush()
+        link = link_of(a, there["gate"])
+        assert link.held
+        async with trio.open_nursery() as nursery:
+            seen: list[Any] = []
+
+            async def ask() -> None:
+                seen.extend(await there["gate"].ask("seen"))
+
+            nursery.start_soon(ask)
+            await trio.sleep(HEARTBEAT / 2)
+            assert not link.held  # (sent before the ask)
+            there["instance"].gate.set()
+        assert seen == list(range(100))
+
+
+@pytest.mark.parametrize("overflow", ["fail", "drop_new", "drop_old"])
+async def test_past_what_a_link_holds_a_tell_meets_its_remote_actors_overflow_policy(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, overflow: str
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 8)
+    monkeypatch.setattr(_link, "HELD", 4)
+    async with nodes(MemoryBus()) as (a, b, _there):
+        instance = Gate()
+        bounded = ta.Bounded(1000, overflow=overflow)  # type: ignore[arg-type]
+        b.register("bounded", b.spawn(lambda: instance, name="bounded", mailbox=bounded))
+        await Node.of(b).flush()
+        there = await a.lookup("bounded")
+        there.tell("wait")
+        link, told = link_of(a, there), 0
+        while len(link.held) < 4:  # (the window full, then 4 held)
+            there.tell(told)
+            told += 1
+            await Node.of(a).flush()
+        oldest_held = link.held[0][1]
+        if overflow == "fail":
+            with pytest.raises(ta.MailboxFull, match="use send"):
+                there.tell(told)
+        else:
+            there.tell(told)  # (never raises: the sender drops it, or the oldest, and counts)
+        instance.gate.set()
+        await trio.sleep(HEARTBEAT / 2)
+        seen, dropped = await there.ask("seen"), letters(a, "overflow")
+        expected = {"fail": [], "drop_new": [told], "drop_old": [oldest_held]}[overflow]
+        assert dropped == expected
+        sent = list(range(told if overflow == "fail" else told + 1))
+        assert seen == [number for number in sent if number not in dropped]
+        assert a.statistics().dead_letters.overflow == len(dropped)

@@ -69,7 +69,7 @@ async def test_a_request_answered_only_on_its_senders_own_reply_subjects(
     request), and tells it with b's no-responders subject (to have a acknowledge
     tells to b): dropped, counted, never handled; b's own asks still work."""
     async with cluster(MemoryBus()) as (a, b, counter, x):
-        _node, _incarnation, path, number = a.ref_to_wire(counter)
+        _node, _incarnation, path, number, _overflow = a.ref_to_wire(counter)
         to_a = a.subjects.to_node(a.name, a.incarnation, "x")
         got: list[bytes] = []
         b_replies = b.subjects.replies(b.name, b.incarnation)
@@ -97,13 +97,13 @@ async def test_a_node_claims_and_releases_its_own_names_only(
     """x claims a name in b's name (so that b looks like its holder to a): dropped.
     x's claim in its own name is taken (any node may hold any name)."""
     async with cluster(MemoryBus()) as (a, b, _counter, x):
-        claim = encode((CLAIM, "job", b.name, b.incarnation, "system/job", 7))
+        claim = encode((CLAIM, "job", b.name, b.incarnation, "system/job", 7, 0))
         x.publish(a.subjects.names("x", "1"), claim)
-        x.publish(a.subjects.names("x", "1"), encode((CLAIM, "own", "x", "1", "system/own", 8)))
+        x.publish(a.subjects.names("x", "1"), encode((CLAIM, "own", "x", "1", "system/own", 8, 0)))
         await trio.sleep(HEARTBEAT / 10)
         assert a.bad_input.counts["forged"] == 1
         assert "job" not in a.names.held
-        assert a.names.held["own"] == ("x", "1", "system/own", 8)
+        assert a.names.held["own"] == ("x", "1", "system/own", 8, 0)
 
 
 async def test_a_lookup_is_answered_to_its_sender_only(

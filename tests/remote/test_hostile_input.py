@@ -175,7 +175,7 @@ async def test_tables_keyed_by_what_a_forged_peer_sends_are_freed_when_it_goes_d
                 raw.publish(to_node, watch, reply=f"{watches}.{watch_number}")
             tell = encode((TELL, 1, "r", [(number, "echo", msgspec.Raw(encode("hi")))]))
             raw.publish(to_node, tell, reply=f"{subjects.unreachable(*peer)}.1")
-            claim = encode((0, f"forged-{forger}", *peer, "x", 1))
+            claim = encode((0, f"forged-{forger}", *peer, "x", 1, 0))
             raw.publish(subjects.names(*peer), claim)
         await settle()
         assert sum(len(replies) for replies in node.watches.watched.values()) == 1_000
@@ -224,7 +224,7 @@ async def test_names_held_for_other_nodes_are_bounded(
         for number in range(1_000):
             raw.publish(
                 node.subjects.names("forger", "0" * 12),
-                encode((0, f"n{number}", "forger", "0" * 12, "x", 1)),
+                encode((0, f"n{number}", "forger", "0" * 12, "x", 1, 0)),
             )
         await settle()
         assert len(node.names.held) == 100

@@ -82,7 +82,7 @@ def bad_message(n: int, node: Node, echo_number: int) -> tuple[str, bytes, str |
         case 6:
             return s.heartbeat(*forger), b"", None
         case 7:
-            return s.names(*forger), encode((0, f"name-{n}", *forger, "x", 1)), None
+            return s.names(*forger), encode((0, f"name-{n}", *forger, "x", 1, 0)), None
         case 8:
             watch = encode((WATCH, echo_number, "echo", none))
             return to_me, watch, f"{s.terminations(*forger, me[0])}.{n}"

@@ -6,7 +6,8 @@ letter:
 
 * ``"stopped"`` -- told to an actor that had stopped or was stopping;
 * ``"stranded"`` -- still queued when its actor stopped;
-* ``"overflow"`` -- dropped by a bounded mailbox.
+* ``"overflow"`` -- dropped by a bounded mailbox (or, told to one on another node,
+  by its sender, past what the link to that node holds: ``remote/_tells.py``).
 
 Recording is cheap because stranded cleanup can produce a million dead letters a
 second: the log keeps ``(recipient, message, reason)`` tuples in a bounded deque and

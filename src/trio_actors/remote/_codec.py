@@ -20,7 +20,7 @@ What a message may hold, and what arrives (``docs/remote.rst`` has the table):
   the message), rebuilt by calling the class with them, as the sender built it;
 * :class:`~trio_actors.ActorRef`\\ s, anywhere: they arrive as refs that work on the
   receiving node (the node gives the codec the two functions that turn refs into
-  ``(node, incarnation, path, export number)`` and back).
+  ``(node, incarnation, path, export number, overflow policy)`` and back).
 
 Anything else -- what msgspec would send as something else (an unregistered
 dataclass as a dict, an ``IntEnum`` as an int, a ``NamedTuple`` as a list, a
@@ -92,10 +92,11 @@ _DEEPER: Final = tuple(repeat(depth + 1) for depth in range(MAX_DEPTH))
 # (builtins a subclass of which would arrive as the builtin itself)
 _BUILTINS: Final = (bool, int, float, str, bytes, list, dict, tuple, set, frozenset)
 
-WireRef = tuple[str, str, str, int]
-"""A ref on the wire: (node, incarnation, path, export number)."""
+WireRef = tuple[str, str, str, int, int]
+"""A ref on the wire: (node, incarnation, path, export number, overflow) -- the
+last, its mailbox's overflow policy as ``_exports.OVERFLOWS`` numbers it."""
 RefToWire = Callable[[ActorRef], WireRef]
-RefFromWire = Callable[[str, str, str, int], ActorRef]
+RefFromWire = Callable[[str, str, str, int, int], ActorRef]
 
 
 def _package_errors() -> dict[str, type[BaseException]]:
@@ -257,8 +258,7 @@ class Codec:
 
     def _ext_hook(self, code: int, data: memoryview) -> Any:
         if code == _REF:
-            node, incarnation, path, number = self._wire_ref.decode(data)
-            return self._ref_from_wire(node, incarnation, path, number)
+            return self._ref_from_wire(*self._wire_ref.decode(data))
         if code == _TUPLE:
             return tuple(self._decoder.decode(data))
         if code == _REGISTERED:

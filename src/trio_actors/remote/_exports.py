@@ -1,6 +1,9 @@
 """Refs on the wire: local actors exported by number, remote actors as cells.
 
-A ref crosses as ``(node, incarnation, path, export number)``. A node numbers each
+A ref crosses as ``(node, incarnation, path, export number, overflow)`` -- the last,
+the overflow policy of the actor's mailbox (:data:`OVERFLOWS`), so that a node whose
+link to the actor's node holds all it may applies that policy to one more ``tell``
+(``_tells.py``). A node numbers each
 local actor the first time a ref to it leaves (from any thread: a tell from another
 thread encodes there), so a ref to a stopped actor never reaches a successor with
 the same path; the number finds the actor when a message comes back for it. A ref
@@ -16,10 +19,11 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from .._cluster import check_token
 from .._core._ref import new_ref
+from ..actors._pool._cell import PoolCell
 from ._remote_cell import RemoteCell
 
 if TYPE_CHECKING:
@@ -28,7 +32,18 @@ if TYPE_CHECKING:
     from ._codec import WireRef
     from ._node import Node
 
-__all__ = ["Exports"]
+__all__ = ["OVERFLOWS", "Exports", "overflow_code"]
+
+OVERFLOWS: Final = ("", "fail", "drop_new", "drop_old")
+"""A mailbox's overflow policy on the wire, by number: 0 for an unbounded one."""
+
+
+def overflow_code(cell: ActorCell) -> int:
+    """The number of ``cell``'s overflow policy (a balancing pool's: its queue's)."""
+    bound = cell.bounded
+    if bound is None and isinstance(cell, PoolCell):
+        bound = cell.queue_bound
+    return 0 if bound is None else OVERFLOWS.index(bound.overflow)
 
 
 class Exports:
@@ -64,18 +79,22 @@ class Exports:
                     self._numbers[cell] = number
                     self.cells[number] = cell
         node = self._node
-        return (node.name, node.incarnation, cell.path, number)
+        return (node.name, node.incarnation, cell.path, number, overflow_code(cell))
 
-    def ref_from_wire(self, node: str, incarnation: str, path: str, number: int) -> ActorRef:
+    def ref_from_wire(
+        self, node: str, incarnation: str, path: str, number: int, overflow: int = 0
+    ) -> ActorRef:
         me = self._node
         if node == me.name and incarnation == me.incarnation:
             cell = self.cells.get(number)
             if cell is not None:
                 return new_ref(cell)
-        wire = (node, incarnation, path, number)
+        wire = (node, incarnation, path, number, overflow)
         remote = self._remote.get(wire)
         if remote is None:
             check_token(node, "a ref's node")  # (ValueError: the message is undecodable)
             check_token(incarnation, "a ref's node incarnation")
+            if not 0 <= overflow < len(OVERFLOWS):
+                raise ValueError(f"a ref's overflow policy is 0 to 3, got {overflow}")
             remote = self._remote[wire] = RemoteCell(me, wire)
         return new_ref(remote)

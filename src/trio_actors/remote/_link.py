@@ -35,7 +35,10 @@ Nothing else takes a tell out of the window, so a tell's fate is always exactly 
 of these, and known to its sender. The window is also the link's flow control, as
 Erlang's distribution buffer is a connection's: ``send`` to any actor of the peer
 waits while :attr:`Link.in_window` is at :data:`WINDOW` tells
-(:meth:`Link.wait_for_room`).
+(:meth:`Link.wait_for_room`); a ``tell``, which never waits, is *held* instead
+(:attr:`Link.held`, not sent, at most :data:`HELD` tells) and sent, in order, as
+the window frees -- past that it fails (``_tells.py``): memory is bounded on both
+nodes whatever the sender does.
 
 Per actor, the tells of one message to it are a *run*: the receiver ends a run all
 at once (it tracks the run's last tell). **Acknowledged by sequence marks.** The
@@ -85,11 +88,17 @@ import trio
 if TYPE_CHECKING:
     from ._remote_cell import RemoteCell
 
-__all__ = ["WINDOW", "Link", "Marks", "Message", "Sent", "Told"]
+__all__ = ["HELD", "WINDOW", "Link", "Marks", "Message", "Sent", "Told"]
 
 WINDOW: Final = 4096
 """Tells sent on one link and not yet acknowledged, at most, before ``send`` to an
-actor of its node waits for room (a ``tell`` never waits)."""
+actor of its node waits for room, and a ``tell`` is held (a ``tell`` never waits;
+it may pass the window by the tells of one message, :data:`~._outbox.TELLS_PER_MESSAGE`)."""
+
+HELD: Final = 131_072
+"""Tells held on one link past its window, at most: a burst of a hundred thousand
+tells (R2) is held, not refused; one more meets the target's overflow policy at the
+sender (``_tells.py``)."""
 
 Told = tuple["RemoteCell", Any, bytes]
 """A tell: its recipient, its message (kept for a dead letter) and its body."""
@@ -136,6 +145,8 @@ class Link:
             ``"unreachable"`` or ``"refused"``; given back ``"in-doubt"``.
         closed: its peer was declared down: nothing more is sent on it (the next
             tell makes a new record).
+        held: tells past the window, not sent yet, in order (at most
+            :data:`HELD`): sent as acknowledgements free the window.
     """
 
     __slots__ = (
@@ -143,6 +154,7 @@ class Link:
         "acked",
         "bounced",
         "closed",
+        "held",
         "in_doubt",
         "in_window",
         "record",
@@ -172,11 +184,13 @@ class Link:
         self.start: int | None = None
         self.skips_applied = 0  # (the receiver's skipped ranges applied: it only adds)
         self._waiting: deque[trio.Event] = deque()  # (the sends waiting for room, in order)
+        self.held: deque[Told] = deque()
 
     def __repr__(self) -> str:
         return (
-            f"<Link {self.record}: told {self.told}, in window {self.in_window}, acked "
-            f"{self.acked}, bounced {self.bounced}, in doubt {self.in_doubt}>"
+            f"<Link {self.record}: told {self.told}, in window {self.in_window}, held "
+            f"{len(self.held)}, acked {self.acked}, bounced {self.bounced}, in doubt "
+            f"{self.in_doubt}>"
         )
 
     @property

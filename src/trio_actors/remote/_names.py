@@ -95,7 +95,7 @@ class ClusterNames:
         if wire is not None and self._node.peers.silent((wire[0], wire[1])):
             wire = None  # (its node went silent: down now, its names free)
         if wire is not None:
-            node, incarnation, path, _number = wire
+            node, incarnation, path, _number, _overflow = wire
             raise ValueError(
                 f"cannot register {name!r}: {node}:{path} holds it on node {node!r} "
                 f"({incarnation}); names are cluster-wide (unregister it there first, or "
@@ -141,7 +141,7 @@ class ClusterNames:
 
     def release(self, name: str) -> None:
         node = self._node
-        self._announce(RELEASE, name, (node.name, node.incarnation, "", 0))
+        self._announce(RELEASE, name, (node.name, node.incarnation, "", 0, 0))
 
     def announce_all_soon(self) -> None:
         """Claim again every name held here (a node joined that has not heard them,
@@ -171,7 +171,7 @@ class ClusterNames:
 
     def ask_for_names(self, peer: Peer) -> None:
         """Ask ``peer`` to claim all its names again (this node has just met it)."""
-        self._announce(ASK_FOR_NAMES, "", (peer[0], peer[1], "", 0))
+        self._announce(ASK_FOR_NAMES, "", (peer[0], peer[1], "", 0, 0))
 
     def forget(self, peer: Peer) -> None:
         """``peer`` is down: its names are free."""
@@ -181,12 +181,12 @@ class ClusterNames:
     def _announce(self, kind: int, name: str, wire: WireRef) -> None:
         self._publish(self._subject, _encode((kind, name, *wire)))
 
-    def on_announcement(self, announcement: tuple[int, str, str, str, str, int]) -> None:
+    def on_announcement(self, announcement: tuple[int, str, str, str, str, int, int]) -> None:
         """A claim, a release or a request for names (parsed:
         ``Frames.announcement``)."""
-        kind, name, node_name, incarnation, path, number = announcement
+        kind, name, node_name, incarnation, path, number, overflow = announcement
         node = self._node
-        wire: WireRef = (node_name, incarnation, path, number)
+        wire: WireRef = (node_name, incarnation, path, number, overflow)
         peer = (wire[0], wire[1])
         me = (node.name, node.incarnation)
         if kind == ASK_FOR_NAMES:  # (its node: the one asked)

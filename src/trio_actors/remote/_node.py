@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from .._core._cell import ActorCell
     from ..actors import ActorRef, ActorSystem
     from ..nats import Client, Msg
+    from ._codec import WireRef
 
 __all__ = ["Node"]
 
@@ -208,11 +209,13 @@ class Node:
         :class:`~trio_actors.BadInputCounts`), logged rate-limited."""
         self.bad_input.count(Bad(kind, why), subject)
 
-    def ref_to_wire(self, ref: ActorRef) -> tuple[str, str, str, int]:
+    def ref_to_wire(self, ref: ActorRef) -> WireRef:
         return self.exports.ref_to_wire(ref)
 
-    def ref_from_wire(self, node: str, incarnation: str, path: str, number: int) -> ActorRef:
-        return self.exports.ref_from_wire(node, incarnation, path, number)
+    def ref_from_wire(
+        self, node: str, incarnation: str, path: str, number: int, overflow: int = 0
+    ) -> ActorRef:
+        return self.exports.ref_from_wire(node, incarnation, path, number, overflow)
 
     def new_codec(self) -> Codec:
         """A codec for this node's messages (one per thread that encodes)."""

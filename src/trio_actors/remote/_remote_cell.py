@@ -44,6 +44,7 @@ class RemoteCell:
         "local_path",
         "node",
         "node_name",
+        "overflow",
         "subject",
         "tells",
     )
@@ -57,7 +58,7 @@ class RemoteCell:
         # The local system's: ActorRef.tell compares its thread first, then finds
         # activates false and calls tell() (the fast paths never run on this cell).
         self.dispatcher = node.system._dispatcher
-        self.node_name, self.incarnation, self.local_path, self.eid = wire
+        self.node_name, self.incarnation, self.local_path, self.eid, self.overflow = wire
         self.subject = node.subjects.to_node(self.node_name, self.incarnation, node.name)
         self.tells = node.tells  # (a tell's path: one attribute away)
         self.link = node.peers.link_to(self.peer)  # (its node's record of tells sent)
@@ -69,7 +70,7 @@ class RemoteCell:
 
     @property
     def wire(self) -> WireRef:
-        return (self.node_name, self.incarnation, self.local_path, self.eid)
+        return (self.node_name, self.incarnation, self.local_path, self.eid, self.overflow)
 
     @property
     def name(self) -> str:

@@ -302,7 +302,8 @@ class Requests:
         number, reply_subject, waiter = self._request(peer)
         try:
             subject = node.subjects.to_node(*peer, node.name)
-            node.tells.out(subject, encode((CONFIRM, 0, "", msgspec.Raw(body))), reply_subject)
+            data = encode((CONFIRM, 0, "", msgspec.Raw(body)))
+            node.tells.out(subject, data, reply_subject, ordered=False)  # (not the held)
             with trio.move_on_after(within):
                 await waiter.event.wait()
         finally:

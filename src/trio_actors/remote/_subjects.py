@@ -149,6 +149,9 @@ def publisher_of(subject: str) -> Peer:
     return (tokens[3], tokens[4])
 
 
+_ADDRESSED: Final = frozenset({"n", "r", "t"})
+
+
 class Subjects:
     """The NATS subjects of one cluster (the module docstring's table)."""
 
@@ -169,6 +172,15 @@ class Subjects:
 
     def replies(self, node: str, incarnation: str) -> str:
         return f"{self.prefix}.r.{node}.{incarnation}"
+
+    def addressee(self, subject: str) -> Peer | None:
+        """The node a message on ``subject`` is for, where its order after this
+        node's tells to that node matters: its actors' (``n``), its requests'
+        replies (``r``) and its watches' stop notices (``t``); else ``None``."""
+        tokens = subject[len(self.prefix) + 1 :].split(".", 3)
+        if len(tokens) >= 3 and tokens[0] in _ADDRESSED:
+            return (tokens[1], tokens[2])
+        return None
 
     def unreachable(self, node: str, incarnation: str) -> str:
         return f"{self.prefix}.u.{node}.{incarnation}"

@@ -56,6 +56,9 @@ import trio
 
 from .._core._dead_letters import DeadLetterReason
 from .._core._ref import new_ref
+from .._errors import MailboxFull, describe_value
+from . import _link
+from ._exports import OVERFLOWS
 from ._frames import Ack
 from ._link import Link, Marks, Sent, Told
 from ._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE, Outbox
@@ -105,6 +108,7 @@ class Tells:
         "_bounces",
         "_codecs_elsewhere",
         "_drained",
+        "_held",
         "_kept",
         "_lingering",
         "_node",
@@ -135,6 +139,7 @@ class Tells:
         # confirm round -- by number, in order.
         self._undelivered: dict[int, Link] = {}
         self._drained: trio.Event | None = None  # (set when _kept empties: leave waits)
+        self._held = 0  # (tells held past their link's window, all links together)
         self._records = 0  # (links made: each one's record is its number)
         self.unconfirmed = 0
         self.sent = 0
@@ -166,9 +171,20 @@ class Tells:
 
     # --- what the node publishes, in order --------------------------------------
 
-    def out(self, subject: str, data: bytes, reply: str | None = None) -> None:
-        """Publish, after the tells waiting in the outbox: what the node sends
-        leaves in the order it was sent. May raise what the connection refuses."""
+    def out(
+        self, subject: str, data: bytes, reply: str | None = None, *, ordered: bool = True
+    ) -> None:
+        """Publish, after the tells waiting in the outbox -- and, if it is for a
+        node whose link holds tells (an ask, a stop, a watch, a reply, a stop
+        notice), after those, sent now past the window: what the node sends
+        leaves in the order it was sent (T2; not ``ordered``: a confirm round,
+        which asks about the tells sent, not those held). May raise what the
+        connection refuses."""
+        if self._held and ordered:
+            peer = self._node.subjects.addressee(subject)
+            link = None if peer is None else self._node.peers.current_link(peer)
+            if link is not None and link.held:
+                self._room(link, past_the_window=True)
         if self.outbox.waiting:
             self.outbox.flush()
         self.transport.publish(subject, data, reply=reply)
@@ -248,6 +264,9 @@ class Tells:
     def _tell_sent_elsewhere(self, cell: RemoteCell, message: Any, body: bytes) -> None:
         try:
             self._tell_encoded(cell, message, body)
+        except MailboxFull as error:  # (its link holds all it may: nobody to raise it to)
+            _log.warning("node %s: %s", self._node.name, error)
+            self._node.system.dead_letters.record(new_ref(cell), message, "overflow")
         except Exception as error:  # (in a callback of trio's: nothing may escape)
             self._not_sent([(cell, message, body)], error)
 
@@ -258,6 +277,11 @@ class Tells:
         if self.closed:
             self._node.system.dead_letters.record(new_ref(cell), message, "unreachable")
             return
+        if kind == TELL:
+            link = self._link_of(cell)
+            if link.held or link.in_window >= _link.WINDOW:  # (past the window: held)
+                self._hold(link, cell, message, body)
+                return
         outbox = self.outbox
         if len(body) < BYTES_PER_MESSAGE and (outbox.waiting or self.transport.waiting_to_write()):
             outbox.add(cell.subject, (cell, message, body), kind)  # (at the writer's turn)
@@ -265,6 +289,71 @@ class Tells:
         if outbox.waiting:
             outbox.flush()
         self._publish_tells(cell.subject, [(cell, message, body)], kind)
+
+    def _hold(self, link: Link, cell: RemoteCell, message: Any, body: bytes) -> None:
+        """A tell past its link's window: held, to be sent as the window frees
+        (:meth:`_room`). Past :data:`~._link.HELD` held tells, the overflow policy of
+        its actor's mailbox (its ref carries it): ``"drop_new"`` makes it a dead
+        letter "overflow" here; ``"drop_old"`` the oldest tell held for that actor
+        (or it, if none is); ``"fail"``, or an unbounded mailbox, ``MailboxFull``:
+        nothing is sent, and its caller knows."""
+        held = link.held
+        if len(held) >= _link.HELD:
+            policy = OVERFLOWS[cell.overflow]
+            if policy == "drop_old":
+                for index, told in enumerate(held):
+                    if told[0] is cell:
+                        del held[index]
+                        self._held -= 1
+                        self._node.system.dead_letters.record(new_ref(cell), told[1], "overflow")
+                        break
+                else:
+                    policy = "drop_new"  # (none of its own held: it is the oldest)
+            if policy == "drop_new":
+                self._node.system.dead_letters.record(new_ref(cell), message, "overflow")
+                return
+            if policy != "drop_old":
+                raise MailboxFull(
+                    f"{cell.path}: {describe_value(message)} was not sent -- node "
+                    f"{cell.node_name!r} has not acknowledged {link.in_window} tells from "
+                    f"this node and {len(held)} more wait to be sent (the most a node "
+                    "holds for another); use send() to wait for room, or tell less at once"
+                )
+        held.append((cell, message, body))
+        self._held += 1
+
+    def _room(self, link: Link, *, past_the_window: bool = False) -> None:
+        """``link``'s window may have room: send what it holds, in order, as far as
+        the window allows (``past_the_window``: all of it -- something that must
+        follow it goes next); a closed link's (its node was declared down) goes to
+        its node's next record, as if told now (and a left node's is dead letters
+        "unreachable": never sent). Never a checkpoint; never raises."""
+        held = link.held
+        if not held:
+            return
+        if link.closed or self.closed:
+            self._held -= len(held)
+            again = list(held)
+            held.clear()
+            for cell, message, body in again:
+                self._tell_sent_elsewhere(cell, message, body)  # (nobody to raise to)
+            return
+        if self.outbox.waiting:
+            self.outbox.flush()  # (what waits there was told before)
+        window = len(held) + link.in_window + 1 if past_the_window else _link.WINDOW
+        while held and link.in_window < window:
+            tells = [held.popleft()]
+            size = len(tells[0][2])
+            while (
+                held
+                and len(tells) < TELLS_PER_MESSAGE
+                and link.in_window + len(tells) < window
+                and size + len(held[0][2]) <= BYTES_PER_MESSAGE
+            ):
+                tells.append(held.popleft())
+                size += len(tells[-1][2])
+            self._held -= len(tells)
+            self._send_tells(tells[0][0].subject, tells, TELL)
 
     def _send_tells(self, subject: str, tells: list[Told], kind: int) -> None:
         """The outbox's tells to one node, as one message: what the connection
@@ -337,9 +426,10 @@ class Tells:
         for number in numbers:
             del kept[number]
             undelivered.pop(number, None)
-        self._forgotten()
         if given_back:
             self._give_back(given_back, _LOST)
+        self._room(link)
+        self._forgotten()
 
     def on_unreachable(self, bounce: tuple[int, bool]) -> None:
         """NATS's answer on a message of tells' reply subject (parsed:
@@ -360,6 +450,7 @@ class Tells:
         sent = self._take(number)
         if sent is not None:
             self._bounced(sent, "unreachable")
+            self._room(sent[0])
 
     def undelivered_peers(self) -> set[Peer]:
         """The peers with messages of tells to send again."""
@@ -385,8 +476,9 @@ class Tells:
             if message is None:
                 continue
             data = _frame(message.kind, sequence, link.record, message.tells)
-            try:
-                self.out(message.tells[0][0].subject, data, reply=f"{self._unreachable}.{number}")
+            subject, reply = message.tells[0][0].subject, f"{self._unreachable}.{number}"
+            try:  # (not after what the link holds: that was told after this)
+                self.out(subject, data, reply, ordered=False)
             except Exception as error:  # (closed, or full while reconnecting: next round)
                 name = self._node.name
                 _log.warning("node %s: tells to %s not sent again: %s", name, peer, error)
@@ -427,6 +519,7 @@ class Tells:
                     refused_links[id(link)] = link
         for link in refused_links.values():
             link.close()  # (some may have been delivered before: never counted again)
+            self._room(link)
         if count:
             _log.warning("node %s: %d tell(s) refused: %s", self._node.name, count, why)
         return count
@@ -470,8 +563,11 @@ class Tells:
         self.give_back_window(link, why)
 
     def give_back_window(self, link: Link, why: str) -> int:
-        """Give back every tell in ``link``'s window as in doubt; return how many."""
-        return self._give_back(link.take_all(), why)
+        """Give back every tell in ``link``'s window as in doubt (and send what it
+        held to its node's next record); return how many."""
+        count = self._give_back(link.take_all(), why)
+        self._room(link)
+        return count
 
     async def count_lost(self, peer: Peer, link: Link, said: str) -> None:
         """``peer`` is down (``said``): once the server has routed what was sent to
@@ -508,7 +604,7 @@ class Tells:
     async def all_acknowledged(self, within: float) -> None:
         """Wait until every tell sent is acknowledged (or otherwise ended), at most
         ``within`` seconds (``leave``). A checkpoint."""
-        if self._kept:
+        if self._kept or self._held:
             self._drained = trio.Event()
             with trio.move_on_after(within):
                 await self._drained.wait()
@@ -516,7 +612,7 @@ class Tells:
 
     def _forgotten(self) -> None:
         """Messages left :attr:`_kept`: if none is left, say so to a leave."""
-        if not self._kept and self._drained is not None:
+        if not self._kept and not self._held and self._drained is not None:
             self._drained.set()
 
     def finish(self) -> None:

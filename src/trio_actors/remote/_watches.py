@@ -38,6 +38,7 @@ from ._subjects import NONE, WATCH, Peer, encode
 
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
+    from ._codec import WireRef
     from ._node import Node
     from ._remote_cell import RemoteCell
 
@@ -82,7 +83,7 @@ class Watches:
 
     def __init__(self, node: Node) -> None:
         self._node = node
-        self.watching: dict[tuple[str, str, str, int], _RemoteWatch] = {}
+        self.watching: dict[WireRef, _RemoteWatch] = {}
         self._by_number: dict[int, _RemoteWatch] = {}
         self._count = itertools.count(1)
         self.watched: dict[int, dict[str, Peer]] = {}

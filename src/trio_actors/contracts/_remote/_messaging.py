@@ -17,6 +17,8 @@ import trio.testing
 
 from ... import Actor, ActorStopped, ActorSystem, RemoteError, ServingPolicy
 from ...remote import MemoryBus, MemoryTransport, Node
+from ...remote._link import WINDOW
+from ...remote._outbox import TELLS_PER_MESSAGE
 from .._harness import require, run_virtual
 from .._registry import contract
 from ._actors import _AsyncEcho, _Echo, _Recorder
@@ -90,7 +92,8 @@ def remote_ask_round_trip(policy: ServingPolicy) -> None:
     "RT2",
     "order per sender node",
     "tells and asks from one node to one actor of another are handled in the order they "
-    "were sent, also a tell sent while an ask before it waits for its answer, and tells "
+    "were sent, also a tell sent while an ask before it waits for its answer, an ask "
+    "after a burst of tells past the link's window, and tells "
     "sent while the actor's node is between two connections (sent again, in order, "
     "never dead letters); an ask's answer leaves after the tells its handler made "
     "before answering",
@@ -120,6 +123,7 @@ def remote_order(policy: ServingPolicy) -> None:
             require(
                 seen == sent, f"handled out of order: first difference near {_diff(seen, sent)}"
             )
+            await _past_the_window(a, b)
             await _across_a_reconnect(a, b, bus)
             # Node b's handler tells node a's actor, then answers node a: what node b
             # sends leaves in that order (over NATS, the answer could otherwise wake
@@ -134,6 +138,21 @@ def remote_order(policy: ServingPolicy) -> None:
             )
 
     run_virtual(main)
+
+
+async def _past_the_window(a: ActorSystem, b: ActorSystem) -> None:
+    """A burst of tells past the link's window (held on node b, sent as it frees),
+    then an ask: handled after every one of them."""
+    there = await reach(a, b, a.spawn(_Recorder), "recorder past the window")
+    burst = WINDOW + 2 * TELLS_PER_MESSAGE
+    for number in range(burst):
+        there.tell(number)
+    seen = await there.ask("seen")
+    require(
+        seen == list(range(burst)),
+        f"an ask after {burst} tells (past the window) saw {len(seen)} of them",
+    )
+    await trio.sleep(HEARTBEAT)  # (acknowledged: the window is free again)
 
 
 async def _across_a_reconnect(a: ActorSystem, b: ActorSystem, bus: MemoryBus) -> None:
