@@ -285,3 +285,43 @@ def test_a_stale_mark_never_acknowledges_a_run_sent_after_it() -> None:
     assert link.acknowledged([], 0, [(7, 2)]) == ([2], [])
     assert link.acknowledged([], 3, [(7, 2)]) == ([3], [])  # (settled covers it)
     assert (link.acked, link.in_window, link.window, link.streams) == (4, 0, {}, {})
+
+
+async def test_an_actor_that_stops_with_tells_pending_frees_its_stream_on_both_sides(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Two actors stop while tells from another node are pending there -- one in its
+    mailbox, one (bounded, full) with ``send``\\ s waiting for room: their tells
+    end as dead letters there, are acknowledged as such, and nothing of either actor
+    is left on either node (a dead actor's stream lives as long as its stop takes)."""
+    async with nodes(MemoryBus()) as (a, b, _factory):
+        plain = b.spawn(Blocker, name="plain")
+        bounded = b.spawn(Blocker, name="bounded", mailbox=ta.Bounded(1))
+        b.register("plain", plain)
+        b.register("bounded", bounded)
+        await Node.of(b).flush()
+        to_plain, to_bounded = await a.lookup("plain"), await a.lookup("bounded")
+        link = link_of(to_plain)
+        to_plain.tell(("block", 1))
+        to_bounded.tell(("block", 1))
+        await trio.sleep(HEARTBEAT / 20)
+        for n in range(4):  # (a message each)
+            to_plain.tell(n)
+            await to_bounded.send(n)  # (one queued; then they wait for room there)
+            await trio.sleep(HEARTBEAT / 20)
+        inbound = inbound_of(b)
+        assert (
+            set(inbound.streams)
+            == set(link.streams)
+            == {
+                to_plain._cell.eid,  # type: ignore[union-attr]
+                to_bounded._cell.eid,  # type: ignore[union-attr]
+            }
+        )
+        await plain.stop()
+        await bounded.stop()
+        await trio.sleep(HEARTBEAT / 5)
+        assert (inbound.streams, inbound.changed) == ({}, {})
+        assert (link.window, link.streams, link.in_window) == ({}, {}, 0)
+        assert (link.told, link.acked, link.in_doubt) == (10, 10, 0)
+        assert Node.of(a).unconfirmed == 0
