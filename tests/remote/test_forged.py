@@ -153,7 +153,7 @@ async def test_a_confirm_naming_another_node_is_not_answered(
         x_replies = a.subjects.replies("x", "1")
         x.subscribe(f"{x_replies}.>", lambda m: got.append(m.data))
         question = encode(
-            (CONFIRM, 0, "", msgspec.Raw(encode((b.name, b.incarnation, [], [], "", 0))))
+            (CONFIRM, 0, "", msgspec.Raw(encode((b.name, b.incarnation, [], [], "", 0, []))))
         )
         x.publish(
             a.subjects.to_node(a.name, a.incarnation, "x"), question, reply=f"{x_replies}.a.1"

@@ -13,13 +13,16 @@ subject: NATS keeps their order), naming
 * the requests waiting on it (asks and stops without an answer, by number),
 * the watches of its actors it has not yet confirmed (by number),
 
-* the record of this node's tells to it (``_link.py``), and the newest message of
-  tells sent on it before the round,
+* the record of this node's tells to it (``_link.py``), the newest message of
+  tells sent on it before the round, and the actors whose tells have waited
+  longest in its window (by export number),
 
 and the peer answers at once, on the round's reply subject: which of those it
 holds; and of the record, having given up the messages sent before the round that
-have not come (skipped, ``_taken_in.py``), the skipped ranges and every actor's
-count of ended tells. What the peer sent
+have not come (skipped, ``_taken_in.py``), the skipped ranges, its settled mark
+and the marks of the actors named -- never every actor's: an answer names at most
+:data:`MAX_NUMBERS` of each, so it stays under 40 kB (19 bytes a mark at most in
+msgpack, 9 a number) however many actors the record touched. What the peer sent
 before that answer (a reply, a ``Terminated``) arrived before it. So:
 
 ==========  ===================  =====================================================
@@ -32,7 +35,7 @@ a stop      it goes on waiting   sent again (a stop is idempotent)
 a watch     confirmed: no more   sent again (a watch is idempotent; of an actor that
             rounds for it        has stopped, answered at once)
 tells       acknowledged as      those sent before the round and not received were
-            its counts say       lost on the way: given back ``"in-doubt"`` (after a
+            its marks say        lost on the way: given back ``"in-doubt"`` (after a
                                  flush, so that the no-responders answers to them
                                  have come first)
 ==========  ===================  =====================================================
@@ -58,7 +61,7 @@ it comes: ``_taken_in.py``.)
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Annotated, Final
 
 import msgspec
 import trio
@@ -74,22 +77,25 @@ if TYPE_CHECKING:
 __all__ = ["MAX_NUMBERS", "Confirmations", "ConfirmAnswer", "ConfirmAsk", "give_up_after"]
 
 MAX_NUMBERS: Final = 1_000
-"""Requests (and watches) named in one round at most: the oldest first; the rest
-wait for the next round. A peer reads at most as many of a round."""
+"""Requests (and watches, and actors told) named in one round at most: the oldest
+first; the rest wait for the next round. A peer reads at most as many of a round."""
 
 _log = logging.getLogger("trio_actors")
 
-ConfirmAsk = tuple[str, str, list[int], list[int], str, int]
+ConfirmAsk = tuple[str, str, list[int], list[int], str, int, list[int]]
 """A ``CONFIRM``'s body: the asking node, its incarnation, its requests and its
-watches waiting on the receiver, the record of its tells to it and the newest
-message of tells sent on it."""
+watches waiting on the receiver, the record of its tells to it, the newest message
+of tells sent on it, and the actors it waits on longest there."""
 
-ConfirmAnswer = tuple[list[int], list[int], int, list[tuple[int, int]], list[tuple[int, int]]]
+ConfirmAnswer = tuple[list[int], list[int], int, list[tuple[int, int]], int, list[tuple[int, int]]]
 """The answer to a ``CONFIRM``: the requests and watches held, and of the record
-asked about: its start, its skipped ranges and every actor's count of ended tells
-(``_taken_in.py``)."""
+asked about: its start, its skipped ranges, its settled mark and the marks of the
+actors asked about (``_taken_in.py``)."""
 
-_answer = msgspec.msgpack.Decoder(ConfirmAnswer)
+_Marks = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=MAX_NUMBERS)]
+_answer = msgspec.msgpack.Decoder(
+    tuple[list[int], list[int], int, list[tuple[int, int]], int, _Marks]
+)
 
 
 def give_up_after(cluster: Cluster) -> int:
@@ -158,10 +164,12 @@ class Confirmations:
             node.tells.flush()  # (the tells waiting go first: they are asked about)
             link = node.peers.current_link(peer)
             up_to, record = (0, "") if link is None else (link.sequence, link.record)
-            body = encode((node.name, node.incarnation, asked, watched, record, up_to))
+            actors = [] if link is None else link.waited_on(MAX_NUMBERS)
+            body = encode((node.name, node.incarnation, asked, watched, record, up_to, actors))
             reply = await requests.confirm(peer, body, within=self.interval)
             try:
-                held_requests, held_watches, start, skipped, counts = _answer.decode(reply or b"")
+                answer = _answer.decode(reply or b"")
+                held_requests, held_watches, start, skipped, settled, marks = answer
             except Exception as error:  # (none, or not an answer: as if none came)
                 if reply is not None:
                     node.refused("replies", error, node.subjects.replies(*peer))
@@ -171,7 +179,7 @@ class Confirmations:
             requests.confirmed(asked, set(held_requests), peer)
             watches.confirmed(watched, set(held_watches))
             if link is not None and link.window and not link.closed:
-                await node.tells.confirmed(link, start, skipped, counts)
+                await node.tells.confirmed(link, start, skipped, settled, marks)
         except Exception as error:  # (a node's task: say it, never end the node)
             _log.warning("node %s: a confirm round with %s failed: %s", node.name, peer, error)
         finally:
@@ -204,15 +212,16 @@ class Confirmations:
         ``Frames.envelope``) on ``reply``: what of it this node holds. Never a
         checkpoint."""
         node = self._node
-        sender, incarnation, requests, watches, record, up_to = asked
+        sender, incarnation, requests, watches, record, up_to, actors = asked
         prefix = reply.rpartition(".")[0]  # (the asker's replies from here: P.r.<n>.<i>.<me>)
         held_requests = node.answers.held(prefix, requests[:MAX_NUMBERS])
         held_watches = node.watches.held(sender, incarnation, watches[:MAX_NUMBERS])
         peer = (sender, incarnation)
+        unreachable = node.subjects.unreachable(*peer)
         tells = (
-            (0, [], [])
+            (0, [], 0, [])
             if not record
-            else node.tells.taken.confirm(peer, node.subjects.unreachable(*peer), record, up_to)
+            else node.tells.taken.confirm(peer, unreachable, record, up_to, actors[:MAX_NUMBERS])
         )
         answer = msgspec.Raw(encode((held_requests, held_watches, *tells)))
         node.tells.publish(reply, encode((True, answer)))  # (a reply, as any: Frames.reply)

@@ -18,7 +18,8 @@ subject (``_subjects.py``)                parsed as
 ``P.u.<node>.<incarnation>.<n>``          ``(n, no responders?)``
 ``P.t.<node>.<incarnation>.<from>.<n>``   ``(n, no responders?, error bytes | None,
                                           from)``
-``P.a.<from>.<inc>.<node>.<incarnation>`` ``(from, inc, (record, start, skipped, counts))``
+``P.a.<from>.<inc>.<node>.<incarnation>`` ``(from, inc, (record, start, skipped, settled,
+                                          marks))``
 ``P.hb.<node>.<incarnation>``             ``((node, incarnation), bye?)``
 ``P.names.<from>.<inc>``                  ``(kind, name, node, incarnation, path, n)``
 ``P.name.<hex>.<sender>``                 the subject to answer on
@@ -62,20 +63,21 @@ if TYPE_CHECKING:
 
 __all__ = ["Ack", "Envelope", "Frames", "Reply", "number_at_end"]
 
-Ack = tuple[str, int, list[tuple[int, int]], list[tuple[int, int]]]
-"""An acknowledgement of tells: ``(record, start, skipped, [(actor, ended), ...])``
-(``_taken_in.py``)."""
+Ack = tuple[str, int, list[tuple[int, int]], int, list[tuple[int, int]]]
+"""An acknowledgement of tells: ``(record, start, skipped, settled, [(actor, mark),
+...])`` (``_taken_in.py``)."""
 
 _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
 _tells = msgspec.msgpack.Decoder(list[tuple[int, str, msgspec.Raw]])
 _drain = msgspec.msgpack.Decoder(bool)
 _Numbers = Annotated[list[int], msgspec.Meta(max_length=1_000)]  # (_confirm.MAX_NUMBERS)
-_confirm_ask = msgspec.msgpack.Decoder(tuple[str, str, _Numbers, _Numbers, str, int])
+_confirm_ask = msgspec.msgpack.Decoder(tuple[str, str, _Numbers, _Numbers, str, int, _Numbers])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 _wire_ref = msgspec.msgpack.Decoder(tuple[str, str, str, int, int])
 _error = msgspec.msgpack.Decoder(bytes | None)
 _Skipped = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=64)]  # (_taken_in.MAX_SKIPPED)
-_ack = msgspec.msgpack.Decoder(tuple[str, int, _Skipped, list[tuple[int, int]]])
+_Marks = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=4096)]  # (MARKS_PER_ACK)
+_ack = msgspec.msgpack.Decoder(tuple[str, int, _Skipped, int, _Marks])
 _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int, int])
 
 _NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM})
@@ -257,7 +259,7 @@ class Frames:
     @staticmethod
     def ack(message: Msg) -> tuple[str, str, Ack] | Bad:
         """The node that acknowledges (its subject's), and what: the record, its
-        start, skipped ranges and counts per actor (``_taken_in.py``)."""
+        start, skipped ranges, settled mark and marks per actor (``_taken_in.py``)."""
         try:
             ack = _ack.decode(message.data)
         except Exception as error:

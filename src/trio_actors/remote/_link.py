@@ -13,11 +13,11 @@ tells themselves, in the record's **window** until the fate of each tell is know
 what happens        the tells
 ==================  ==============================================================
 acknowledged        each has ended on the receiving node -- handled there, or a
-                    dead letter there. The receiver acknowledges per actor,
-                    cumulatively: "of your tells on this record to actor *e*, the
-                    first *n* have ended" (``_taken_in.py``); so an actor that is
-                    slow, or blocked, holds back the acknowledgement of its own
-                    tells only
+                    dead letter there. The receiver acknowledges per actor, by
+                    sequence mark: "your tells on this record to actor *e* in
+                    messages up to *m* have ended" (below, and ``_taken_in.py``);
+                    so an actor that is slow, or blocked, holds back the
+                    acknowledgement of its own tells only
 no-responders       nothing served the node: never delivered. While the peer is
                     up (between two connections) the message stays, and is sent
                     again at the next confirm round; otherwise, or if it bounced
@@ -41,8 +41,38 @@ the window frees -- past that it fails (``_tells.py``): memory is bounded on bot
 nodes whatever the sender does.
 
 Per actor, the tells of one message to it are a *run*: the receiver ends a run all
-at once (it tracks the run's last tell), so a count it acknowledges always falls on
-the boundary of a run.
+at once (it tracks the run's last tell). **Acknowledged by sequence marks.** The
+receiver does not count tells; it says *up to which message* an actor's runs have
+ended -- ``(actor, mark)``: "every tell of this record to that actor in a message
+numbered ``mark`` or less, that I tracked, has ended here" -- and, for all actors at
+once, a *settled* mark: "every tell I tracked in a message numbered ``settled`` or
+less has ended" (``0``: no such claim). The sender keeps, per actor, only the
+sequence numbers of its runs in the window (:attr:`Link.streams`), and drops an
+actor's entry when its last run leaves the window (acknowledged, or taken out); so
+both sides keep per-actor state only while tells to that actor are in flight, and a
+long-lived link to a node whose actors come and go stays small.
+
+Why this is exact (each tell acknowledged only once it has ended, and at most once):
+
+1. *Every mark is true when said, and stays true*: ended is for good. A stale one
+   (overtaken, or from before a stream was pruned) says less, never something false:
+   so the sender needs no memory of what was said before, no count to subtract
+   from, and nothing can be "re-applied".
+2. *A tracked message is every message the receiver did not skip.* The receiver
+   delivers a record's messages in sequence order (holding those ahead of a gap),
+   and tracks each on its first delivery; so when it says a mark ``m``, every
+   message numbered ``start`` .. ``m`` was tracked there or is in a skipped range --
+   and every acknowledgement carries the record's ``start`` and *all* its skipped
+   ranges (at most ``MAX_SKIPPED``; one more and the receiver begins again, with a
+   new ``start``). The sender applies those first (:meth:`Link.began_again`, and
+   the skipped messages given back in doubt), so every run still in the window at
+   or below a mark is one the mark speaks of.
+3. *A run leaves the window once*: acknowledging pops it from its actor's queue and
+   its message's open actors; taking a message out of the window (given back,
+   bounced, refused) removes its runs from the queues too.
+
+So the receiver may forget an actor the moment nothing of it is pending: what it
+would have said of the actor is then the record's ``received`` (``_taken_in.py``).
 
 Never a checkpoint, except :meth:`Link.wait_for_room`.
 """
@@ -58,7 +88,7 @@ import trio
 if TYPE_CHECKING:
     from ._remote_cell import RemoteCell
 
-__all__ = ["HELD", "WINDOW", "Counts", "Link", "Message", "Sent", "Told"]
+__all__ = ["HELD", "WINDOW", "Link", "Marks", "Message", "Sent", "Told"]
 
 WINDOW: Final = 4096
 """Tells sent on one link and not yet acknowledged, at most, before ``send`` to an
@@ -77,9 +107,10 @@ Sent = tuple[int, list[Told]]
 """Tells taken out of a window: the number of their message in this node's sequence
 (its reply subject's, which a no-responders answer names), and the tells."""
 
-Counts = Iterable[tuple[int, int]]
-"""``(actor, ended)`` pairs: of the tells of a record to the actor of that export
-number, the first ``ended`` have ended on the receiving node."""
+Marks = Iterable[tuple[int, int]]
+"""``(actor, mark)`` pairs: every tell of a record to the actor of that export
+number, in a message numbered ``mark`` or less that the receiving node tracked, has
+ended there."""
 
 
 class Message:
@@ -101,18 +132,8 @@ class Message:
         return (self.number, [told for told in self.tells if told[0].eid in open_])
 
 
-class _Runs:
-    """One actor's runs on a record not yet acknowledged, and its count said."""
-
-    __slots__ = ("runs", "said")
-
-    def __init__(self) -> None:
-        self.said = 0
-        self.runs: deque[tuple[int, int]] = deque()  # (sequence, tells), in order
-
-
 class Link:
-    """One record of this node's tells to one peer: its window and its counts.
+    """One record of this node's tells to one peer: its window, and its runs per actor.
 
     Attributes:
         record: its name on the wire (the receiver acknowledges per record).
@@ -149,7 +170,9 @@ class Link:
         self.record = record
         self.sequence = 0
         self.window: dict[int, Message] = {}
-        self.streams: dict[int, _Runs] = {}  # (by the actor's export number)
+        # Per actor (its export number): the sequence numbers of its runs in the
+        # window, in order; no entry for an actor with none.
+        self.streams: dict[int, deque[int]] = {}
         self.in_window = 0
         self.told = 0
         self.acked = 0
@@ -186,24 +209,26 @@ class Link:
         self.sequence = sequence = self.sequence + 1
         message = self.window[sequence] = Message(number, tells, kind)
         streams = self.streams
-        for actor, count in message.open.items():
+        for actor in message.open:
             runs = streams.get(actor)
             if runs is None:
-                runs = streams[actor] = _Runs()
-            runs.runs.append((sequence, count))
+                runs = streams[actor] = deque()
+            runs.append(sequence)
         self.in_window += len(tells)
         self.told += len(tells)
         return sequence
 
     def acknowledged(
-        self, skipped: Sequence[tuple[int, int]], counts: Counts
+        self, skipped: Sequence[tuple[int, int]], settled: int, marks: Marks
     ) -> tuple[list[int], list[Sent]]:
         """The receiver's acknowledgement: the messages in the ``skipped`` ranges
-        (first, last) never arrived there; of the tells to each actor, the first
-        ``ended`` have ended (``counts``). Returns the numbers of the messages now
-        wholly acknowledged (out of the window), and the skipped ones' tells (out of
-        the window, to give back as in doubt: they may yet arrive, late, by another
-        route -- the receiver then handles them, uncounted)."""
+        (first, last) never arrived there; every tell it tracked in a message up to
+        ``settled`` has ended, and to each actor of ``marks``, every one up to its
+        mark (the module docstring says why that is exact). Returns the numbers of
+        the messages now wholly acknowledged (out of the window), and the skipped
+        ones' tells (out of the window, to give back as in doubt: they may yet
+        arrive, late, by another route -- the receiver then handles them,
+        untracked)."""
         window = self.window
         given_back: list[Sent] = []
         for first, last in skipped[self.skips_applied :]:  # (each range once)
@@ -213,41 +238,55 @@ class Link:
         numbers: list[int] = []
         acked = 0
         streams = self.streams
-        for actor, ended in counts:
+        for actor, mark in marks:
             runs = streams.get(actor)
-            if runs is None or ended <= runs.said:
-                continue
-            newly, runs.said = ended - runs.said, ended
-            queue = runs.runs
-            while newly > 0 and queue:
-                sequence, count = queue.popleft()
-                message = window.get(sequence)
-                if message is None:
-                    continue  # (given back or bounced: never counted there)
-                newly -= count
-                acked += message.open.pop(actor)
-                if not message.open:
-                    del window[sequence]
-                    numbers.append(message.number)
+            while runs and runs[0] <= mark:
+                acked += self._ended(runs.popleft(), actor, numbers)
+            if runs is not None and not runs:
+                del streams[actor]
+        while window and (sequence := next(iter(window))) <= settled:
+            for actor in list(window[sequence].open):
+                runs = streams[actor]
+                runs.popleft()  # (its oldest run: every one before has left the window)
+                if not runs:
+                    del streams[actor]
+                acked += self._ended(sequence, actor, numbers)
         self.acked += acked
         self.in_window -= acked
         self._freed()
         return numbers, given_back
 
+    def _ended(self, sequence: int, actor: int, numbers: list[int]) -> int:
+        """``actor``'s run in message ``sequence`` is acknowledged (already out of
+        :attr:`streams`): the message leaves the window with its last run (its
+        number added to ``numbers``). Returns the run's tells."""
+        message = self.window[sequence]
+        tells = message.open.pop(actor)
+        if not message.open:
+            del self.window[sequence]
+            numbers.append(message.number)
+        return tells
+
+    def waited_on(self, at_most: int) -> list[int]:
+        """The actors whose runs have waited longest in the window, at most
+        ``at_most`` of them, oldest first (a confirm round asks for their marks)."""
+        actors: dict[int, None] = {}
+        for message in self.window.values():
+            for actor in message.open:
+                actors[actor] = None
+                if len(actors) >= at_most:
+                    return list(actors)
+        return list(actors)
+
     def began_again(self, start: int) -> list[Sent]:
         """The receiver tracks this record from message ``start`` on (its first
         acknowledgement says so; a later one, that it forgot the record and began
-        again), its counts and skipped ranges from zero: the messages before
-        ``start`` still in the window are taken out (returned, to give back as in
-        doubt: they never came, or their fate is unknown)."""
+        again), its skipped ranges from none: the messages before ``start`` still
+        in the window are taken out (returned, to give back as in doubt: they never
+        came, or their fate is unknown)."""
         self.start = start
         self.skips_applied = 0
-        given_back = [self._remove(s) for s in [s for s in self.window if s < start]]
-        for runs in self.streams.values():
-            runs.said = 0
-            while runs.runs and runs.runs[0][0] < start:
-                runs.runs.popleft()
-        return given_back
+        return [self._remove(s) for s in [s for s in self.window if s < start]]
 
     def take(self, sequence: int) -> Sent | None:
         """Take one message out of the window (it bounced, was refused, was lost):
@@ -262,6 +301,15 @@ class Link:
 
     def _remove(self, sequence: int) -> Sent:
         message = self.window.pop(sequence)
+        streams = self.streams
+        for actor in message.open:  # (its runs leave their actors' queues)
+            runs = streams[actor]
+            if runs[0] == sequence:
+                runs.popleft()
+            else:
+                runs.remove(sequence)
+            if not runs:
+                del streams[actor]
         sent = message.unended()
         self.in_window -= len(sent[1])
         self._freed()

@@ -25,23 +25,34 @@ mailbox each waits for room in its line, with the local ``send``\ s and ``ask``\
 another node joins the line too, so that it never overtakes a ``send`` its own node
 made before it (a ``"drop_old"`` overflow would put it ahead).
 
-**Acknowledged per actor, cumulatively, per record.** For each sending node this
-node keeps the :class:`Inbound` state of its current record (``_link.py``; a new
-record from the same node replaces the old): for each actor told, a :class:`Stream`
-counting the tells to it that have ended, in order; the sequence number up to which
-every message was received; and the ranges of sequence numbers it *skipped* (given
-up: lost on the way, with a NATS server that died). Within :data:`ACK_EVERY`
-seconds of a count moving it publishes ``(record, start, skipped, [(actor, ended),
-...])`` -- the counts that moved -- to the sender's ``P.a``
-subject; ``start``, the first message the state tracked, tells the sender when this
-node has forgotten its record and begun again (it declared the sender down, or it
-skipped too much): the sender then gives back what is unacknowledged as in doubt and
-starts a new record, never applying counts that began again at zero. So an
-actor that is slow, or blocked, holds back the acknowledgement of
-its own tells only. A lost acknowledgement is made good by the next, or by a
-confirm round (``_confirm.py``), which is answered with every count, after giving
-up what was sent before the round and has not come (skipped: if it comes later, it
-is delivered, uncounted -- its sender has given it back as in doubt).
+**Acknowledged per actor, by sequence mark, per record.** For each sending node
+this node keeps the :class:`Inbound` state of its current record (``_link.py``; a
+new record from the same node replaces the old): the sequence number up to which
+every message was received (:attr:`Inbound.received`), the ranges of sequence
+numbers it *skipped* (given up: lost on the way, with a NATS server that died), and
+for each actor with tells *pending* here -- not yet ended -- a :class:`Stream` of
+its runs. An actor's *mark* is the message up to which every tell to it has ended:
+the one before its oldest pending run, or ``received`` when none is pending
+(:meth:`Inbound.mark`). Within :data:`ACK_EVERY` seconds of a mark moving this node
+publishes ``(record, start, skipped, settled, [(actor, mark), ...])`` -- the marks
+that moved, :data:`MARKS_PER_ACK` at most a message -- to the sender's ``P.a``
+subject (``settled``: every tell tracked up to there has ended, said when nothing is
+pending; ``0`` otherwise). ``start``, the first message the state tracked, tells the
+sender when this node has forgotten its record and begun again (it declared the
+sender down, or it skipped too much): the sender then gives back what is
+unacknowledged from before it as in doubt. So an actor that is slow, or blocked,
+holds back the acknowledgement of its own tells only.
+
+**Nothing kept per actor once its tells have ended**: a stream goes with its last
+pending run, at once -- its mark is ``received`` from then on, so nothing needs
+remembering (``_link.py`` says why this is exact). A record's per-actor state is
+bounded by its actors with tells pending; an actor that stops takes those back as
+dead letters, and with them its stream. A lost acknowledgement is made good by the
+next, or by a confirm round (``_confirm.py``): it names the actors the sender has
+waited on longest (:data:`~._confirm.MAX_NUMBERS` at most), and is answered, after
+giving up what was sent before it and has not come (skipped: coming later, it is
+delivered untracked -- its sender gave it back in doubt), with ``settled`` and
+those actors' marks: small, however many actors the record touched.
 
 **In order across a gap.** A message that comes ahead of one sent before it is
 *held*, not delivered: the earlier one bounced -- its node was between two
@@ -84,7 +95,16 @@ if TYPE_CHECKING:
     from ._node import Node
     from ._subjects import Peer
 
-__all__ = ["ACK_EVERY", "MAX_SKIPPED", "Inbound", "Run", "Stream", "TakenIn", "hold_for"]
+__all__ = [
+    "ACK_EVERY",
+    "MARKS_PER_ACK",
+    "MAX_SKIPPED",
+    "Inbound",
+    "Run",
+    "Stream",
+    "TakenIn",
+    "hold_for",
+]
 
 ACK_EVERY: Final = 0.005
 """Seconds between acknowledgements while tells end."""
@@ -95,9 +115,14 @@ MAX_SKIPPED: Final = 64
 Skipped = list[tuple[int, int]]
 """Ranges (first, last) of sequence numbers a record skipped."""
 
-Counts = list[tuple[int, int]]
-"""``(actor, ended)``: of a record's tells to the actor of that export number, the
-first ``ended`` have ended here."""
+MARKS_PER_ACK: Final = 4096
+"""``(actor, mark)`` pairs in one acknowledgement at most (more moved: several
+acknowledgements). At most 19 bytes each in msgpack, so an acknowledgement stays
+under 80 kB -- far under NATS's ``max_payload``."""
+
+Marks = list[tuple[int, int]]
+"""``(actor, mark)``: every tell of a record to the actor of that export number, in
+a message numbered ``mark`` or less that this node tracked, has ended here."""
 
 _UNDECODABLE: Final = object()
 
@@ -115,11 +140,11 @@ class Run:
     in, first out), or each tell's where the mailbox is bounded (a full one may drop
     any of them, or the oldest)."""
 
-    __slots__ = ("done", "left", "stream", "tells")
+    __slots__ = ("done", "left", "sequence", "stream")
 
-    def __init__(self, stream: Stream, tells: int) -> None:
+    def __init__(self, stream: Stream, sequence: int) -> None:
         self.stream = stream
-        self.tells = tells
+        self.sequence = sequence  # (its message's, in the record)
         # Its notices not yet ended, and one more while its message is delivered (a
         # notice may end at once -- dropped by a full mailbox -- before the next of
         # the run is queued): released by :meth:`delivered`.
@@ -141,41 +166,35 @@ class Run:
 
 
 class Stream:
-    """One record's tells to one actor of this node: how many have ended, in order."""
+    """One record's tells to one actor of this node, while some are *pending* (not
+    ended): its runs, in order. It lives only as long as that -- its
+    :class:`Inbound` forgets it with its last run (:meth:`Inbound.mark` says why
+    nothing is lost)."""
 
-    __slots__ = ("actor", "ended", "inbound", "pending")
+    __slots__ = ("actor", "inbound", "pending")
 
     def __init__(self, inbound: Inbound, actor: int) -> None:
         self.inbound = inbound
         self.actor = actor  # (its export number)
-        self.ended = 0
-        self.pending: deque[Run] = deque()  # (runs not ended, in order)
+        self.pending: deque[Run] = deque()  # (runs not ended, in order; never empty)
 
-    def ended_now(self, tells: int) -> None:
-        """``tells`` tells to it ended as they arrived (dead letters, or routed by a
-        pool): counted once the runs before them have ended."""
-        if self.pending:
-            run = Run(self, tells)
-            run.done = True
-            self.pending.append(run)
-        else:
-            self.ended += tells
-            self.inbound.moved(self.actor)
-
-    def run(self, tells: int) -> Run:
-        """A run of ``tells`` tells being delivered now (tracked by notices)."""
-        run = Run(self, tells)
+    def run(self) -> Run:
+        """A run of the message being delivered now (numbered ``received``: tracked
+        messages are delivered in order), tracked by notices."""
+        run = Run(self, self.inbound.received)
         self.pending.append(run)
         return run
 
     def advance(self) -> None:
         pending = self.pending
-        ended = self.ended
+        if not pending[0].done:
+            return
         while pending and pending[0].done:
-            ended += pending.popleft().tells
-        if ended != self.ended:
-            self.ended = ended
-            self.inbound.moved(self.actor)
+            pending.popleft()
+        inbound = self.inbound
+        if not pending and inbound.streams.get(self.actor) is self:
+            del inbound.streams[self.actor]  # (nothing pending: its mark is received)
+        inbound.moved(self.actor)
 
 
 class Inbound:
@@ -206,8 +225,10 @@ class Inbound:
         # skipped: the next one is delivered at once, a later one is held.
         self.received = start - 1
         self.skipped: Skipped = []
+        # The actors with tells pending here (not ended), by export number: no
+        # entry for the others (their mark is ``received``).
         self.streams: dict[int, Stream] = {}
-        # (actors whose count moved since acknowledged: a dict, smaller than a set)
+        # (actors whose mark moved since acknowledged: a dict, smaller than a set)
         self.changed: dict[int, None] = {}
         # The messages that came ahead of a gap, by sequence number: (tells,
         # sending, bytes); and since when the oldest of them is held.
@@ -234,13 +255,38 @@ class Inbound:
             stream = self.streams[actor] = Stream(self, actor)
         return stream
 
+    def ended_now(self, actor: int) -> None:
+        """The tells to ``actor`` in the message being delivered ended as they
+        arrived (dead letters, or routed by a pool): they end after the runs before
+        them to it."""
+        stream = self.streams.get(actor)
+        if stream is None:
+            self.moved(actor)
+        else:
+            run = Run(stream, self.received)
+            run.done = True
+            stream.pending.append(run)
+
     def moved(self, actor: int) -> None:
         self.changed[actor] = None
         self.taken_in.owed()
 
-    def counts(self) -> Counts:
-        """Every actor's count (a confirm round's answer)."""
-        return [(actor, stream.ended) for actor, stream in self.streams.items()]
+    def mark(self, actor: int) -> int:
+        """Up to which message every tell to ``actor`` tracked here has ended: up to
+        the one before its oldest pending run; with none pending, up to
+        :attr:`received` -- every message up to there was tracked when it was
+        delivered, or skipped, and a tracked run that has not ended keeps its
+        stream. So a stream forgotten loses nothing, and one begun again later
+        needs no count carried over: its sender keeps no count either."""
+        stream = self.streams.get(actor)
+        return self.received if stream is None else stream.pending[0].sequence - 1
+
+    def settled(self) -> int:
+        """Up to which message every tell tracked here has ended (every actor's)."""
+        streams = self.streams
+        if not streams:
+            return self.received
+        return min(stream.pending[0].sequence for stream in streams.values()) - 1
 
 
 class TakenIn:
@@ -255,7 +301,7 @@ class TakenIn:
         self.held = 0  # (bytes of tells held ahead of a gap, all records together)
 
     def owed(self) -> None:
-        """A count moved: acknowledged within :data:`ACK_EVERY` seconds."""
+        """A mark moved: acknowledged within :data:`ACK_EVERY` seconds."""
         self._ack.set()
 
     async def run(self) -> None:
@@ -282,34 +328,41 @@ class TakenIn:
                     self._give_up(inbound, max(inbound.ahead))
 
     def send_acks(self) -> None:
-        """Tell each node whose counts moved since the last time where they are.
+        """Tell each node whose marks moved since the last time where they are.
         Never a checkpoint; never raises."""
         node = self._node
         me = (node.name, node.incarnation)
         for prefix, inbound in self.records.items():
             if inbound.changed:
-                streams = inbound.streams
-                counts = [(actor, streams[actor].ended) for actor in inbound.changed]
+                marks = [(actor, inbound.mark(actor)) for actor in inbound.changed]
                 inbound.changed.clear()
-                body = encode((inbound.record, inbound.start, inbound.skipped, counts))
-                node.tells.publish(node.subjects.acks_of(me, prefix), body)
+                # (settled: cheap only when nothing is pending; 0 says nothing)
+                settled = 0 if inbound.streams else inbound.received
+                subject = node.subjects.acks_of(me, prefix)
+                for at in range(0, len(marks), MARKS_PER_ACK):
+                    part = marks[at : at + MARKS_PER_ACK]
+                    body = encode((inbound.record, inbound.start, inbound.skipped, settled, part))
+                    node.tells.publish(subject, body)
 
     def confirm(
-        self, sender: Peer, prefix: str, record: str, up_to: int
-    ) -> tuple[int, Skipped, Counts]:
+        self, sender: Peer, prefix: str, record: str, up_to: int, actors: list[int]
+    ) -> tuple[int, Skipped, int, Marks]:
         """A confirm round of ``sender`` (whose unreachable subjects start with
         ``prefix``): its messages on ``record`` up to ``up_to`` were sent before it;
         what has not come by now is given up (skipped: coming later, it is not
-        counted). Returns the record's start, skipped ranges and every actor's
-        count (nothing, if the peer table has no room for the sender)."""
+        counted). Returns the record's start, skipped ranges, settled mark and the
+        marks of the ``actors`` it asks about (those it waits on longest: as many
+        as it names, ``_confirm.MAX_NUMBERS`` at most) -- nothing, if the peer
+        table has no room for the sender."""
         inbound = self.records.get(prefix)
         if inbound is None or inbound.record != record:
             if inbound is None and not self._node.peers.claim(sender):
-                return (0, [], [])
+                return (0, [], 0, [])
             inbound = self._begin(prefix, record, up_to + 1)
         if not self._give_up(inbound, up_to):
-            return (0, [], [])  # (forgotten: its sender learns it from the next answer)
-        return inbound.start, inbound.skipped, inbound.counts()
+            return (0, [], 0, [])  # (forgotten: its sender learns it from the next answer)
+        marks = [(actor, inbound.mark(actor)) for actor in actors]
+        return inbound.start, inbound.skipped, inbound.settled(), marks
 
     def forget(self, prefix: str) -> None:
         """The sending node is down: nothing more to acknowledge to it (what it held
@@ -426,10 +479,10 @@ class TakenIn:
         """Deliver a message of tells, tracked in ``inbound`` (``None``: untracked)."""
         exported = self._node.exports.cells
         items: list[tuple[ActorCell | None, int, str, Any]] = []
-        runs: dict[int, int] = {}  # (actor -> its tells in this message)
+        runs: dict[int, None] = {}  # (the actors told in this message)
         last: dict[int, int] = {}  # (actor -> the index of its last tell to queue)
         for number, path, told in body:
-            runs[number] = runs.get(number, 0) + 1
+            runs[number] = None
             message = self._decoded(number, path, told)
             if message is _UNDECODABLE:
                 continue
@@ -449,7 +502,7 @@ class TakenIn:
                 # while sends wait there (they may be its own node's, sent before).
                 run = tracked.get(number)
                 if run is None and inbound is not None:
-                    run = tracked[number] = inbound.stream(number).run(runs[number])
+                    run = tracked[number] = inbound.stream(number).run()
                 if run is not None:
                     run.left += 1  # (this notice's)
                 notice = Notice(cell, message, run)
@@ -459,16 +512,16 @@ class TakenIn:
                 else:
                     cell.queue_tick(notice)  # (a full one: its policy)
             elif inbound is not None and last.get(number) == index and cell.accepting:
-                run = tracked[number] = inbound.stream(number).run(runs[number])
+                run = tracked[number] = inbound.stream(number).run()
                 run.left += 1  # (its last tell's notice)
                 cell.queue_tick(Notice(cell, message, run))
             else:
                 cell.tell_forwarded(message)  # (nobody to raise MailboxFull to: a dead letter)
         if inbound is not None:
-            for number, tells in runs.items():
+            for number in runs:
                 run = tracked.get(number)
                 if run is None:
-                    inbound.stream(number).ended_now(tells)
+                    inbound.ended_now(number)
                 else:
                     run.delivered()
 

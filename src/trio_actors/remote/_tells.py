@@ -60,7 +60,7 @@ from .._errors import MailboxFull, describe_value
 from . import _link
 from ._exports import OVERFLOWS
 from ._frames import Ack
-from ._link import Counts, Link, Sent, Told
+from ._link import Link, Marks, Sent, Told
 from ._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE, Outbox
 from ._peers import PeerState
 from ._subjects import SENDS, TELL, Peer, encode
@@ -395,28 +395,33 @@ class Tells:
     def on_ack(self, ack: tuple[str, str, Ack]) -> None:
         """A node says which of this node's tells have ended there (parsed:
         ``Frames.ack``: the node its subject names, and its record, start, skipped
-        ranges and counts per actor)."""
-        node, incarnation, (record, start, skipped, counts) = ack
+        ranges, settled mark and marks per actor)."""
+        node, incarnation, (record, start, skipped, settled, marks) = ack
         link = self._node.peers.current_link((node, incarnation))
         if link is not None and link.record == record and not link.closed:
-            self._acknowledged(link, start, skipped, counts)
+            self._acknowledged(link, start, skipped, settled, marks)
 
     def _acknowledged(
-        self, link: Link, start: int, skipped: Sequence[tuple[int, int]], counts: Counts
+        self,
+        link: Link,
+        start: int,
+        skipped: Sequence[tuple[int, int]],
+        settled: int,
+        marks: Marks,
     ) -> None:
         """An acknowledgement (or a confirm round's answer) about ``link``: the
         receiver tracks it from message ``start`` on (those before never arrived).
         A later ``start`` than the one it said before means it forgot the record
         and began again (it declared this node down, or skipped too much): what it
-        had not acknowledged from before is given back in doubt, and its counts,
-        begun again at zero, apply to the messages from ``start`` on. An earlier
-        one is stale (a confirm answer overtaken by an acknowledgement)."""
+        had not acknowledged from before is given back in doubt, and its marks
+        speak of the messages from ``start`` on. An earlier one is stale (a
+        confirm answer overtaken by an acknowledgement)."""
         if link.start is None or start > link.start:
             why = "the receiving node lost track of them" if link.start else _LOST
             self._give_back(link.began_again(start), why)  # (before start: never came)
         elif start < link.start:
             return
-        numbers, given_back = link.acknowledged(skipped, counts)
+        numbers, given_back = link.acknowledged(skipped, settled, marks)
         kept, undelivered = self._kept, self._undelivered
         for number in numbers:
             del kept[number]
@@ -576,20 +581,25 @@ class Tells:
         self._node.peers.accounted(peer, link)
 
     async def confirmed(
-        self, link: Link, start: int, skipped: Sequence[tuple[int, int]], counts: Counts
+        self,
+        link: Link,
+        start: int,
+        skipped: Sequence[tuple[int, int]],
+        settled: int,
+        marks: Marks,
     ) -> None:
         """A confirm round's answer about ``link``: the receiver gave up what was sent
-        before the round and had not come (``skipped``), and says every actor's
-        count. Once the server has routed what was sent before (a flush: the
-        no-responders answers come first, and make their tells "unreachable"), it
-        is an acknowledgement like any: what was skipped -- lost on the way -- is
-        given back as in doubt. A checkpoint."""
+        before the round and had not come (``skipped``), and says its settled mark
+        and the marks of the actors asked about. Once the server has routed what
+        was sent before (a flush: the no-responders answers come first, and make
+        their tells "unreachable"), it is an acknowledgement like any: what was
+        skipped -- lost on the way -- is given back as in doubt. A checkpoint."""
         try:
             await self.transport.flush()
         except Exception:  # (this node's connection is lost: the next round sees)
             return
         if start and not link.closed:  # (0: the receiver keeps nothing of it)
-            self._acknowledged(link, start, skipped, counts)
+            self._acknowledged(link, start, skipped, settled, marks)
 
     async def all_acknowledged(self, within: float) -> None:
         """Wait until every tell sent is acknowledged (or otherwise ended), at most
