@@ -44,6 +44,7 @@ from trio_actors.actors._pool import _balancing
 from trio_actors.contracts import REGISTRY
 from trio_actors.remote import (
     _codec,
+    _fates,
     _inbound,
     _link,
     _node,
@@ -51,6 +52,7 @@ from trio_actors.remote import (
     _subjects,
     _taken_in,
     _tells,
+    _tracked,
     _watches,
 )
 
@@ -632,7 +634,7 @@ def ask_from_a_closed_node_skips_the_checkpoint(mp: pytest.MonkeyPatch) -> None:
 
 
 def unreachable_tells_vanish(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(_tells.Tells, "on_unreachable", lambda self, message: None)
+    mp.setattr(_fates.Fates, "on_unreachable", lambda self, message: None)
 
 
 def remote_asks_queued_by_tasks(mp: pytest.MonkeyPatch) -> None:
@@ -695,7 +697,7 @@ def lost_tells_not_counted(mp: pytest.MonkeyPatch) -> None:
     async def nothing(self: Any, peer: Any, link: Any, told: int) -> None:
         await trio.lowlevel.checkpoint()
 
-    mp.setattr(_tells.Tells, "count_lost", nothing)
+    mp.setattr(_fates.Fates, "count_lost", nothing)
 
 
 def tells_acknowledged_when_taken_in(mp: pytest.MonkeyPatch) -> None:
@@ -703,11 +705,11 @@ def tells_acknowledged_when_taken_in(mp: pytest.MonkeyPatch) -> None:
 
     def at_once(self: Any, tells: int) -> Any:
         self.ended_now(tells)
-        run = _taken_in.Run(self, 0)
+        run = _tracked.Run(self, 0)
         run.done = True
         return run
 
-    mp.setattr(_taken_in.Stream, "run", at_once)
+    mp.setattr(_tracked.Stream, "run", at_once)
 
 
 def remote_send_ignores_the_window(mp: pytest.MonkeyPatch) -> None:
@@ -725,7 +727,7 @@ def remote_sends_meet_the_overflow_policy(mp: pytest.MonkeyPatch) -> None:
 
 def bounced_tells_not_sent_again(mp: pytest.MonkeyPatch) -> None:
     """As before: no-responders made a tell a dead letter, even while its node was up."""
-    mp.setattr(_tells.Tells, "send_undelivered", lambda self, peer: None)
+    mp.setattr(_fates.Fates, "send_undelivered", lambda self, peer: None)
 
 
 def held_tells_overtaken_by_asks(mp: pytest.MonkeyPatch) -> None:
@@ -750,7 +752,7 @@ def tells_ahead_of_a_gap_not_held(mp: pytest.MonkeyPatch) -> None:
 
 
 def acknowledgements_ignored(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(_tells.Tells, "on_ack", lambda self, message: None)
+    mp.setattr(_fates.Fates, "on_ack", lambda self, message: None)
 
 
 def node_death_ends_no_watch(mp: pytest.MonkeyPatch) -> None:

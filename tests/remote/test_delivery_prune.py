@@ -20,7 +20,8 @@ import trio_actors as ta
 from helpers import Recorder
 from trio_actors.remote import MemoryBus, Node, _link
 from trio_actors.remote._confirm import MAX_NUMBERS
-from trio_actors.remote._taken_in import MARKS_PER_ACK, Inbound
+from trio_actors.remote._taken_in import MARKS_PER_ACK
+from trio_actors.remote._tracked import Inbound
 
 HEARTBEAT = 0.5
 MISSED = 3

@@ -11,10 +11,14 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
   peer table hears;
 * ``_tells.py`` -- tells sent, kept until acknowledged or given back, and
   everything else a node publishes, in order after them;
+* ``_fates.py`` -- what became of each message of tells sent: acknowledged,
+  bounced, refused, sent again or given back;
 * ``_outbox.py`` -- the tells waiting for the connection's writer (coalesced);
 * ``_link.py`` -- one record of tells to a node: its window, and what became of each;
-* ``_taken_in.py`` -- tells from other nodes, tracked until they end here, and
-  acknowledged per actor;
+* ``_taken_in.py`` -- tells from other nodes, taken in in order (held across a gap)
+  and acknowledged per actor;
+* ``_tracked.py`` -- a sending node's record as the receiver tracks it: runs,
+  streams, marks and skipped ranges;
 * ``_requests.py`` -- asks, stops and lookups waiting for their reply;
 * ``_watches.py`` -- death watch across nodes, both sides;
 * ``_exports.py`` -- refs on the wire, both ways;

@@ -140,7 +140,7 @@ class Confirmations:
         since = trio.current_time() - self.interval
         due = {peer for peer, _sent_at in node.requests.waiting_on(before=since)}
         due.update(node.requests.undelivered_peers())
-        due.update(node.tells.undelivered_peers())
+        due.update(node.tells.fates.undelivered_peers())
         due.update(peer for peer, _since in node.watches.unconfirmed(before=since))
         told_before: dict[Peer, tuple[Link, int]] = {}
         for peer, link in node.peers.open_links():
@@ -158,7 +158,7 @@ class Confirmations:
         requests, watches = node.requests, node.watches
         try:
             requests.send_undelivered(peer)
-            node.tells.send_undelivered(peer)  # (before the round: it asks about them)
+            node.tells.fates.send_undelivered(peer)  # (before the round: it asks about them)
             asked = requests.numbers_waiting_on(peer)[:MAX_NUMBERS]
             watched = watches.numbers_unconfirmed(peer)[:MAX_NUMBERS]
             node.tells.flush()  # (the tells waiting go first: they are asked about)
@@ -179,7 +179,7 @@ class Confirmations:
             requests.confirmed(asked, set(held_requests), peer)
             watches.confirmed(watched, set(held_watches))
             if link is not None and link.window and not link.closed:
-                await node.tells.confirmed(link, start, skipped, settled, marks)
+                await node.tells.fates.confirmed(link, start, skipped, settled, marks)
         except Exception as error:  # (a node's task: say it, never end the node)
             _log.warning("node %s: a confirm round with %s failed: %s", node.name, peer, error)
         finally:
@@ -198,7 +198,7 @@ class Confirmations:
             self._node.requests.interrupt(peer, why)
             link = self._node.peers.current_link(peer)
             if link is not None and not link.closed:
-                self._node.tells.renew(link, why)
+                self._node.tells.fates.renew(link, why)
 
     def forget(self, peer: Peer) -> None:
         """``peer`` is down: its rounds are over."""

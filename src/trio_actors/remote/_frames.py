@@ -75,7 +75,7 @@ _confirm_ask = msgspec.msgpack.Decoder(tuple[str, str, _Numbers, _Numbers, str, 
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 _wire_ref = msgspec.msgpack.Decoder(tuple[str, str, str, int, int])
 _error = msgspec.msgpack.Decoder(bytes | None)
-_Skipped = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=64)]  # (_taken_in.MAX_SKIPPED)
+_Skipped = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=64)]  # (_tracked.MAX_SKIPPED)
 _Marks = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=4096)]  # (MARKS_PER_ACK)
 _ack = msgspec.msgpack.Decoder(tuple[str, int, _Skipped, int, _Marks])
 _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int, int])

@@ -136,7 +136,7 @@ class Node:
             self.listen(self.requests.subject, frames.reply, self.requests.on_reply),
             self.listen(subjects.heartbeats(), frames.heartbeat, heartbeats.on_heartbeat),
             self.listen(self.watches.subject, frames.termination, self.watches.on_terminated),
-            self.listen(subjects.acks(name, incarnation), frames.ack, self.tells.on_ack),
+            self.listen(subjects.acks(name, incarnation), frames.ack, self.tells.fates.on_ack),
             self.listen(self.names.subject, frames.announcement, self.names.on_announcement),
             # The outbox's tells leave at the connection writer's turn, with what waits.
             transport.before_writing(self.tells.outbox.flush),
@@ -170,7 +170,7 @@ class Node:
 
     @property
     def unconfirmed(self) -> int:
-        return self.tells.unconfirmed
+        return self.tells.fates.unconfirmed
 
     @property
     def unsent(self) -> int:
@@ -189,7 +189,7 @@ class Node:
             bad_input=self.bad_input.snapshot(),
             peers=self.peers.count(),
             undecodable_bytes=self.undecodable.held,
-            unconfirmed=self.tells.unconfirmed,
+            unconfirmed=self.tells.fates.unconfirmed,
         )
 
     def listen(
@@ -278,7 +278,7 @@ class Node:
         self.tells.taken.forget(self.subjects.unreachable(node, incarnation))
         self.names.forget(peer)
         if closed is not None:
-            self.start(self.tells.count_lost, peer, closed, said)
+            self.start(self.tells.fates.count_lost, peer, closed, said)
 
     def follow_advisories(self, advisories: Transport) -> None:
         """Hear the server's disconnect advisories on ``advisories`` (until
@@ -367,7 +367,7 @@ class Node:
             deadline = trio.current_time() + within
             await self.answers.all_answered(within)
             await self.watches.all_reported(max(0.0, deadline - trio.current_time()))
-            await self.tells.all_acknowledged(max(0.0, deadline - trio.current_time()))
+            await self.tells.fates.all_acknowledged(max(0.0, deadline - trio.current_time()))
             await trio.lowlevel.checkpoint()
         finally:
             self.close()

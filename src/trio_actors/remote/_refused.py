@@ -72,7 +72,7 @@ def on_server_error(node: Node, said: str) -> None:
         # (what the first -ERR ends was all refused: those after it find nothing)
         node.requests.refused(peer, why)
         node.watches.refused(peer, NotPermitted(why))
-        node.tells.refused(subject, why)
+        node.tells.fates.refused(subject, why)
         return
     _log.error(
         "node %s: the server refused to carry its message to %s (a permissions "

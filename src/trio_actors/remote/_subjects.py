@@ -76,9 +76,13 @@ bytes. Tells travel together: a ``TELL``'s body is ``[[export number, path, body
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
 
 import msgspec
+
+if TYPE_CHECKING:
+    from ._link import Told
 
 __all__ = [
     "ASK",
@@ -115,6 +119,14 @@ DISCONNECT_ADVISORIES: Final = "$SYS.ACCOUNT.*.DISCONNECT"
 
 Peer = tuple[str, str]
 """A node's (name, incarnation)."""
+
+
+def tells_frame(kind: int, sequence: int, record: str, tells: Sequence[Told]) -> bytes:
+    """A message of tells on the wire (``TELL`` or ``SENDS``): numbered ``sequence``
+    in its link's ``record`` (``_link.py``), each tell ``[export number, path,
+    body]``."""
+    bodies = [(cell.eid, cell.local_path, msgspec.Raw(body)) for cell, _m, body in tells]
+    return encode((kind, sequence, record, bodies))
 
 
 def connection_name(cluster: str, node: str, incarnation: str) -> str:

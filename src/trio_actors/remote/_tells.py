@@ -35,35 +35,35 @@ exactly one other way otherwise: dead letters ``"unreachable"`` (NATS answered
 no-responders on the message's reply subject ``P.u.<node>.<incarnation>.<n>``:
 nothing served the node -- while the node is up, the message is sent again at the
 next confirm round instead, and is unreachable only if it still bounced when its
-node is declared down or the rounds give up), ``"refused"`` (the server refused them), or
+node is declared down or the rounds give up), ``"refused"`` (the server refused
+them), or
 **``"in-doubt"``**, with the message: the receiving node was declared down (after a
 flush, so that the no-responders answers come first), or skipped the message, or a
 confirm round found it lost, or this node left before it was acknowledged. An
 in-doubt tell may or may not have been handled; retrying it is the application's
-choice (at-least-once). :attr:`Tells.unconfirmed` counts them: it equals the
-number of in-doubt dead letters.
+choice (at-least-once). ``Fates.unconfirmed`` counts them: it equals the number of
+in-doubt dead letters. What hears those fates and takes each message out of its
+window is ``_fates.py``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import trio
 
-from .._core._dead_letters import DeadLetterReason
 from .._core._ref import new_ref
 from .._errors import MailboxFull, describe_value
 from . import _link
 from ._exports import OVERFLOWS
-from ._frames import Ack
-from ._link import Link, Marks, Sent, Told
+from ._fates import Fates
+from ._link import Link, Told
 from ._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE, Outbox
-from ._peers import PeerState
-from ._subjects import SENDS, TELL, Peer, encode
+from ._subjects import SENDS, TELL, encode, tells_frame
 from ._taken_in import TakenIn
 
 if TYPE_CHECKING:
@@ -79,18 +79,7 @@ before it to its node are not yet acknowledged (a stream of sends): one message 
 many, as tells coalesce without waiting -- a ``send`` yields after each tell, so the
 connection's writer would otherwise send each alone (R6, docs/performance.rst)."""
 
-IN_DOUBT: Final[DeadLetterReason] = "in-doubt"
-"""The reason of a tell given back because its fate is unknown (pinned)."""
-
-_LOST: Final = "lost on the way (a server or a connection changed)"
-
 _log = logging.getLogger("trio_actors")
-
-
-def _frame(kind: int, sequence: int, record: str, tells: list[Told]) -> bytes:
-    """A message of tells on the wire: numbered ``sequence`` in ``record``."""
-    bodies = [(cell.eid, cell.local_path, msgspec.Raw(body)) for cell, _m, body in tells]
-    return encode((kind, sequence, record, bodies))
 
 
 class Tells:
@@ -100,28 +89,26 @@ class Tells:
 
     Attributes:
         sent: the number of the newest message of tells sent (the node's sequence).
-        unconfirmed: tells given back ``"in-doubt"`` (as many dead letters).
+        fates: what became of the messages of tells sent (``_fates.py``).
+        held: the tells held past their link's window, all links together.
         taken: the tells taken in from each other node, to acknowledge.
     """
 
     __slots__ = (
         "_bounces",
         "_codecs_elsewhere",
-        "_drained",
-        "_held",
-        "_kept",
         "_lingering",
         "_node",
         "_records",
-        "_undelivered",
         "_unreachable",
         "closed",
         "codec",
+        "fates",
+        "held",
         "outbox",
         "sent",
         "taken",
         "transport",
-        "unconfirmed",
     )
 
     def __init__(self, node: Node) -> None:
@@ -131,24 +118,16 @@ class Tells:
         self.closed = False  # (the node has left: a tell is a dead letter here)
         self._unreachable = node.subjects.unreachable(node.name, node.incarnation)
         self._codecs_elsewhere = threading.local()  # (one per other thread that tells)
-        # Every message of tells in a window: its link and its sequence number
-        # there, by its number (the number a no-responders answer names).
-        self._kept: dict[int, tuple[Link, int]] = {}
-        # The messages NATS answered with no-responders while their node was up
-        # (between two connections): never delivered, sent again at its next
-        # confirm round -- by number, in order.
-        self._undelivered: dict[int, Link] = {}
-        self._drained: trio.Event | None = None  # (set when _kept empties: leave waits)
-        self._held = 0  # (tells held past their link's window, all links together)
+        self.fates = Fates(node, self)  # (what became of each message of tells sent)
+        self.held = 0  # (tells held past their link's window, all links together)
         self._records = 0  # (links made: each one's record is its number)
-        self.unconfirmed = 0
         self.sent = 0
         self.outbox = Outbox(self._send_tells)  # (tells waiting for the writer's turn)
         self.taken = TakenIn(node)
         self._lingering = trio.Event()  # (a send lingers in the outbox: SEND_LINGER)
         # (kept past close(): the no-responders answers to its last tells; finish())
         self._bounces: Callable[[], None] | None = node.listen(
-            f"{self._unreachable}.*", node.frames.bounce, self.on_unreachable
+            f"{self._unreachable}.*", node.frames.bounce, self.fates.on_unreachable
         )
 
     def new_link(self) -> Link:
@@ -180,11 +159,11 @@ class Tells:
         leaves in the order it was sent (T2; not ``ordered``: a confirm round,
         which asks about the tells sent, not those held). May raise what the
         connection refuses."""
-        if self._held and ordered:
+        if self.held and ordered:
             peer = self._node.subjects.addressee(subject)
             link = None if peer is None else self._node.peers.current_link(peer)
             if link is not None and link.held:
-                self._room(link, past_the_window=True)
+                self.room(link, past_the_window=True)
         if self.outbox.waiting:
             self.outbox.flush()
         self.transport.publish(subject, data, reply=reply)
@@ -304,7 +283,7 @@ class Tells:
                 for index, told in enumerate(held):
                     if told[0] is cell:
                         del held[index]
-                        self._held -= 1
+                        self.held -= 1
                         self._node.system.dead_letters.record(new_ref(cell), told[1], "overflow")
                         break
                 else:
@@ -320,9 +299,9 @@ class Tells:
                     "holds for another); use send() to wait for room, or tell less at once"
                 )
         held.append((cell, message, body))
-        self._held += 1
+        self.held += 1
 
-    def _room(self, link: Link, *, past_the_window: bool = False) -> None:
+    def room(self, link: Link, *, past_the_window: bool = False) -> None:
         """``link``'s window may have room: send what it holds, in order, as far as
         the window allows (``past_the_window``: all of it -- something that must
         follow it goes next); a closed link's (its node was declared down) goes to
@@ -332,7 +311,7 @@ class Tells:
         if not held:
             return
         if link.closed or self.closed:
-            self._held -= len(held)
+            self.held -= len(held)
             again = list(held)
             held.clear()
             for cell, message, body in again:
@@ -352,7 +331,7 @@ class Tells:
             ):
                 tells.append(held.popleft())
                 size += len(tells[-1][2])
-            self._held -= len(tells)
+            self.held -= len(tells)
             self._send_tells(tells[0][0].subject, tells, TELL)
 
     def _send_tells(self, subject: str, tells: list[Told], kind: int) -> None:
@@ -381,239 +360,14 @@ class Tells:
         refuses (then nothing was sent)."""
         link = self._link_of(tells[0][0])  # (one subject: one node's tells, one link)
         number = self.sent + 1
-        data = _frame(kind, link.sequence + 1, link.record, tells)
+        data = tells_frame(kind, link.sequence + 1, link.record, tells)
         self.transport.publish(subject, data, reply=f"{self._unreachable}.{number}")
         self.sent = number
-        self._kept[number] = (link, link.sent(number, tells, kind))
+        self.fates.kept[number] = (link, link.sent(number, tells, kind))
 
     def flush(self) -> None:
         """Send the tells waiting in the outbox now. Never a checkpoint."""
         self.outbox.flush()
-
-    # --- acknowledged, bounced, refused or given back ---------------------------
-
-    def on_ack(self, ack: tuple[str, str, Ack]) -> None:
-        """A node says which of this node's tells have ended there (parsed:
-        ``Frames.ack``: the node its subject names, and its record, start, skipped
-        ranges, settled mark and marks per actor)."""
-        node, incarnation, (record, start, skipped, settled, marks) = ack
-        link = self._node.peers.current_link((node, incarnation))
-        if link is not None and link.record == record and not link.closed:
-            self._acknowledged(link, start, skipped, settled, marks)
-
-    def _acknowledged(
-        self,
-        link: Link,
-        start: int,
-        skipped: Sequence[tuple[int, int]],
-        settled: int,
-        marks: Marks,
-    ) -> None:
-        """An acknowledgement (or a confirm round's answer) about ``link``: the
-        receiver tracks it from message ``start`` on (those before never arrived).
-        A later ``start`` than the one it said before means it forgot the record
-        and began again (it declared this node down, or skipped too much): what it
-        had not acknowledged from before is given back in doubt, and its marks
-        speak of the messages from ``start`` on. An earlier one is stale (a
-        confirm answer overtaken by an acknowledgement)."""
-        if link.start is None or start > link.start:
-            why = "the receiving node lost track of them" if link.start else _LOST
-            self._give_back(link.began_again(start), why)  # (before start: never came)
-        elif start < link.start:
-            return
-        numbers, given_back = link.acknowledged(skipped, settled, marks)
-        kept, undelivered = self._kept, self._undelivered
-        for number in numbers:
-            del kept[number]
-            undelivered.pop(number, None)
-        if given_back:
-            self._give_back(given_back, _LOST)
-        self._room(link)
-        self._forgotten()
-
-    def on_unreachable(self, bounce: tuple[int, bool]) -> None:
-        """NATS's answer on a message of tells' reply subject (parsed:
-        ``Frames.bounce``): no-responders -- nothing served the node, the
-        message was never delivered. While the node is up (it is between two
-        connections), the message stays in its window, to be sent again at its
-        next confirm round (:meth:`send_undelivered`); otherwise its tells are
-        dead letters "unreachable"."""
-        number, no_responders = bounce
-        if not no_responders or number not in self._kept:
-            return
-        link, sequence = self._kept[number]
-        message = link.window.get(sequence)
-        peer = None if message is None else message.tells[0][0].peer
-        if peer is not None and not link.closed and self._node.peers.state(peer) is PeerState.UP:
-            self._undelivered[number] = link
-            return
-        sent = self._take(number)
-        if sent is not None:
-            self._bounced(sent, "unreachable")
-            self._room(sent[0])
-
-    def undelivered_peers(self) -> set[Peer]:
-        """The peers with messages of tells to send again."""
-        peers: set[Peer] = set()
-        for number, link in self._undelivered.items():
-            message = link.window.get(self._kept[number][1])
-            if message is not None:
-                peers.add(message.tells[0][0].peer)
-        return peers
-
-    def send_undelivered(self, peer: Peer) -> None:
-        """Send again, in order, the messages of tells to ``peer`` that NATS answered
-        with no-responders while it was up (each with its number and its sequence
-        in its record: the receiver holds what came after them until they come).
-        What the connection refuses now waits for the next round. Never a
-        checkpoint."""
-        link = self._node.peers.current_link(peer)
-        if link is None or link.closed:
-            return
-        for number in [n for n, of in self._undelivered.items() if of is link]:
-            sequence = self._kept[number][1]
-            message = link.window.get(sequence)
-            if message is None:
-                continue
-            data = _frame(message.kind, sequence, link.record, message.tells)
-            subject, reply = message.tells[0][0].subject, f"{self._unreachable}.{number}"
-            try:  # (not after what the link holds: that was told after this)
-                self.out(subject, data, reply, ordered=False)
-            except Exception as error:  # (closed, or full while reconnecting: next round)
-                name = self._node.name
-                _log.warning("node %s: tells to %s not sent again: %s", name, peer, error)
-                return
-            del self._undelivered[number]
-
-    def _take(self, number: int) -> tuple[Link, Sent] | None:
-        """Message ``number`` out of its link's window (``None``: not there)."""
-        kept = self._kept.pop(number, None)
-        if kept is None:
-            return None
-        self._undelivered.pop(number, None)
-        self._forgotten()
-        link, sequence = kept
-        sent = link.take(sequence)
-        return None if sent is None else (link, sent)
-
-    def _bounced(self, taken: tuple[Link, Sent], reason: DeadLetterReason) -> int:
-        link, (_number, tells) = taken
-        link.bounced += len(tells)
-        dead_letters = self._node.system.dead_letters
-        for recipient, told, _body in tells:
-            dead_letters.record(new_ref(recipient), told, reason)
-        return len(tells)
-
-    def refused(self, subject: str, why: str) -> int:
-        """The server refused this node's messages on ``subject`` (a node's):
-        the tells sent there and not yet acknowledged are dead letters "refused",
-        accounted on their link like bounced ones; return how many."""
-        count = 0
-        refused_links: dict[int, Link] = {}
-        for number, (link, sequence) in list(self._kept.items()):
-            message = link.window.get(sequence)
-            if message is not None and message.tells[0][0].subject == subject:  # (one node's)
-                taken = self._take(number)
-                if taken is not None:
-                    count += self._bounced(taken, "refused")
-                    refused_links[id(link)] = link
-        for link in refused_links.values():
-            link.close()  # (some may have been delivered before: never counted again)
-            self._room(link)
-        if count:
-            _log.warning("node %s: %d tell(s) refused: %s", self._node.name, count, why)
-        return count
-
-    def _give_back(self, sent: Iterable[Sent], why: str) -> int:
-        """Tells whose fate is unknown: dead letters ``"in-doubt"`` with their
-        messages, counted in :attr:`unconfirmed`; return how many. (Those of a
-        message NATS answered with no-responders the last time it was sent were
-        never delivered: dead letters ``"unreachable"``.)"""
-        count = 0
-        dead_letters = self._node.system.dead_letters
-        for number, tells in sent:
-            kept = self._kept.pop(number, None)
-            never_delivered = self._undelivered.pop(number, None) is not None
-            if kept is not None:
-                if never_delivered:
-                    kept[0].bounced += len(tells)
-                else:
-                    kept[0].in_doubt += len(tells)
-            reason: DeadLetterReason = "unreachable" if never_delivered else IN_DOUBT
-            for recipient, told, _body in tells:
-                dead_letters.record(new_ref(recipient), told, reason)
-            if not never_delivered:
-                count += len(tells)
-        self._forgotten()
-        if count:
-            self.unconfirmed += count
-            _log.warning(
-                "node %s: %d tell(s) given back in doubt (may or may not have been handled): %s",
-                self._node.name,
-                count,
-                why,
-            )
-        return count
-
-    def renew(self, link: Link, why: str) -> None:
-        """Close ``link``'s record, giving back what it has not acknowledged as in
-        doubt: the next tell to its node starts a new record (whatever the
-        receiver still counts of this one is never charged to another)."""
-        link.close()
-        self.give_back_window(link, why)
-
-    def give_back_window(self, link: Link, why: str) -> int:
-        """Give back every tell in ``link``'s window as in doubt (and send what it
-        held to its node's next record); return how many."""
-        count = self._give_back(link.take_all(), why)
-        self._room(link)
-        return count
-
-    async def count_lost(self, peer: Peer, link: Link, said: str) -> None:
-        """``peer`` is down (``said``): once the server has routed what was sent to
-        it before (its no-responders answers come first), give back what it had
-        not acknowledged as in doubt. A checkpoint."""
-        try:
-            await self.transport.flush()
-        except Exception:  # (this node's connection is lost: given back all the same)
-            await trio.lowlevel.checkpoint()
-        self.give_back_window(link, said)
-        self._node.peers.accounted(peer, link)
-
-    async def confirmed(
-        self,
-        link: Link,
-        start: int,
-        skipped: Sequence[tuple[int, int]],
-        settled: int,
-        marks: Marks,
-    ) -> None:
-        """A confirm round's answer about ``link``: the receiver gave up what was sent
-        before the round and had not come (``skipped``), and says its settled mark
-        and the marks of the actors asked about. Once the server has routed what
-        was sent before (a flush: the no-responders answers come first, and make
-        their tells "unreachable"), it is an acknowledgement like any: what was
-        skipped -- lost on the way -- is given back as in doubt. A checkpoint."""
-        try:
-            await self.transport.flush()
-        except Exception:  # (this node's connection is lost: the next round sees)
-            return
-        if start and not link.closed:  # (0: the receiver keeps nothing of it)
-            self._acknowledged(link, start, skipped, settled, marks)
-
-    async def all_acknowledged(self, within: float) -> None:
-        """Wait until every tell sent is acknowledged (or otherwise ended), at most
-        ``within`` seconds (``leave``). A checkpoint."""
-        if self._kept or self._held:
-            self._drained = trio.Event()
-            with trio.move_on_after(within):
-                await self._drained.wait()
-        await trio.lowlevel.checkpoint()
-
-    def _forgotten(self) -> None:
-        """Messages left :attr:`_kept`: if none is left, say so to a leave."""
-        if not self._kept and not self._held and self._drained is not None:
-            self._drained.set()
 
     def finish(self) -> None:
         """After the node's close and a last flush: stop hearing the no-responders
@@ -622,5 +376,4 @@ class Tells:
         if self._bounces is not None:
             self._bounces()
             self._bounces = None
-        for link in {id(link): link for link, _sequence in self._kept.values()}.values():
-            self.give_back_window(link, "this node left before they were acknowledged")
+        self.fates.finish()
