@@ -94,9 +94,11 @@ async def test_tells_to_a_node_between_two_connections_are_sent_again_and_handle
             await trio.sleep(HEARTBEAT / 2)  # (shorter than its silence: still up)
         assert letters(b) == []  # (waiting in the window, not "unreachable")
         await tell(b, counter, range(10, 15))  # (delivered: held behind 5..9)
-        assert await counter.ask("handled") == list(range(5))
-        await trio.sleep(3 * HEARTBEAT)  # (a round sends 5..9 again; then the held)
+        here = await a.lookup("counter")  # (a's own: it sees what a has handled)
+        assert await here.ask("handled") == list(range(5))
+        # An ask from b now waits for b's next round, after 5..9 (T2): it sees all.
         assert await counter.ask("handled") == list(range(15))
+        await trio.sleep(HEARTBEAT / 2)  # (acknowledged)
         assert (letters(a), letters(b), Node.of(b).unconfirmed) == ([], [], 0)
         assert counter._cell.link.in_window == 0  # type: ignore[union-attr]
 
@@ -184,3 +186,30 @@ async def test_a_node_that_leaves_delivers_what_it_held(
         assert stopped == [4, 5]
         await trio.sleep(2 * HEARTBEAT)
         assert sorted(m for m, reason in letters(b) if reason == "in-doubt") == [2, 3]
+
+
+async def test_an_ask_told_after_a_bounced_tell_is_handled_after_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # T2 with an ask: sent while the node is between two connections (both bounce:
+    # the round sends the tells again first), or after it is back but before the
+    # round (it waits for the round, after the tells).
+    bus = MemoryBus()
+    async with nodes(bus) as (a, b, counter):
+        await tell(b, counter, range(1))
+        async with trio.open_nursery() as nursery:
+            answers: list[Any] = []
+
+            async def ask() -> None:
+                answers.append(await counter.ask("handled"))
+
+            with bus.between_connections(Node.of(a).transport):  # type: ignore[arg-type]
+                await tell(b, counter, range(1, 2))  # (bounces)
+                nursery.start_soon(ask)
+                await trio.sleep(HEARTBEAT / 10)
+        assert answers == [[0, 1]]
+        with bus.between_connections(Node.of(a).transport):  # type: ignore[arg-type]
+            await tell(b, counter, range(2, 3))  # (bounces)
+            await trio.sleep(HEARTBEAT / 10)
+        assert await counter.ask("handled") == [0, 1, 2]
+        assert letters(b) == []

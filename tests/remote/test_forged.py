@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import msgspec
+import pytest
 import trio
 import trio.testing
 
@@ -181,3 +182,35 @@ def test_an_advisory_counts_from_the_nodes_own_user_only() -> None:
     assert isinstance(refused, Bad)
     assert refused.kind == "forged"
     assert open_server.advisory(forged) == ("b", "1234")  # (an open server: trusted)
+
+
+async def test_a_lookup_answered_with_a_ref_of_no_known_overflow_policy_is_bad_input(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A ref's fifth field is its mailbox's overflow policy, 0 to 3: a forger's
+    answer with 9 is bad input (counted), and the lookup goes on waiting -- here,
+    nobody else answers: ActorNotFound at its bound, never a ValueError."""
+    bus = MemoryBus()
+    async with cluster(bus) as (a, _b, _counter, x):
+        lookups = f"{a.subjects.prefix}.name.{b'f'.hex()}.*"
+
+        def answer(message: Any) -> None:
+            start, _dash, number = message.reply.rpartition(".-.")
+            ref = msgspec.msgpack.encode(("x", "1", "system/f", 1, 9))
+            x.publish(f"{start}.x.{number}", encode((True, msgspec.Raw(ref))))
+
+        x.subscribe(lookups, answer)
+        with pytest.raises(ta.ActorNotFound, match="no node answered"):
+            await a.lookup("f")
+        assert a.bad_input.counts["replies"] >= 1
+
+
+async def test_refs_to_one_remote_actor_are_one_cell_whatever_their_fifth_field(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with cluster(MemoryBus()) as (a, b, counter, _x):
+        wire = a.ref_to_wire(counter)
+        first = b.ref_from_wire(*wire[:4], 0)
+        second = b.ref_from_wire(*wire[:4], 2)
+        assert first == second
+        assert first._cell is second._cell

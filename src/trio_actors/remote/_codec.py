@@ -54,7 +54,7 @@ import pickle
 import uuid
 from collections.abc import Callable, Iterable
 from itertools import repeat
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 from msgspec.msgpack import Ext
@@ -95,6 +95,10 @@ _BUILTINS: Final = (bool, int, float, str, bytes, list, dict, tuple, set, frozen
 WireRef = tuple[str, str, str, int, int]
 """A ref on the wire: (node, incarnation, path, export number, overflow) -- the
 last, its mailbox's overflow policy as ``_exports.OVERFLOWS`` numbers it."""
+Overflow = Annotated[int, msgspec.Meta(ge=0, le=3)]
+"""A ref's fifth field as decoded: an overflow policy's number (``_exports.OVERFLOWS``)."""
+WireOnTheWire = tuple[str, str, str, int, Overflow]
+"""A :data:`WireRef` as the decoders take it (a policy out of range: undecodable)."""
 RefToWire = Callable[[ActorRef], WireRef]
 RefFromWire = Callable[[str, str, str, int, int], ActorRef]
 
@@ -156,7 +160,7 @@ class Codec:
         self._error = msgspec.msgpack.Decoder(
             tuple[str, str, list[Any] | None], ext_hook=self._ext_hook
         )
-        self._wire_ref = msgspec.msgpack.Decoder(WireRef)
+        self._wire_ref = msgspec.msgpack.Decoder(WireOnTheWire)
 
     # --- values ---------------------------------------------------------------------
 

@@ -157,8 +157,8 @@ class Confirmations:
         node = self._node
         requests, watches = node.requests, node.watches
         try:
-            requests.send_undelivered(peer)
             node.tells.fates.send_undelivered(peer)  # (before the round: it asks about them)
+            requests.send_undelivered(peer)  # (after the tells: they were told before)
             asked = requests.numbers_waiting_on(peer)[:MAX_NUMBERS]
             watched = watches.numbers_unconfirmed(peer)[:MAX_NUMBERS]
             node.tells.flush()  # (the tells waiting go first: they are asked about)
@@ -224,4 +224,6 @@ class Confirmations:
             else node.tells.taken.confirm(peer, unreachable, record, up_to, actors[:MAX_NUMBERS])
         )
         answer = msgspec.Raw(encode((held_requests, held_watches, *tells)))
-        node.tells.publish(reply, encode((True, answer)))  # (a reply, as any: Frames.reply)
+        # (a reply, as any: Frames.reply -- but about the asker's tells, not after
+        # this node's held ones: they stay held, the window's bound kept)
+        node.tells.publish(reply, encode((True, answer)), ordered=False)

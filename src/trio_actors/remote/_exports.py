@@ -61,7 +61,8 @@ class Exports:
         self._numbers: weakref.WeakKeyDictionary[ActorCell, int] = weakref.WeakKeyDictionary()
         self._count = itertools.count(1)
         self._lock = threading.Lock()  # (first exports, from any thread)
-        self._remote: weakref.WeakValueDictionary[WireRef, RemoteCell] = (
+        # (by (node, incarnation, path, export number): one cell per remote actor)
+        self._remote: weakref.WeakValueDictionary[tuple[str, str, str, int], RemoteCell] = (
             weakref.WeakValueDictionary()
         )
 
@@ -89,12 +90,12 @@ class Exports:
             cell = self.cells.get(number)
             if cell is not None:
                 return new_ref(cell)
-        wire = (node, incarnation, path, number, overflow)
-        remote = self._remote.get(wire)
+        actor = (node, incarnation, path, number)  # (one cell per actor: its policy is its)
+        remote = self._remote.get(actor)
         if remote is None:
             check_token(node, "a ref's node")  # (ValueError: the message is undecodable)
             check_token(incarnation, "a ref's node incarnation")
             if not 0 <= overflow < len(OVERFLOWS):
                 raise ValueError(f"a ref's overflow policy is 0 to 3, got {overflow}")
-            remote = self._remote[wire] = RemoteCell(me, wire)
+            remote = self._remote[actor] = RemoteCell(me, (*actor, overflow))
         return new_ref(remote)

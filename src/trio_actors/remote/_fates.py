@@ -144,6 +144,14 @@ class Fates:
                 peers.add(message.tells[0][0].peer)
         return peers
 
+    def undelivered_to(self, peer: Peer) -> bool:
+        """Whether messages of tells to ``peer`` wait to be sent again (an ask or a
+        stop made now waits for the round too: it must not overtake them)."""
+        if not self._undelivered:
+            return False
+        link = self._node.peers.current_link(peer)
+        return link is not None and any(of is link for of in self._undelivered.values())
+
     def send_undelivered(self, peer: Peer) -> None:
         """Send again, in order, the messages of tells to ``peer`` that NATS answered
         with no-responders while it was up (each with its number and its sequence

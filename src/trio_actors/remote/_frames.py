@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
 import msgspec
 
 from ._bad_input import Bad
+from ._codec import Overflow, WireOnTheWire
 from ._subjects import (
     ASK,
     CANCEL,
@@ -73,12 +74,12 @@ _drain = msgspec.msgpack.Decoder(bool)
 _Numbers = Annotated[list[int], msgspec.Meta(max_length=1_000)]  # (_confirm.MAX_NUMBERS)
 _confirm_ask = msgspec.msgpack.Decoder(tuple[str, str, _Numbers, _Numbers, str, int, _Numbers])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
-_wire_ref = msgspec.msgpack.Decoder(tuple[str, str, str, int, int])
+_wire_ref = msgspec.msgpack.Decoder(WireOnTheWire)
 _error = msgspec.msgpack.Decoder(bytes | None)
 _Skipped = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=64)]  # (_tracked.MAX_SKIPPED)
 _Marks = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=4096)]  # (MARKS_PER_ACK)
 _ack = msgspec.msgpack.Decoder(tuple[str, int, _Skipped, int, _Marks])
-_announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int, int])
+_announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int, Overflow])
 
 _NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM})
 _KINDS: Final = frozenset({TELL, ASK, CANCEL, STOP, WATCH, CONFIRM, SENDS})

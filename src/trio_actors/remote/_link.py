@@ -88,7 +88,7 @@ import trio
 if TYPE_CHECKING:
     from ._remote_cell import RemoteCell
 
-__all__ = ["HELD", "WINDOW", "Link", "Marks", "Message", "Sent", "Told"]
+__all__ = ["HELD", "WINDOW", "Held", "Link", "Marks", "Message", "Sent", "Told"]
 
 WINDOW: Final = 4096
 """Tells sent on one link and not yet acknowledged, at most, before ``send`` to an
@@ -132,6 +132,74 @@ class Message:
         return (self.number, [told for told in self.tells if told[0].eid in open_])
 
 
+class Held:
+    """The tells a link holds past its window, not sent yet, in order -- and how many
+    of them are for each actor (so that finding an actor's is free when it has
+    none). Never a checkpoint."""
+
+    __slots__ = ("by_actor", "tells")
+
+    def __init__(self) -> None:
+        self.tells: deque[Told] = deque()
+        self.by_actor: dict[int, int] = {}  # (export number -> its tells here)
+
+    def __len__(self) -> int:
+        return len(self.tells)
+
+    def __getitem__(self, index: int) -> Told:
+        return self.tells[index]
+
+    def append(self, told: Told) -> None:
+        self.tells.append(told)
+        eid = told[0].eid
+        self.by_actor[eid] = self.by_actor.get(eid, 0) + 1
+
+    def popleft(self) -> Told:
+        told = self.tells.popleft()
+        self._gone(told[0].eid)
+        return told
+
+    def _gone(self, eid: int, count: int = 1) -> None:
+        left = self.by_actor[eid] - count
+        if left:
+            self.by_actor[eid] = left
+        else:
+            del self.by_actor[eid]
+
+    def oldest_of(self, cell: RemoteCell) -> Told | None:
+        """Take out the oldest tell held for ``cell``'s actor (``None``: none is)."""
+        if cell.eid not in self.by_actor:
+            return None
+        for index, told in enumerate(self.tells):  # (it has one: found)
+            if told[0].eid == cell.eid:
+                del self.tells[index]
+                self._gone(cell.eid)
+                return told
+        raise AssertionError("a count of held tells without its tells")  # pragma: no cover
+
+    def all_of(self, cell: RemoteCell) -> list[Told]:
+        """Take out every tell held for ``cell``'s actor, in order."""
+        count = self.by_actor.pop(cell.eid, 0)
+        if not count:
+            return []
+        if count == len(self.tells):
+            taken = list(self.tells)
+            self.tells.clear()
+            return taken
+        taken, kept = [], deque[Told]()
+        for told in self.tells:
+            (taken if told[0].eid == cell.eid else kept).append(told)
+        self.tells = kept
+        return taken
+
+    def clear(self) -> list[Told]:
+        """Take out every tell held, in order."""
+        taken = list(self.tells)
+        self.tells.clear()
+        self.by_actor.clear()
+        return taken
+
+
 class Link:
     """One record of this node's tells to one peer: its window, and its runs per actor.
 
@@ -146,7 +214,7 @@ class Link:
         closed: its peer was declared down: nothing more is sent on it (the next
             tell makes a new record).
         held: tells past the window, not sent yet, in order (at most
-            :data:`HELD`): sent as acknowledgements free the window.
+            :data:`HELD`): sent as acknowledgements free the window (:class:`Held`).
     """
 
     __slots__ = (
@@ -184,7 +252,7 @@ class Link:
         self.start: int | None = None
         self.skips_applied = 0  # (the receiver's skipped ranges applied: it only adds)
         self._waiting: deque[trio.Event] = deque()  # (the sends waiting for room, in order)
-        self.held: deque[Told] = deque()
+        self.held = Held()
 
     def __repr__(self) -> str:
         return (

@@ -278,6 +278,7 @@ class Node:
         self.tells.taken.forget(self.subjects.unreachable(node, incarnation))
         self.names.forget(peer)
         if closed is not None:
+            self.tells.room(closed)  # (what it held: to the next record, before any tell made now)
             self.start(self.tells.fates.count_lost, peer, closed, said)
 
     def follow_advisories(self, advisories: Transport) -> None:

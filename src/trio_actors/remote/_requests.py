@@ -147,7 +147,7 @@ class Requests:
         number, reply_subject, waiter = self._request(cell.peer, (cell, ASK, body))
         tells = node.tells
         try:
-            tells.send(cell, ASK, body, reply_subject)
+            self._send_or_wait_for_round(waiter, cell, ASK, body, reply_subject)
             try:
                 await waiter.event.wait()
             except trio.Cancelled:
@@ -157,6 +157,17 @@ class Requests:
         finally:
             del self.waiting[number]
         return self._answer_of(waiter, cell)
+
+    def _send_or_wait_for_round(
+        self, waiter: _Waiter, cell: RemoteCell, kind: int, body: bytes, reply: str
+    ) -> None:
+        """Send a request now -- or, while tells to its node that NATS bounced wait
+        to be sent again at the next confirm round, at that round, after them (T2:
+        it must not overtake them)."""
+        if self._node.tells.fates.undelivered_to(cell.peer):
+            waiter.to_send_again = True
+        else:
+            self._node.tells.send(cell, kind, body, reply)
 
     def _answer_of(self, waiter: _Waiter, cell: RemoteCell) -> Any:
         reply = waiter.reply
@@ -189,7 +200,7 @@ class Requests:
         body = encode(drain)
         number, reply_subject, waiter = self._request(cell.peer, (cell, STOP, body))
         try:
-            node.tells.send(cell, STOP, body, reply_subject)
+            self._send_or_wait_for_round(waiter, cell, STOP, body, reply_subject)
             await waiter.event.wait()
         finally:
             del self.waiting[number]

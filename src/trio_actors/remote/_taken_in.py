@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ._node import Node
     from ._subjects import Peer
 
-__all__ = ["ACK_EVERY", "MARKS_PER_ACK", "TakenIn", "hold_for"]
+__all__ = ["ACK_EVERY", "MARKS_PER_ACK", "MAX_AHEAD", "TakenIn", "hold_for"]
 
 ACK_EVERY: Final = 0.005
 """Seconds between acknowledgements while tells end."""
@@ -62,6 +62,13 @@ MARKS_PER_ACK: Final = 4096
 """``(actor, mark)`` pairs in one acknowledgement at most (more moved: several
 acknowledgements). At most 19 bytes each in msgpack, so an acknowledgement stays
 under 80 kB -- far under NATS's ``max_payload``."""
+
+MAX_AHEAD: Final = 4096
+"""Messages of one sending record held ahead of a gap, at most (one more: the oldest
+gap is given up)."""
+
+_MESSAGE_OVERHEAD: Final = 128  # (bytes a held message costs beside its tells)
+_TELL_OVERHEAD: Final = 64  # (bytes a held tell costs beside its body and path)
 
 _UNDECODABLE: Final = object()
 
@@ -185,19 +192,24 @@ class TakenIn:
         """A message that came ahead of one sent before it -- that one bounced, and
         its sender sends it again, or it was lost on the way: held, to be delivered
         in order, until the gap fills, its sender's confirm round gives it up, or
-        :func:`hold_for` passes. Past ``InputLimits.held_bytes`` the oldest gaps
-        are given up at once."""
+        :func:`hold_for` passes. Past ``InputLimits.held_bytes`` (counted with each
+        message's and each tell's overhead), or :data:`MAX_AHEAD` messages of one
+        record, the oldest gaps are given up at once -- of the record that has held
+        longest."""
         if not inbound.ahead:
             inbound.held_since = trio.current_time()
-        size = sum(len(told) for _number, _path, told in tells)
+        size = _MESSAGE_OVERHEAD + sum(
+            len(told) + len(path) + _TELL_OVERHEAD for _number, path, told in tells
+        )
         inbound.ahead[sequence] = (tells, sending, size)
         self.held += size
         limit = self._node.cluster.limits.held_bytes
+        while len(inbound.ahead) > MAX_AHEAD:
+            self._give_up(inbound, min(inbound.ahead))
         while self.held > limit:
-            holding = (
-                inbound
-                if inbound.ahead
-                else max(self.records.values(), key=lambda other: len(other.ahead))
+            holding = min(
+                (other for other in self.records.values() if other.ahead),
+                key=lambda other: other.held_since,
             )
             self._give_up(holding, min(holding.ahead))
 

@@ -168,21 +168,28 @@ class Tells:
             self.outbox.flush()
         self.transport.publish(subject, data, reply=reply)
 
-    def publish(self, subject: str, data: bytes) -> None:
+    def publish(self, subject: str, data: bytes, *, ordered: bool = True) -> None:
         """Send a message of the node's own (a heartbeat, a reply, a notice): what the
         connection refuses now (full while reconnecting, closed, too large) is said
-        in the log, never an error that would end the node."""
+        in the log, never an error that would end the node. ``ordered``: see
+        :meth:`out`."""
         try:
-            self.out(subject, data)
+            self.out(subject, data, ordered=ordered)
         except Exception as error:
             _log.warning("node %s: could not send to %s: %s", self._node.name, subject, error)
 
     def send(
         self, cell: RemoteCell, kind: int, body: bytes | msgspec.Raw, reply: str | None
     ) -> None:
-        """A message of ``kind`` to a remote actor (in order, after waiting tells)."""
+        """A message of ``kind`` to a remote actor (an ask, a stop, a watch...): after
+        the tells told before it -- those waiting in the outbox, and those its link
+        holds for that actor, sent now past the window (T2 is per actor: the
+        others' stay held)."""
         raw = body if isinstance(body, msgspec.Raw) else msgspec.Raw(body)
-        self.out(cell.subject, encode((kind, cell.eid, cell.local_path, raw)), reply)
+        link = cell.link
+        if link.held and cell.eid in link.held.by_actor and not link.closed:
+            self._send_held(link.held.all_of(cell), link)
+        self.out(cell.subject, encode((kind, cell.eid, cell.local_path, raw)), reply, ordered=False)
 
     # --- tells ------------------------------------------------------------------
 
@@ -256,18 +263,17 @@ class Tells:
         if self.closed:
             self._node.system.dead_letters.record(new_ref(cell), message, "unreachable")
             return
-        if kind == TELL:
-            link = self._link_of(cell)
-            if link.held or link.in_window >= _link.WINDOW:  # (past the window: held)
-                self._hold(link, cell, message, body)
-                return
+        link = self._link_of(cell)
+        if kind == TELL and (link.held or link.in_window >= _link.WINDOW):
+            self._hold(link, cell, message, body)  # (past the window: held)
+            return
         outbox = self.outbox
         if len(body) < BYTES_PER_MESSAGE and (outbox.waiting or self.transport.waiting_to_write()):
             outbox.add(cell.subject, (cell, message, body), kind)  # (at the writer's turn)
             return
         if outbox.waiting:
             outbox.flush()
-        self._publish_tells(cell.subject, [(cell, message, body)], kind)
+        self._publish_tells(cell.subject, [(cell, message, body)], kind, link)
 
     def _hold(self, link: Link, cell: RemoteCell, message: Any, body: bytes) -> None:
         """A tell past its link's window: held, to be sent as the window frees
@@ -280,14 +286,12 @@ class Tells:
         if len(held) >= _link.HELD:
             policy = OVERFLOWS[cell.overflow]
             if policy == "drop_old":
-                for index, told in enumerate(held):
-                    if told[0] is cell:
-                        del held[index]
-                        self.held -= 1
-                        self._node.system.dead_letters.record(new_ref(cell), told[1], "overflow")
-                        break
-                else:
+                oldest = held.oldest_of(cell)
+                if oldest is None:
                     policy = "drop_new"  # (none of its own held: it is the oldest)
+                else:
+                    self.held -= 1
+                    self._node.system.dead_letters.record(new_ref(cell), oldest[1], "overflow")
             if policy == "drop_new":
                 self._node.system.dead_letters.record(new_ref(cell), message, "overflow")
                 return
@@ -311,34 +315,42 @@ class Tells:
         if not held:
             return
         if link.closed or self.closed:
-            self.held -= len(held)
-            again = list(held)
-            held.clear()
+            again = held.clear()
+            self.held -= len(again)
             for cell, message, body in again:
                 self._tell_sent_elsewhere(cell, message, body)  # (nobody to raise to)
             return
+        room = len(held) if past_the_window else _link.WINDOW - link.in_window
+        if room > 0:
+            self._send_held([held.popleft() for _ in range(min(room, len(held)))], link)
+
+    def _send_held(self, tells: list[Told], link: Link) -> None:
+        """Send ``tells``, taken out of ``link``'s held ones, in order: as few
+        messages as the outbox would make of them. Never raises."""
+        self.held -= len(tells)
         if self.outbox.waiting:
             self.outbox.flush()  # (what waits there was told before)
-        window = len(held) + link.in_window + 1 if past_the_window else _link.WINDOW
-        while held and link.in_window < window:
-            tells = [held.popleft()]
-            size = len(tells[0][2])
+        subject, start = tells[0][0].subject, 0
+        while start < len(tells):
+            end, size = start + 1, len(tells[start][2])
             while (
-                held
-                and len(tells) < TELLS_PER_MESSAGE
-                and link.in_window + len(tells) < window
-                and size + len(held[0][2]) <= BYTES_PER_MESSAGE
+                end < len(tells)
+                and end - start < TELLS_PER_MESSAGE
+                and size + len(tells[end][2]) <= BYTES_PER_MESSAGE
             ):
-                tells.append(held.popleft())
-                size += len(tells[-1][2])
-            self.held -= len(tells)
-            self._send_tells(tells[0][0].subject, tells, TELL)
+                size += len(tells[end][2])
+                end += 1
+            self._send_tells(subject, tells[start:end], TELL, link)
+            start = end
 
-    def _send_tells(self, subject: str, tells: list[Told], kind: int) -> None:
-        """The outbox's tells to one node, as one message: what the connection
-        refuses has nobody to be raised to -- dead letters "unreachable"."""
+    def _send_tells(
+        self, subject: str, tells: list[Told], kind: int, link: Link | None = None
+    ) -> None:
+        """The outbox's tells to one node (on ``link``, if the caller knows it), as
+        one message: what the connection refuses has nobody to be raised to --
+        dead letters "unreachable"."""
         try:
-            self._publish_tells(subject, tells, kind)
+            self._publish_tells(subject, tells, kind, link)
         except Exception as error:
             self._not_sent(tells, error)
 
@@ -351,14 +363,17 @@ class Tells:
         for cell, message, _body in tells:
             node.system.dead_letters.record(new_ref(cell), message, "unreachable")
 
-    def _publish_tells(self, subject: str, tells: list[Told], kind: int = TELL) -> None:
+    def _publish_tells(
+        self, subject: str, tells: list[Told], kind: int = TELL, link: Link | None = None
+    ) -> None:
         """Tells to one node as one ``TELL`` message, numbered in this node's
         sequence (its reply subject carries the number, so a no-responders answer
         says which came back) and in its link's record (its frame carries the
         record and the sequence number there, for the acknowledgements). Kept in
         the link's window until acknowledged. May raise what the connection
         refuses (then nothing was sent)."""
-        link = self._link_of(tells[0][0])  # (one subject: one node's tells, one link)
+        if link is None:
+            link = self._link_of(tells[0][0])  # (one subject: one node's tells, one link)
         number = self.sent + 1
         data = tells_frame(kind, link.sequence + 1, link.record, tells)
         self.transport.publish(subject, data, reply=f"{self._unreachable}.{number}")
