@@ -243,5 +243,6 @@ def test_a_stopped_actor_is_freed_without_the_cyclic_garbage_collector(how: str)
     finally:
         gc.enable()
     assert ref.name == "Counter-1"
+    assert ref.path == "system/Counter-1"
     assert ref.statistics().state == "stopped"
     assert ref.statistics().handled == 1
