@@ -4,7 +4,9 @@ another stop: each ends, once, and whoever waits for it is answered.
 Each test is a small program under an autojumping ``MockClock``.
 """
 
+import gc
 import math
+import weakref
 from typing import Any
 
 import pytest
@@ -207,3 +209,40 @@ def test_an_actor_that_fails_during_the_exit_restarts_and_may_spawn_its_children
 
     run_virtual(main)
     assert starts == [0, 1]
+
+
+@pytest.mark.parametrize("how", ["stop", "system exit"])
+def test_a_stopped_actor_is_freed_without_the_cyclic_garbage_collector(how: str) -> None:
+    # The instance refers to its cell; once the actor is STOPPED the cell lets go of
+    # the instance (and of its bound receive), so no reference cycle is left for the
+    # cyclic GC -- disabled here -- to find. The stopped actor's ref still answers.
+    instances: list[weakref.ref[ta.Actor]] = []
+
+    class Counter(ta.Actor):
+        def __init__(self) -> None:
+            instances.append(weakref.ref(self))
+            self.count = 0
+
+        def receive(self, message: Any) -> Any:
+            self.count += 1
+            return self.count
+
+    async def main() -> ta.ActorRef:
+        async with ta.open_actor_system() as system:
+            ref = system.spawn(Counter)
+            assert await ref.ask("x") == 1  # its receive is bound now
+            if how == "stop":
+                await ref.stop()
+                assert instances[0]() is None
+        return ref
+
+    gc.disable()
+    try:
+        ref = run_virtual(main)
+        assert instances[0]() is None
+    finally:
+        gc.enable()
+    assert ref.name == "Counter-1"
+    assert ref.path == "system/Counter-1"
+    assert ref.statistics().state == "stopped"
+    assert ref.statistics().handled == 1

@@ -494,6 +494,18 @@ class ActorCell:
             system.longest_turn_time = seconds
             system.longest_turn_path = self.path
 
+    def release_instance(self) -> None:
+        """The actor has stopped: let go of its instance (and its bound ``receive``).
+
+        The instance refers to its cell, so the two were a reference cycle that only
+        the cyclic garbage collector freed: a system of 10,000 stopped actors left
+        50,000 objects to a full collection, which then also scattered the next
+        system's objects in memory. Released, a stopped actor is freed by reference
+        counting, as soon as nothing else holds it. (A pool keeps its instance: its
+        statistics read its configuration.)"""
+        del self.instance
+        self.receive = None
+
     def child_finished(self, child: ActorCell) -> None:
         """``child`` has stopped (a pool keeps its worker's counts). Nothing to do
         for most actors."""

@@ -238,6 +238,7 @@ def finished(cell: ActorCell) -> None:
         notify_watchers(cell)
     if cell._stopped is not None:
         cell._stopped.set()
+    cell.release_instance()
 
 
 def stop_hook_failed(cell: ActorCell, error: BaseException) -> None:

@@ -446,6 +446,9 @@ class PoolCell(ActorCell):
             self.drain_scope.cancel()
         super().wake_drain_waiter()
 
+    def release_instance(self) -> None:
+        """Kept: the pool's statistics read its configuration (``config``)."""
+
     def child_finished(self, child: ActorCell) -> None:
         """A worker stopped: its counts stay the pool's.
 
