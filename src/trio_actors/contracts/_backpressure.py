@@ -107,8 +107,13 @@ def _asks_wait_in_line(policy: ServingPolicy, actor_class: type[_Recorder]) -> N
                     f"{kind}: (depth, waiting) = {got} with {CALLERS} callers, "
                     f"expected {(CAPACITY, CALLERS - CAPACITY)}",
                 )
-                waiting_asks = [n for n in arrived[CAPACITY:-1] if _asks(n)]
-                victim.append(waiting_asks[0])
+                # An ask waiting for room -- one with a caller behind it, if the
+                # scheduler's order left one (it may put every ask first or last).
+                waiting = arrived[CAPACITY:]
+                asks_waiting = [n for n in waiting[:-1] if _asks(n)] or [
+                    n for n in waiting if _asks(n)
+                ]
+                victim.append(asks_waiting[0])
                 scopes[victim[0]].cancel()
                 await trio.testing.wait_all_tasks_blocked()
                 stats = ref.statistics()
