@@ -157,11 +157,12 @@ class Tells:
         self, subject: str, data: bytes, reply: str | None = None, *, ordered: bool = True
     ) -> None:
         """Publish, after the tells waiting in the outbox -- and, if it is for a
-        node whose link holds tells (an ask, a stop, a watch, a reply, a stop
-        notice), after those, sent now past the window: what the node sends
-        leaves in the order it was sent (T2; not ``ordered``: a confirm round,
-        which asks about the tells sent, not those held). May raise what the
-        connection refuses."""
+        node whose link holds tells (a reply, a stop notice: they must not overtake
+        the tells made before them, to whichever actor), after those, sent now past
+        the window: what the node sends leaves in the order it was sent (T2). Not
+        ``ordered``: a confirm round, which is about the tells sent, not those
+        held; and what :meth:`send` sends, which has sent its own actor's. May
+        raise what the connection refuses."""
         if self.held and ordered:
             peer = self._node.subjects.addressee(subject)
             link = None if peer is None else self._node.peers.current_link(peer)
@@ -189,8 +190,11 @@ class Tells:
         holds for that actor, sent now past the window (T2 is per actor: the
         others' stay held)."""
         raw = body if isinstance(body, msgspec.Raw) else msgspec.Raw(body)
+        # (the cell's link is its record with tells held for it, if any: a closed
+        # one holds none -- they went to the next record, through this cell, which
+        # then took that record as its own)
         link = cell.link
-        if link.held.tells and cell.eid in link.held.by_actor and not link.closed:
+        if link.held.tells and cell.eid in link.held.by_actor:
             self._send_held(link.held.all_of(cell), link)
         self.out(cell.subject, encode((kind, cell.eid, cell.local_path, raw)), reply, ordered=False)
 
