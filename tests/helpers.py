@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import trio
 import trio.testing
 
 import trio_actors as ta
@@ -72,3 +73,35 @@ class Recorder(ta.Actor):
             return list(self.seen)
         self.seen.append(message)
         return None
+
+
+EVENTS: dict[int, trio.Event] = {}
+"""The events :class:`Blocker` waits on, by number (a test clears them first)."""
+
+
+class Blocker(ta.Actor):
+    """``("block", n)`` and ``"block"`` / ``"slow"`` wait for ``EVENTS[n]`` (``n`` 0 for
+    the latter); records all; ``"seen"`` returns the record."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def receive(self, message: Any) -> Any:
+        if message == "seen":
+            return list(self.seen)
+        if isinstance(message, tuple) and message[0] == "block":
+            await EVENTS.setdefault(message[1], trio.Event()).wait()
+        elif message in ("block", "slow"):
+            await EVENTS.setdefault(0, trio.Event()).wait()
+        self.seen.append(message)
+        return None
+
+
+def letters(system: ta.ActorSystem, reason: str) -> list[Any]:
+    """The messages of ``system``'s recent dead letters of ``reason``."""
+    return [d.message for d in system.dead_letters.recent if d.reason == reason]
+
+
+def link_of(ref: ta.ActorRef) -> Any:
+    """The link (``remote/_link.py``) of the node a remote ``ref``'s actor lives on."""
+    return ref._cell.link  # type: ignore[union-attr]  # (a remote cell's)

@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
-from helpers import Recorder
+from helpers import Recorder, letters, link_of
 from trio_actors.remote import MemoryBus, Node, _link
 
 HEARTBEAT = 0.5
@@ -75,15 +75,6 @@ async def nodes(
         yield a, b, {**there, "recorder_here": recorder, "instance": gate_instance}
 
 
-def link_of(a: ta.ActorSystem, ref: ta.ActorRef) -> _link.Link:
-    link: _link.Link = ref._cell.link  # type: ignore[union-attr]  # (a remote cell's)
-    return link
-
-
-def letters(system: ta.ActorSystem, reason: str) -> list[Any]:
-    return [d.message for d in system.dead_letters.recent if d.reason == reason]
-
-
 async def test_a_tell_is_acknowledged_once_handled_and_a_blocked_actor_holds_back_its_own_only(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -92,7 +83,7 @@ async def test_a_tell_is_acknowledged_once_handled_and_a_blocked_actor_holds_bac
             there["gate"].tell(("g", number))
             there["recorder"].tell(("r", number))
         await trio.sleep(HEARTBEAT / 2)
-        link = link_of(a, there["recorder"])
+        link = link_of(there["recorder"])
         assert await there["recorder"].ask("seen") == [("r", n) for n in range(10)]
         # The recorder's tells have ended: acknowledged; the gate's are queued there.
         assert (link.acked, link.in_window) == (10, 11)  # (+ the "wait" being handled)
@@ -111,14 +102,14 @@ async def test_a_node_that_dies_with_tells_queued_gives_them_back_in_doubt_with_
         for number in range(100):
             there["gate"].tell(("g", number))
         await trio.sleep(HEARTBEAT / 2)
-        assert link_of(a, there["gate"]).in_window == 101
+        assert link_of(there["gate"]).in_window == 101
         bus.disconnect(Node.of(b).transport)  # type: ignore[arg-type]  # (as kill -9)
         await trio.sleep(HEARTBEAT)  # (its advisory: down at once, then a flush)
         in_doubt = letters(a, "in-doubt")
         assert in_doubt == ["wait", *[("g", n) for n in range(100)]]  # (in order)
         assert Node.of(a).unconfirmed == 101
         assert a.statistics().dead_letters.in_doubt == 101
-        link = link_of(a, there["gate"])
+        link = link_of(there["gate"])
         assert (link.told, link.acked, link.in_doubt, link.in_window) == (101, 0, 101, 0)
 
 
@@ -135,7 +126,7 @@ async def test_a_false_down_then_a_real_death_counts_each_record_on_its_own(
             recorder.tell(number)
             there["gate"].tell(("g", number))
         await trio.sleep(HEARTBEAT / 2)
-        first = link_of(a, recorder)
+        first = link_of(recorder)
         beats_of_b = f".hb.b.{Node.of(b).incarnation}"
         with bus.losing(lambda subject, _payload: beats_of_b in subject):
             await trio.sleep(HEARTBEAT * (MISSED + 2))  # (b is alive, but silent)
@@ -146,7 +137,7 @@ async def test_a_false_down_then_a_real_death_counts_each_record_on_its_own(
             recorder.tell(number)
             there["gate"].tell(("g", number))
         await trio.sleep(HEARTBEAT / 2)
-        second = link_of(a, recorder)
+        second = link_of(recorder)
         assert second is not first
         assert second.record != first.record
         assert (second.told, second.acked, second.in_window) == (100, 50, 50)
@@ -175,7 +166,7 @@ async def test_send_waits_while_the_window_is_full_and_nothing_is_dropped(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(producer)
             await trio.sleep(HEARTBEAT)
-            link = link_of(a, there["gate"])
+            link = link_of(there["gate"])
             assert link.in_window == 8  # ("wait" and 7 sends, then it waits)
             assert sent == list(range(7))
             there["instance"].gate.set()
@@ -190,7 +181,7 @@ async def test_a_send_cancelled_while_it_waits_sent_nothing(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_link, "WINDOW", 2)
-    async with nodes(MemoryBus()) as (a, _b, there):
+    async with nodes(MemoryBus()) as (_a, _b, there):
         await there["gate"].send("one")  # (with "wait": the window is full)
         with trio.move_on_after(HEARTBEAT) as waited:
             await there["gate"].send("never")
@@ -198,7 +189,7 @@ async def test_a_send_cancelled_while_it_waits_sent_nothing(
         there["instance"].gate.set()
         await trio.sleep(HEARTBEAT / 2)
         assert await there["gate"].ask("seen") == ["one"]
-        assert link_of(a, there["gate"]).told == 2
+        assert link_of(there["gate"]).told == 2
 
 
 async def test_tells_to_a_node_gone_wait_while_it_is_up_then_come_back_unreachable(
@@ -210,7 +201,7 @@ async def test_tells_to_a_node_gone_wait_while_it_is_up_then_come_back_unreachab
     # and charged to their record as bounced.
     bus = MemoryBus(advisories=False)
     async with nodes(bus) as (a, b, there):
-        link = link_of(a, there["recorder"])
+        link = link_of(there["recorder"])
         bus.disconnect(Node.of(b).transport)  # type: ignore[arg-type]
         for number in range(5):
             there["recorder"].tell(number)
@@ -257,7 +248,7 @@ async def test_send_to_a_full_remote_bounded_mailbox_waits_and_nothing_is_droppe
         in_flight: list[int] = []
         for number in range(50):
             await there.send(number)
-            in_flight.append(link_of(a, there).in_window)
+            in_flight.append(link_of(there).in_window)
         await trio.sleep(HEARTBEAT * 8)
         seen, depths = await slow.ask("seen")
         assert seen == list(range(50))  # (all, in order: none dropped)
@@ -286,7 +277,7 @@ async def test_a_remote_send_waiting_for_room_when_its_actor_stops_is_a_dead_let
         handled = 5 - len(stopped)
         assert len(stopped) >= 2
         assert sorted(stopped) == list(range(handled, 5))  # (the rest: dead letters there)
-        assert link_of(a, there).in_window == 1  # (only the gate's "wait": all ended)
+        assert link_of(there).in_window == 1  # (only the gate's "wait": all ended)
         assert Node.of(a).unconfirmed == 0
 
 
@@ -313,7 +304,7 @@ async def test_tells_past_the_window_are_held_and_sent_in_order_as_it_frees(
         for number in range(100):
             there["gate"].tell(number)  # (never waits: past the window, held here)
         await trio.sleep(HEARTBEAT / 2)
-        link = link_of(a, there["gate"])
+        link = link_of(there["gate"])
         assert link.in_window <= 8 + 63  # (the window, and at most one message over)
         assert link.in_window + len(link.held) == 101  # ("wait" and the 100)
         there["instance"].gate.set()
@@ -379,14 +370,14 @@ async def test_tells_held_when_their_node_is_declared_down_go_to_its_next_record
         for number in range(50):
             there["gate"].tell(number)
             await Node.of(a).flush()
-        first = link_of(a, there["gate"])
+        first = link_of(there["gate"])
         assert first.held
         beats_of_b = f".hb.b.{Node.of(b).incarnation}"
         with bus.losing(lambda subject, _payload: beats_of_b in subject):
             await trio.sleep(HEARTBEAT * (MISSED + 2))  # (b is alive, but silent: down)
         assert first.closed
         assert not first.held  # (told again: to the next record, held there)
-        second = link_of(a, there["gate"])
+        second = link_of(there["gate"])
         assert second is not first
         there["instance"].gate.set()
         await trio.sleep(2 * HEARTBEAT)
@@ -408,7 +399,7 @@ async def test_a_node_that_leaves_waits_for_the_tells_it_held_to_be_acknowledged
         for number in range(300):
             there["recorder"].tell(number)
             await Node.of(a).flush()  # (one message each: most of them held)
-        assert link_of(a, there["recorder"]).held
+        assert link_of(there["recorder"]).held
     # a left first (b after): it sent what it held, and every tell was acknowledged.
     assert Node.of(a).unconfirmed == 0
     assert letters(a, "in-doubt") == letters(a, "unreachable") == []
@@ -424,7 +415,7 @@ async def test_an_ask_after_held_tells_is_handled_after_them(
         for number in range(100):
             there["gate"].tell(number)
             await Node.of(a).flush()
-        link = link_of(a, there["gate"])
+        link = link_of(there["gate"])
         assert link.held
         async with trio.open_nursery() as nursery:
             seen: list[Any] = []
@@ -452,7 +443,7 @@ async def test_past_what_a_link_holds_a_tell_meets_its_remote_actors_overflow_po
         await Node.of(b).flush()
         there = await a.lookup("bounded")
         there.tell("wait")
-        link, told = link_of(a, there), 0
+        link, told = link_of(there), 0
         while len(link.held) < 4:  # (the window full, then 4 held)
             there.tell(told)
             told += 1

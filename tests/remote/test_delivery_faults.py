@@ -15,29 +15,11 @@ import trio
 import trio.testing
 
 import trio_actors as ta
-from helpers import Recorder
+from helpers import EVENTS, Blocker, Recorder, letters
 from trio_actors.remote import MemoryBus, Node
 
 HEARTBEAT = 0.5
 MISSED = 3
-EVENTS: dict[int, trio.Event] = {}
-
-
-class Blocker(ta.Actor):
-    """``("block", n)`` and ``"block"`` / ``"slow"`` wait for event n (0); records all."""
-
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-
-    async def receive(self, message: Any) -> Any:
-        if message == "seen":
-            return list(self.seen)
-        if isinstance(message, tuple) and message[0] == "block":
-            await EVENTS.setdefault(message[1], trio.Event()).wait()
-        elif message in ("block", "slow"):
-            await EVENTS.setdefault(0, trio.Event()).wait()
-        self.seen.append(message)
-        return None
 
 
 class Slow(ta.Actor):
@@ -50,10 +32,6 @@ class Slow(ta.Actor):
         await trio.sleep(HEARTBEAT / 10)
         self.seen.append(message)
         return None
-
-
-def letters(system: ta.ActorSystem, reason: str) -> list[Any]:
-    return [d.message for d in system.dead_letters.recent if d.reason == reason]
 
 
 @asynccontextmanager

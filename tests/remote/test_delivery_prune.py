@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
-from helpers import Recorder
+from helpers import EVENTS, Blocker, Recorder, letters, link_of
 from trio_actors.remote import MemoryBus, Node, _link
 from trio_actors.remote._confirm import MAX_NUMBERS
 from trio_actors.remote._taken_in import MARKS_PER_ACK
@@ -25,7 +25,6 @@ from trio_actors.remote._tracked import Inbound
 
 HEARTBEAT = 0.5
 MISSED = 3
-EVENTS: dict[int, trio.Event] = {}
 TALLY = [0]  # (the tells the brief actors handled)
 
 
@@ -58,21 +57,6 @@ class Factory(ta.Actor):
         return [self.spawn(Recorder) for _ in range(count)]
 
 
-class Blocker(ta.Actor):
-    """``("block", n)`` waits for event n; records all."""
-
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-
-    async def receive(self, message: Any) -> Any:
-        if message == "seen":
-            return list(self.seen)
-        if isinstance(message, tuple) and message[0] == "block":
-            await EVENTS.setdefault(message[1], trio.Event()).wait()
-        self.seen.append(message)
-        return None
-
-
 @asynccontextmanager
 async def nodes(bus: MemoryBus) -> AsyncIterator[tuple[ta.ActorSystem, ta.ActorSystem, Any]]:
     """Nodes a (the sender) and b, and a's ref to a factory on b (its brief actors
@@ -89,19 +73,10 @@ async def nodes(bus: MemoryBus) -> AsyncIterator[tuple[ta.ActorSystem, ta.ActorS
         yield a, b, await a.lookup("factory")
 
 
-def link_of(ref: ta.ActorRef) -> _link.Link:
-    link: _link.Link = ref._cell.link  # type: ignore[union-attr]  # (a remote cell's)
-    return link
-
-
 def inbound_of(b: ta.ActorSystem) -> Inbound:
     """b's state of the record of a's tells (the only node that tells b)."""
     [inbound] = Node.of(b).tells.taken.records.values()
     return inbound
-
-
-def letters(system: ta.ActorSystem, reason: str) -> list[Any]:
-    return [d.message for d in system.dead_letters.recent if d.reason == reason]
 
 
 async def test_streams_are_freed_on_both_sides_after_many_short_lived_actors(
