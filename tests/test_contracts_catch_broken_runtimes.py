@@ -41,6 +41,7 @@ from trio_actors._core import (
 )
 from trio_actors.actors import _naming, _system
 from trio_actors.actors._pool import _balancing
+from trio_actors.actors._pool import _cell as _pool_cell
 from trio_actors.contracts import REGISTRY
 from trio_actors.remote import (
     _codec,
@@ -712,6 +713,25 @@ def tells_acknowledged_when_taken_in(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_tracked.Stream, "run", at_once)
 
 
+def pool_tells_acknowledged_when_routed(mp: pytest.MonkeyPatch) -> None:
+    """As before: a tell from another node to a pool ended when the pool had it."""
+
+    def at_once(self: Any, notice: Any, sending: bool) -> None:
+        notice.take_back()
+        self.tell_forwarded(notice.message)
+
+    mp.setattr(_pool_cell.PoolCell, "queue_tracked", at_once)
+
+
+def remote_sends_to_pools_meet_the_overflow_policy(mp: pytest.MonkeyPatch) -> None:
+    original = _pool_cell.PoolCell.queue_tracked
+
+    def as_a_tell(self: Any, notice: Any, sending: bool) -> None:
+        original(self, notice, False)
+
+    mp.setattr(_pool_cell.PoolCell, "queue_tracked", as_a_tell)
+
+
 def remote_send_ignores_the_window(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_link.Link, "full", property(lambda self: False))
 
@@ -857,8 +877,17 @@ MUTANTS: dict[str, list[Mutant]] = {
     "RT7": [remote_running_asks_not_cancelled],
     "RT9": [remote_stranded_asks_not_failed_back, remote_stop_ignores_drain],
     "RT19": [node_death_ends_no_watch, remote_watchers_told_twice],
-    "RT21": [lost_tells_not_counted, acknowledgements_ignored, tells_acknowledged_when_taken_in],
-    "RT32": [remote_send_ignores_the_window, remote_sends_meet_the_overflow_policy],
+    "RT21": [
+        lost_tells_not_counted,
+        acknowledgements_ignored,
+        tells_acknowledged_when_taken_in,
+        pool_tells_acknowledged_when_routed,
+    ],
+    "RT32": [
+        remote_send_ignores_the_window,
+        remote_sends_meet_the_overflow_policy,
+        remote_sends_to_pools_meet_the_overflow_policy,
+    ],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

@@ -99,6 +99,22 @@ class BoundedCell(ActorCell):
         self.ask_at.append(self.popped + len(self.mailbox or ()))  # always in the deque
         self.enqueue(envelope)
 
+    each_tell_tracked = True  # (a full mailbox may drop any of them)
+
+    def queue_tracked(self, notice: Notice, sending: bool) -> None:
+        """A tell from another node: from a ``send``, into a full mailbox it waits
+        for room in line with the local ``send``\\ s (its sender's window holds the
+        others back); so does a tell while sends wait there (they may be its own
+        node's, sent before it). Otherwise it meets the overflow policy as a tick
+        does. Never a checkpoint."""
+        if not self.accepting:
+            self.queue_notice(notice)  # (refused: a dead letter)
+        elif (sending or self.senders) and self.is_full():
+            assert self.senders is not None
+            self.senders.add(notice)
+        else:
+            self.queue_tick(notice)
+
     def queue_tick(self, tick: Notice) -> None:
         """A timer's tick obeys the overflow policy; with nobody to raise to, a
         ``"fail"`` overflow is a dead letter."""

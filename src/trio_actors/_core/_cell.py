@@ -468,11 +468,26 @@ class ActorCell:
         raise ActorStopped(f"{self.path} is {self.state.value}; send not accepted")
 
     def queue_notice(self, notice: Notice) -> None:
-        """Queue ``notice`` if the actor accepts; its message is a dead letter if not."""
+        """Queue ``notice`` if the actor accepts; if not, it ends at once (its
+        sender is told) and its message is a dead letter."""
         if self.accepting:
             self.queue_envelope(notice)
         else:
+            notice.take_back()
             self.tell_refused(notice.message)
+
+    # Tells from another node are tracked until they end here by notices: in a
+    # plain mailbox (first in, first out) the last tell of each message to an actor
+    # is enough; where each tell may end apart from the others -- a bounded mailbox
+    # drops any of them when full, a pool's workers end them in any order -- each is
+    # tracked (remote/_taken_in.py).
+    each_tell_tracked = False
+
+    def queue_tracked(self, notice: Notice, sending: bool) -> None:
+        """Queue a tell from another node, tracked until it ends here by ``notice``
+        (its sender, if any, is told once: handled, failed, or a dead letter);
+        ``sending``: it came from a ``send``. Never a checkpoint."""
+        self.queue_notice(notice)
 
     def mark_started(self) -> None:
         """``on_start`` finished (or there is none): serve messages from now on."""

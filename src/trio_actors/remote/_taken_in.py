@@ -27,11 +27,12 @@ the sender is declared down, or at once for the oldest gaps when the node holds
 ``InputLimits.held_bytes`` of such tells. So tells to an actor are handled in the
 order they were sent (T2) across a reconnect, as far as they are handled at all.
 
-**Pools.** A tell to a pool is handed to the pool at once (routed to a worker, or
-queued in a balancing pool's shared queue), and has ended, for its sender, then: a
-node that dies with a pool's tells queued takes them with it, and a ``send`` into a
-full bounded balancing pool meets its overflow policy (said in ``docs/remote.rst``:
-not yet tracked).
+**Pools.** A tell to a pool is tracked like one to a bounded mailbox: its notice goes
+with it through the pool's routing, into a worker's mailbox or a balancing pool's
+queue (``queue_tracked``), and it ends for its sender when a worker has handled it
+or it is a dead letter here -- so a node that dies with a pool's tells queued gives
+them back ``"in-doubt"``, and a ``send`` into a full bounded balancing pool waits for
+room there. ``Broadcast`` and ``Resize`` end as the pool takes them.
 """
 
 from __future__ import annotations
@@ -40,9 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from .._core._bounded_cell import BoundedCell
 from .._core._envelope import Notice
-from ..actors._pool._cell import PoolCell
 from ._confirm import give_up_after
 from ._subjects import encode
 from ._tracked import Inbound, Marks, Run, Skipped
@@ -283,8 +282,7 @@ class TakenIn:
             if message is _UNDECODABLE:
                 continue
             cell = exported.get(number)
-            if cell is not None and not isinstance(cell, PoolCell):
-                last[number] = len(items)
+            last[number] = len(items)
             items.append((cell, number, path, message))
         tracked: dict[int, Run] = {}  # (actor -> its run in this message, if tracked)
         for index, (cell, number, path, message) in enumerate(items):
@@ -292,25 +290,16 @@ class TakenIn:
                 node = self._node
                 ref = node.exports.ref_from_wire(node.name, node.incarnation, path, number)
                 node.system.dead_letters.record(ref, message, "stopped")
-            elif isinstance(cell, BoundedCell) and cell.accepting:
-                # Each tell a notice of its run: a full mailbox may drop any of them
-                # (or the oldest). A send waits for room in line; so does a tell
-                # while sends wait there (they may be its own node's, sent before).
+            elif cell.each_tell_tracked or (inbound is not None and last[number] == index):
+                # A notice tracks it (each tell, or a plain mailbox's last of the
+                # message): into a bounded mailbox or pool even untracked, so that
+                # a send waits for room in line (see queue_tracked).
                 run = tracked.get(number)
                 if run is None and inbound is not None:
                     run = tracked[number] = inbound.stream(number).run()
                 if run is not None:
                     run.left += 1  # (this notice's)
-                notice = Notice(cell, message, run)
-                if (sending or cell.senders) and cell.is_full():
-                    assert cell.senders is not None
-                    cell.senders.add(notice)
-                else:
-                    cell.queue_tick(notice)  # (a full one: its policy)
-            elif inbound is not None and last.get(number) == index and cell.accepting:
-                run = tracked[number] = inbound.stream(number).run()
-                run.left += 1  # (its last tell's notice)
-                cell.queue_tick(Notice(cell, message, run))
+                cell.queue_tracked(Notice(cell, message, run), sending)
             else:
                 cell.tell_forwarded(message)  # (nobody to raise MailboxFull to: a dead letter)
         if inbound is not None:

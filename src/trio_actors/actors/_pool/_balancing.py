@@ -79,15 +79,19 @@ class _PoolAsk(Ask):
 class _Job:
     """A tell a balancing pool gave a worker, queued there as a :class:`Notice`
     whose sender this is: told when the worker is done with it -- handled, failed,
-    or stranded (then the worker makes it a dead letter)."""
+    or stranded (then the worker makes it a dead letter). ``then``: who tracks the
+    tell beyond the pool (a tell from another node: its run), told next."""
 
-    __slots__ = ("done",)
+    __slots__ = ("done", "then")
 
     def __init__(self) -> None:
         self.done = trio.Event()
+        self.then: Any = None
 
     def notice_finished(self, notice: Notice) -> None:
         self.done.set()
+        if self.then is not None:
+            self.then.notice_finished(notice)
 
 
 def queue_full(pool: PoolCell) -> bool:
@@ -107,9 +111,9 @@ def admit_waiting(pool: PoolCell) -> None:
 
 
 def overflow(pool: PoolCell, message: Any, *, raising: bool) -> None:
-    """A tell found the queue full: apply the overflow policy (``raising``: a tell
-    in the trio thread, which ``"fail"`` raises in; from another thread it is a
-    dead letter)."""
+    """A tell (or a tracked tell's :class:`Notice`) found the queue full: apply the
+    overflow policy (``raising``: a tell in the trio thread, which ``"fail"`` raises
+    in; from another thread or node it is a dead letter)."""
     bound = pool.queue_bound
     assert bound is not None
     policy = bound.overflow
@@ -121,12 +125,20 @@ def overflow(pool: PoolCell, message: Any, *, raising: bool) -> None:
                     MailboxFull(full_text(pool.path, bound, "the oldest ask was dropped"))
                 )
             else:
-                pool.overflow_letters += 1
-                pool.system.dead_letters.record(pool.ref, oldest, "overflow")
+                _overflow_letter(pool, oldest)
         pool.shared.append(message)
     elif policy == "fail" and raising:
         pool.failed_back += 1
         raise MailboxFull(full_text(pool.path, bound, f"{describe_value(message)} was not queued"))
     else:
-        pool.overflow_letters += 1
-        pool.system.dead_letters.record(pool.ref, message, "overflow")
+        _overflow_letter(pool, message)
+
+
+def _overflow_letter(pool: PoolCell, item: Any) -> None:
+    """Make ``item`` -- a tell, or a tracked one's :class:`Notice` (which ends) --
+    an ``"overflow"`` dead letter of the pool."""
+    if type(item) is Notice:
+        item.take_back()
+        item = item.message
+    pool.overflow_letters += 1
+    pool.system.dead_letters.record(pool.ref, item, "overflow")

@@ -126,6 +126,38 @@ class PoolCell(ActorCell):
         else:
             _deliver(self._route(), message, forwarded)
 
+    each_tell_tracked = True  # (its workers end them in any order)
+
+    def queue_tracked(self, notice: Notice, sending: bool) -> None:
+        """A tell from another node, tracked by ``notice`` until a worker has
+        handled it or it is a dead letter -- not until the pool has it: routed as
+        :meth:`tell_forwarded` routes it, the notice goes along, into the worker's
+        mailbox or the balancing queue. From a ``send`` (or while sends wait), into
+        a full bounded balancing queue it waits for room in line with the local
+        ``send``\\ s, as into a full worker's mailbox. ``Broadcast`` and ``Resize``
+        end as the pool takes them. Never a checkpoint."""
+        message = notice.message
+        if not self.accepting or type(message) in (Broadcast, Resize):
+            notice.take_back()
+            self._tell(message, forwarded=True)  # (refused: a dead letter)
+        elif self.balancing or not self.ready.is_set() or not self._live_workers():
+            if self.queue_bound is not None and _balancing.queue_full(self):
+                if sending or self.senders:
+                    assert self.senders is not None
+                    self.senders.add(notice)
+                else:
+                    _balancing.overflow(self, notice, raising=False)
+                return
+            self.shared.append(notice)  # (its worker's notice will end it: _feed)
+            self._hand_out()
+        else:
+            self._route_tracked(notice, sending)
+
+    def _route_tracked(self, notice: Notice, sending: bool) -> None:
+        """Queue a tracked tell at the next worker, as a notice of its own."""
+        worker = self._route()
+        worker.queue_tracked(Notice(worker, notice.message, notice.sender), sending)
+
     def _live_workers(self) -> list[ActorCell]:
         """The workers that accept messages (one stopping is not yet forgotten)."""
         return [worker for worker in self.workers if worker.accepting]
@@ -312,6 +344,8 @@ class PoolCell(ActorCell):
                 self._hand_out()
                 return
             job = _Job()
+            if type(message) is Notice:  # a tell from another node: it ends with this one
+                job.then, message = message.sender, message.message
             worker.queue_notice(Notice(worker, message, job))
             if not job.done.is_set():
                 await job.done.wait()
@@ -345,7 +379,11 @@ class PoolCell(ActorCell):
             self._tell(message, forwarded=True)
         if not self.balancing:
             while self.shared:  # what was told before the workers existed
-                _deliver(self._route(), self.shared.popleft(), True)
+                item = self.shared.popleft()
+                if type(item) is Notice:
+                    self._route_tracked(item, False)
+                else:
+                    _deliver(self._route(), item, True)
 
     def resize(self, size: int) -> None:
         """:class:`Resize`: spawn workers, or stop the newest ones (with a drain)."""
@@ -410,6 +448,8 @@ class PoolCell(ActorCell):
         for item in shared:
             if type(item) is not _Waiter:
                 tells.append(item)
+                if type(item) is Notice:  # (a tracked tell from another node)
+                    self.stranded_asks += 1
             else:
                 trio.lowlevel.reschedule(item.task, outcome.Value(None))
         if tells:

@@ -15,7 +15,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from ... import Actor, ActorRef, ActorSystem, NodeDown, ServingPolicy, Terminated
+from ... import Actor, ActorRef, ActorSystem, NodeDown, Pool, ServingPolicy, Terminated
 from ...remote import MemoryBus, Node
 from .._harness import require, run_virtual
 from .._registry import ContractViolation, contract
@@ -110,7 +110,8 @@ def remote_death_watch(policy: ServingPolicy) -> None:
     "RT21",
     "nothing lost across nodes",
     "with a node dying mid-stream, some of its tells still queued in a blocked actor's "
-    "mailbox: every remote ask ends (a value, an exception or NodeDown; none hangs); "
+    "mailbox and in a blocked balancing pool's queue: every remote ask ends (a value, an "
+    "exception or NodeDown; none hangs); "
     "every tell is handled, a dead letter, or given back on its sender as a dead letter "
     '"in-doubt" with its message -- exactly: none missing, none two of these, the '
     "sender's node.unconfirmed equal to its in-doubt dead letters, none in doubt to a "
@@ -127,6 +128,8 @@ def remote_nothing_lost(policy: ServingPolicy) -> None:
             }
             stream = _Stream()
             refs["stuck"] = await reach(c, a, c.spawn(_Gate, trio.Event()), "stuck")
+            pool = Pool(_Gate, (trio.Event(),), size=2, routing="balancing")
+            refs["pooled"] = await reach(c, a, c.spawn(pool), "pooled")
             await stream.run(bus, c, refs)
             await trio.sleep(5)  # (the accounting waits for a flush)
             await stream.check_accounted(bus, (a, b, c), recorders)
@@ -138,14 +141,17 @@ class _Stream:
     """RT21's stream from node a to nodes b and c, and what it sent."""
 
     def __init__(self) -> None:
-        self.told: dict[str, list[int]] = {"b": [], "c": [], "stuck": []}
-        """The tells sent to each recorder (and to c's blocked actor)."""
+        self.told: dict[str, list[int]] = {"b": [], "c": [], "stuck": [], "pooled": []}
+        """The tells sent to each recorder (and to c's blocked actor and pool)."""
+        self.asked = 0
+        """The asks made."""
         self.sent_at: dict[int, float] = {}
         """When each of them was sent."""
         self.outcomes: list[str] = []
         """How each ask ended: ``"value"`` or the exception's type name."""
 
     async def ask(self, ref: ActorRef, message: Any) -> None:
+        self.asked += 1
         try:
             await ref.ask(message)
             self.outcomes.append("value")
@@ -153,31 +159,33 @@ class _Stream:
             self.outcomes.append(type(error).__name__)
 
     async def run(self, bus: _CuttingBus, c: ActorSystem, refs: dict[str, ActorRef]) -> None:
-        """300 tells to b's and c's recorders in turn (and every third from the 50th
-        on to c's actor blocked by three asks ``"wait"``: they stay queued there), an
-        ask with every fifth, and node c cut just after the first message routed to
-        it once 201 tells have gone: every ask must end within 60 virtual seconds,
-        at least the three waiting with ``NodeDown``."""
+        """300 tells to b's and c's recorders in turn (and from the 50th on every
+        third to c's actor blocked by three asks ``"wait"``, every seventh of the
+        rest to c's pool whose two workers two such asks block: they stay queued
+        there), an ask with every fifth to a recorder, and node c cut just after
+        the first message routed to it once 201 tells have gone: every ask must
+        end within 60 virtual seconds, at least the five waiting with
+        ``NodeDown``."""
         with trio.move_on_after(60) as hang:
             async with trio.open_nursery() as nursery:
-                for _ in range(3):  # (pending when the node dies; the actor is blocked)
-                    nursery.start_soon(self.ask, refs["stuck"], "wait")
+                for blocked, asks in (("stuck", 3), ("pooled", 2)):
+                    for _ in range(asks):  # (pending when the node dies)
+                        nursery.start_soon(self.ask, refs[blocked], "wait")
                 await trio.sleep(0.01)
                 for number in range(300):
-                    target = "stuck" if number >= 50 and number % 3 == 0 else "bc"[number % 2]
+                    target = _target(number)
                     refs[target].tell(("told", number))
                     self.told[target].append(number)
                     self.sent_at[number] = trio.current_time()
-                    if number % 5 == 0 and target != "stuck":
+                    if number % 5 == 0 and target in ("b", "c"):
                         nursery.start_soon(self.ask, refs[target], ("asked", number))
                     if number == 200:  # (node c dies with the next tells in flight)
                         bus.cut_after_next(c.node)
                     if number % 25 == 0:
                         await trio.sleep(0.01)
         require(not hang.cancelled_caught, f"asks hung; those that ended: {self.outcomes}")
-        asked = sum(1 for n in range(0, 300, 5) if not (n >= 50 and n % 3 == 0))
         require(
-            len(self.outcomes) == asked + 3 and self.outcomes.count("NodeDown") >= 3,
+            len(self.outcomes) == self.asked and self.outcomes.count("NodeDown") >= 5,
             f"the asks ended as {self.outcomes}",
         )
 
@@ -191,7 +199,7 @@ class _Stream:
             name: {m[1] for m in await recorders[name].ask("seen") if m[0] == "told"}
             for name in ("b", "c")
         }
-        handled["stuck"] = set()  # (blocked from the start: it handled none)
+        handled["stuck"] = handled["pooled"] = set()  # (blocked from the start)
         letters = [
             (letter.message[1], letter.reason)
             for system in systems
@@ -231,6 +239,15 @@ class _Stream:
             f"tells node c handled long before it died were given back in doubt: {early} "
             "(acknowledgements lost?)",
         )
+
+
+def _target(number: int) -> str:
+    """Where RT21's stream sends its tell ``number``."""
+    if number >= 50 and number % 3 == 0:
+        return "stuck"
+    if number >= 50 and number % 7 == 0:
+        return "pooled"
+    return "bc"[number % 2]
 
 
 __all__ = ["remote_death_watch", "remote_nothing_lost"]
