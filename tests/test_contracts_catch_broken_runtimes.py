@@ -48,7 +48,9 @@ from trio_actors.remote import (
     _fates,
     _inbound,
     _link,
+    _members,
     _node,
+    _peers,
     _requests,
     _subjects,
     _taken_in,
@@ -799,6 +801,21 @@ def remote_watchers_told_twice(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_watches.Watches, "terminated", twice)
 
 
+def members_never_reported_down(mp: pytest.MonkeyPatch) -> None:
+    """A member that leaves or dies leaves the list, but its followers never hear."""
+    mp.setattr(_members.Members, "gone", lambda self, record, reason: None)
+
+
+def hellos_not_answered(mp: pytest.MonkeyPatch) -> None:
+    """A node that joins learns the others only from their next heartbeats."""
+    mp.setattr(_members.Members, "on_hello", lambda self: None)
+
+
+def silence_never_noticed(mp: pytest.MonkeyPatch) -> None:
+    """A node that dies without a word stays a member (no advisories to tell)."""
+    mp.setattr(_peers.Peers, "check", lambda self, waiting: None)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -883,6 +900,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         tells_acknowledged_when_taken_in,
         pool_tells_acknowledged_when_routed,
     ],
+    "RT33": [members_never_reported_down, hellos_not_answered, silence_never_noticed],
     "RT32": [
         remote_send_ignores_the_window,
         remote_sends_meet_the_overflow_policy,

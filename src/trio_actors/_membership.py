@@ -38,7 +38,7 @@ class Member:
         incarnation: this life of the node (random, new each time it starts: a node
             that restarts is a new member with the same name).
         since: when this node last saw it join (enter "up"), in this node's trio
-            clock (:func:`trio.current_time`, so ``MockClock`` runs are exact): for
+            clock (``trio.current_time()``, so ``MockClock`` runs are exact): for
             this node itself, when it opened. A member declared down and heard
             again joins again, with a new ``since``. Trio time, not wall time:
             it is comparable with this node's own deadlines and never jumps;
@@ -91,8 +91,8 @@ class MembershipEvents:
 
     The stream holds at most ``capacity`` events not yet received: an event that
     finds it full is not queued, and counted in ``dropped`` -- the node never
-    waits for a subscriber (compare :meth:`members` after a drop:
-    ``system.node.members()`` is always current).
+    waits for a subscriber (after a drop, read ``system.node.members()``: it is
+    always current).
 
     Attributes:
         capacity: the most events it holds.
@@ -130,6 +130,16 @@ class MembershipEvents:
                 event queued before has been received.
         """
         return await self._receive.receive()
+
+    def receive_nowait(self) -> MembershipEvent:
+        """The next event if one is queued. Never a checkpoint.
+
+        Raises:
+            trio.WouldBlock: none is queued.
+            trio.EndOfChannel: the subscription (or the node) was closed and every
+                event queued before has been received.
+        """
+        return self._receive.receive_nowait()
 
     def __aiter__(self) -> MembershipEvents:
         return self

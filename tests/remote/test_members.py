@@ -46,7 +46,7 @@ def events_of(events: ta.MembershipEvents) -> list[tuple[str, str, str]]:
     found: list[tuple[str, str, str]] = []
     while True:
         try:
-            event = events._receive.receive_nowait()
+            event = events.receive_nowait()
         except (trio.WouldBlock, trio.EndOfChannel):
             return found
         reason: str = event.reason if isinstance(event, ta.MemberDown) else ""
