@@ -900,12 +900,12 @@ MUTANTS: dict[str, list[Mutant]] = {
         tells_acknowledged_when_taken_in,
         pool_tells_acknowledged_when_routed,
     ],
-    "RT33": [members_never_reported_down, hellos_not_answered, silence_never_noticed],
     "RT32": [
         remote_send_ignores_the_window,
         remote_sends_meet_the_overflow_policy,
         remote_sends_to_pools_meet_the_overflow_policy,
     ],
+    "RT33": [members_never_reported_down, hellos_not_answered, silence_never_noticed],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]
