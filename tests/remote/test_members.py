@@ -64,7 +64,9 @@ async def test_every_node_lists_every_member_and_itself(
     cluster = cluster_on(MemoryBus())
     async with node(cluster, "a") as a, node(cluster, "b") as b, node(cluster, "c") as c:
         assert who(a) == [me(a)]  # (itself, from its start)
-        await trio.sleep(HEARTBEAT / 10)
+        # (Three joined at once: a answered b's hello at once, c's at the end of the
+        # announce_every window, 0.1 s.)
+        await trio.sleep(HEARTBEAT / 5)
         everyone = sorted([me(a), me(b), me(c)])
         assert who(a) == who(b) == who(c) == everyone
         assert a.node is not None
@@ -337,3 +339,43 @@ async def bus_client(cluster: ta.Cluster) -> AsyncIterator[MemoryTransport]:
     assert isinstance(cluster.bus, MemoryBus)
     async with cluster.bus.connect("raw") as raw:
         yield raw
+
+
+# --- over the in-memory bus and a real nats-server (tests/conftest.py) ---------------
+
+SLOW_BEAT = 30.0  # (without hellos, a joiner would wait up to this for the others)
+
+
+async def until(check: Any) -> None:
+    """Wait until ``check()`` holds; the bound only detects a hang (ten seconds,
+    a third of a heartbeat: a join seen only by heartbeats would not make it)."""
+    with trio.fail_after(10):
+        while True:
+            if check():
+                return
+            await trio.sleep(0.01)
+
+
+async def test_members_events_and_names_over_either_transport(
+    cluster_here: ta.Cluster,
+    clock: trio.testing.MockClock | None,
+) -> None:
+    cluster = attrs.evolve(cluster_here, heartbeat=SLOW_BEAT)
+    async with node(cluster, "a") as a, node(cluster, "b") as b:
+        assert a.node is not None
+        await until(lambda: who(a) == who(b) == sorted([me(a), me(b)]))
+        a.register("echo", a.spawn(Echo))
+        await a.node.flush()
+        with a.node.events() as events:
+            async with node(cluster, "c") as c:
+                assert c.node is not None
+                everyone = sorted([me(a), me(b), me(c)])
+                await until(lambda: who(a) == who(b) == who(c) == everyone)
+                await until(lambda: "echo" in c.node.registered())  # type: ignore[union-attr]
+                assert await c.node.registered()["echo"].ask("hi") == "hi"
+            await until(lambda: who(a) == sorted([me(a), me(b)]))
+            seen = [await events.receive(), await events.receive()]
+        assert [(type(e).__name__, e.member.name) for e in seen] == [
+            ("MemberJoined", "c"),
+            ("MemberLeft", "c"),
+        ]
