@@ -371,7 +371,7 @@ async def test_members_events_and_names_over_either_transport(
                 assert c.node is not None
                 everyone = sorted([me(a), me(b), me(c)])
                 await until(lambda: who(a) == who(b) == who(c) == everyone)
-                await until(lambda: "echo" in c.node.registered())  # type: ignore[union-attr]
+                await until(lambda: "echo" in c.node.registered())
                 assert await c.node.registered()["echo"].ask("hi") == "hi"
             await until(lambda: who(a) == sorted([me(a), me(b)]))
             seen = [await events.receive(), await events.receive()]
