@@ -613,10 +613,11 @@ def remote_tells_handled_in_tasks(mp: pytest.MonkeyPatch) -> None:
     original = _taken_in.TakenIn.receive
 
     def in_tasks(self: Any, body: Any, reply: Any, record: str, sequence: int) -> None:
-        for tell in body:  # (each tell of the message in a task of its own)
+        first, tells = body
+        for tell in tells:  # (each tell of the message in a task of its own)
 
             async def later(tell: Any = tell) -> None:
-                original(self, [tell], reply, record, sequence)
+                original(self, (first, [tell]), reply, record, sequence)
 
             self._node._nursery.start_soon(later)
 
