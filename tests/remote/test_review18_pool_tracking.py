@@ -399,3 +399,40 @@ async def test_sender_dies_with_tells_queued_and_waiting_in_the_pool(
         assert sorted(map(repr, log + failed)) == sorted(map(repr, sent[:told]))
         assert list(b.dead_letters.recent) == []
         assert_counted(here, b, log)
+
+
+# --- sends that arrive while the pool restarts ---------------------------------------------
+
+
+@pytest.mark.parametrize("routing", ROUTINGS)
+async def test_sends_arriving_while_a_bounded_pool_restarts_wait_for_room_none_dropped(
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    runs: RunWatch,
+    routing: ta.Routing,
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 16)
+    log: list[Any] = []
+    failed: list[Any] = []
+    mailbox = ta.Bounded(1, overflow="drop_new")
+    pool = ta.Pool(
+        Worker,
+        args=(log, failed),
+        size=2,
+        routing=routing,
+        mailbox=mailbox,
+        supervision=ta.Escalate(),
+    )
+    restart = ta.Restart(max_restarts=100, backoff=ta.Backoff(min_delay=HEARTBEAT, jitter=0))
+    async with pool_on_b(pool, supervision=restart) as (a, b, here, there):
+        await there.send(("fail", 0))
+        await trio.sleep(HEARTBEAT / 4)  # (handled: in its backoff)
+        assert here.statistics().state == "restarting"
+        sent: list[Any] = [("fail", 0)]
+        for n in range(12):  # (more than its workers hold: 2 handling, 2 queued)
+            await there.send(n)
+            sent.append(n)
+        await trio.sleep(HEARTBEAT * 20)
+        assert_accounted(runs, a, b, there, sent, log + failed)
+        assert_counted(here, b, log)
+        assert sorted(log) == list(range(12))  # (none dropped: each waited for room)
