@@ -436,3 +436,36 @@ async def test_sends_arriving_while_a_bounded_pool_restarts_wait_for_room_none_d
         assert_accounted(runs, a, b, there, sent, log + failed)
         assert_counted(here, b, log)
         assert sorted(log) == list(range(12))  # (none dropped: each waited for room)
+
+
+@pytest.mark.parametrize("routing", ROUTINGS)
+async def test_resize_down_with_sends_waiting_for_room(
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    runs: RunWatch,
+    routing: ta.Routing,
+) -> None:
+    monkeypatch.setattr(_link, "WINDOW", 32)
+    log: list[Any] = []
+    failed: list[Any] = []
+    mailbox = ta.Bounded(1, overflow="drop_new")
+    pool = ta.Pool(
+        Worker, args=(log, failed), size=4, routing=routing, mailbox=mailbox, shutdown=HEARTBEAT
+    )
+    async with pool_on_b(pool) as (a, b, here, there):
+        sent: list[Any] = [("block", n) for n in range(4)] + list(range(16))
+        async with trio.open_nursery() as nursery:
+
+            async def send_all() -> None:
+                for message in sent:
+                    await there.send(message)
+
+            nursery.start_soon(send_all)
+            await trio.sleep(HEARTBEAT)
+            assert here.statistics().senders_waiting >= 1
+            here.tell(ta.Resize(1))
+            await trio.sleep(HEARTBEAT * 4)
+            GATES.setdefault("block", trio.Event()).set()
+        await trio.sleep(HEARTBEAT * 20)
+        assert_accounted(runs, a, b, there, sent, log + failed)
+        assert_counted(here, b, log)
