@@ -469,3 +469,38 @@ async def test_resize_down_with_sends_waiting_for_room(
         await trio.sleep(HEARTBEAT * 20)
         assert_accounted(runs, a, b, there, sent, log + failed)
         assert_counted(here, b, log)
+
+
+# --- tells taken in untracked (no record: nobody to acknowledge to) -----------------------
+
+
+@pytest.mark.parametrize("routing", [*ROUTINGS, None])
+async def test_untracked_tells_into_full_bounded_workers_meet_drop_old(
+    autojump_clock: trio.testing.MockClock, routing: ta.Routing | None
+) -> None:
+    # Before: an untracked tell from another node (a message of tells with no
+    # record: sequence 0, no reply subject) was queued in a bounded worker (or
+    # actor: routing None) as a notice without a sender, which "drop_old" takes for
+    # a death-watch notice it never drops: ten such tells into a Bounded(2) mailbox
+    # all stayed there.
+    log: list[Any] = []
+    mailbox = ta.Bounded(2, overflow="drop_old")
+    pool = ta.Pool(
+        Worker, args=(log, []), size=1, routing=routing or "round_robin", mailbox=mailbox
+    )
+    async with pool_on_b(pool) as (_a, b, here, _there):
+        if routing is None:
+            here = b.spawn(Worker, log, [], mailbox=mailbox)
+        node = Node.of(b)
+        _, _, path, number, _ = node.exports.ref_to_wire(here)
+        here.tell(("block", 0))
+        await trio.sleep(HEARTBEAT / 10)
+        for n in range(10):
+            node.tells.taken.receive([[number, path, node.codec.encode(n)]], None, "", 0)
+        assert here.statistics().mailbox_depth == 2
+        GATES.setdefault("block", trio.Event()).set()
+        await trio.sleep(HEARTBEAT * 4)
+        assert log == [("block", 0), 8, 9]
+        assert [(d.message, d.reason) for d in b.dead_letters.recent] == [
+            (n, "overflow") for n in range(8)
+        ]

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from .._core._envelope import Notice
     from ._taken_in import TakenIn
 
-__all__ = ["MAX_SKIPPED", "Inbound", "Marks", "Run", "Skipped", "Stream"]
+__all__ = ["MAX_SKIPPED", "UNTRACKED", "Inbound", "Marks", "Run", "Skipped", "Stream"]
 
 MAX_SKIPPED: Final = 64
 """Skipped ranges kept per sending record, at most."""
@@ -99,6 +99,23 @@ class Run:
     def delivered(self) -> None:
         """Its message has been delivered: its notices alone hold it open now."""
         self.notice_finished(None)
+
+
+class _Untracked:
+    """The sender of the notices of tells taken in untracked (no record: nobody to
+    acknowledge to), into a bounded mailbox or a pool: told of their end, it has
+    nothing to count. They need a sender all the same -- a notice without one is
+    the runtime's own (a death watch's ``Terminated``), which ``"drop_old"`` never
+    drops and an unwatch withdraws."""
+
+    __slots__ = ()
+
+    def notice_finished(self, notice: Notice | None) -> None:
+        """Nothing to count. Never a checkpoint."""
+
+
+UNTRACKED: Final = _Untracked()
+"""The sender of every untracked tell's notice."""
 
 
 class Stream:
