@@ -10,7 +10,8 @@ returned, or raised: supervision saw it), or taken back as a dead letter (strand
 by a stop). A mailbox is first in, first out, so when the last tell of a run has
 ended, so have the ones before it. Into a *bounded* mailbox every tell of the run
 is a notice (a full one may drop any of them, or the oldest, while the one before
-is still being handled), and the run ends with the last of them. A tell that is a
+is still being handled), and so is every tell to a pool (its workers end them in
+any order); the run ends with the last of them. A tell that is a
 dead letter at once (its actor is gone, or it cannot be decoded) has ended when it
 arrives -- counted after the runs before it to the same actor.
 
@@ -74,7 +75,8 @@ class Run:
     """The tells of one message to one actor, until they have ended here. It is the
     ``sender`` of the notices it is tracked by: its last tell's (a mailbox is first
     in, first out), or each tell's where the mailbox is bounded (a full one may drop
-    any of them, or the oldest)."""
+    any of them, or the oldest) or the actor is a pool (its workers end them in any
+    order)."""
 
     __slots__ = ("done", "left", "sequence", "stream")
 
@@ -210,8 +212,8 @@ class Inbound:
 
     def ended_now(self, actor: int) -> None:
         """The tells to ``actor`` in the message being delivered ended as they
-        arrived (dead letters, or routed by a pool): they end after the runs before
-        them to it."""
+        arrived (dead letters: the actor is gone, or they could not be decoded):
+        they end after the runs before them to it."""
         stream = self.streams.get(actor)
         if stream is None:
             self.moved(actor)
