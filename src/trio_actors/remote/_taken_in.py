@@ -44,7 +44,7 @@ import trio
 from .._core._envelope import Notice
 from ._confirm import give_up_after
 from ._subjects import encode
-from ._tracked import Inbound, Marks, Run, Skipped
+from ._tracked import UNTRACKED, Inbound, Marks, Run, Skipped
 
 if TYPE_CHECKING:
     from .._cluster import Cluster
@@ -301,7 +301,8 @@ class TakenIn:
                     run = tracked[number] = inbound.stream(number).run()
                 if run is not None:
                     run.left += 1  # (this notice's)
-                cell.queue_tracked(Notice(cell, message, run), sending)
+                sender = UNTRACKED if run is None else run
+                cell.queue_tracked(Notice(cell, message, sender), sending)
             else:
                 cell.tell_forwarded(message)  # (nobody to raise MailboxFull to: a dead letter)
         if inbound is not None:
