@@ -751,6 +751,16 @@ def bounced_tells_not_sent_again(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_fates.Fates, "send_undelivered", lambda self, peer: None)
 
 
+def records_begin_at_the_first_message_seen(mp: pytest.MonkeyPatch) -> None:
+    """As before: a receiver began a new record at the first message that arrived."""
+    original = _taken_in.TakenIn._record_of
+
+    def from_here(self: Any, reply: str, record: str, sequence: int, first: int) -> Any:
+        return original(self, reply, record, sequence, sequence)
+
+    mp.setattr(_taken_in.TakenIn, "_record_of", from_here)
+
+
 def held_tells_overtaken_by_asks(mp: pytest.MonkeyPatch) -> None:
     """An ask leaves at once, past the tells its node holds for the same actor."""
 
@@ -871,6 +881,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         bounced_tells_not_sent_again,
         tells_ahead_of_a_gap_not_held,
         held_tells_overtaken_by_asks,
+        records_begin_at_the_first_message_seen,
     ],
     "RT4": [ask_from_a_closed_node_skips_the_checkpoint],
     "RT5": [unreachable_tells_vanish],
