@@ -141,7 +141,7 @@ class PoolCell(ActorCell):
         pool had no workers: routed by :meth:`grow`). ``Broadcast`` and ``Resize``
         end as the pool takes them. Never a checkpoint."""
         message = notice.message
-        if not self.accepting or type(message) in (Broadcast, Resize):
+        if not self.accepting or isinstance(message, Broadcast | Resize):
             notice.take_back()
             self._tell(message, forwarded=True)  # (refused: a dead letter)
         elif self.balancing or not self.ready.is_set() or not self._live_workers():
@@ -215,7 +215,7 @@ class PoolCell(ActorCell):
         ``send``. A checkpoint."""
         task = current_task_of(self.system, "send")
         await self._until_ready()
-        if self.balancing or type(message) in (Broadcast, Resize):
+        if self.balancing or isinstance(message, Broadcast | Resize):
             try:
                 await trio.lowlevel.checkpoint()
             except trio.Cancelled:
@@ -225,7 +225,7 @@ class PoolCell(ActorCell):
                 await self.refuse_send()
             if (
                 self.senders is not None
-                and type(message) not in (Broadcast, Resize)
+                and not isinstance(message, Broadcast | Resize)
                 and _balancing.queue_full(self)
             ):
                 await self.senders.wait(task, message, self.note_withdrawn)
