@@ -615,10 +615,11 @@ def remote_tells_handled_in_tasks(mp: pytest.MonkeyPatch) -> None:
     original = _taken_in.TakenIn.receive
 
     def in_tasks(self: Any, body: Any, reply: Any, record: str, sequence: int) -> None:
-        for tell in body:  # (each tell of the message in a task of its own)
+        first, tells = body
+        for tell in tells:  # (each tell of the message in a task of its own)
 
             async def later(tell: Any = tell) -> None:
-                original(self, [tell], reply, record, sequence)
+                original(self, (first, [tell]), reply, record, sequence)
 
             self._node._nursery.start_soon(later)
 
@@ -750,6 +751,16 @@ def remote_sends_meet_the_overflow_policy(mp: pytest.MonkeyPatch) -> None:
 def bounced_tells_not_sent_again(mp: pytest.MonkeyPatch) -> None:
     """As before: no-responders made a tell a dead letter, even while its node was up."""
     mp.setattr(_fates.Fates, "send_undelivered", lambda self, peer: None)
+
+
+def records_begin_at_the_first_message_seen(mp: pytest.MonkeyPatch) -> None:
+    """As before: a receiver began a new record at the first message that arrived."""
+    original = _taken_in.TakenIn._record_of
+
+    def from_here(self: Any, reply: str, record: str, sequence: int, first: int) -> Any:
+        return original(self, reply, record, sequence, sequence)
+
+    mp.setattr(_taken_in.TakenIn, "_record_of", from_here)
 
 
 def held_tells_overtaken_by_asks(mp: pytest.MonkeyPatch) -> None:
@@ -887,6 +898,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         bounced_tells_not_sent_again,
         tells_ahead_of_a_gap_not_held,
         held_tells_overtaken_by_asks,
+        records_begin_at_the_first_message_seen,
     ],
     "RT4": [ask_from_a_closed_node_skips_the_checkpoint],
     "RT5": [unreachable_tells_vanish],

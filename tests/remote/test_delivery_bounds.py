@@ -200,7 +200,7 @@ async def _forged_gap(bus: MemoryBus, node: Node, paths: list[str]) -> None:
         for sequence, path in enumerate(["/x", "", *paths], start=1):
             if sequence != 2:
                 tells = [(999, path, nil)] if path else []
-                data = msgspec.msgpack.encode((TELL, sequence, "r", tells))
+                data = msgspec.msgpack.encode((TELL, sequence, "r", (1, tells)))
                 forger.publish(subject, data, reply=f"{unreachable}.{sequence}")
         await trio.sleep(HEARTBEAT / 10)
 

@@ -39,6 +39,16 @@ class Worker(ta.Actor):
         self.log.append(message)
 
 
+def gated_pool(
+    routing: str, mailbox: ta.Bounded | None = None
+) -> tuple[list[Any], trio.Event, ta.Pool]:
+    """A pool of two workers that wait for the returned gate, logging into the list."""
+    log: list[Any] = []
+    gate = trio.Event()
+    pool = ta.Pool(Worker, args=(log, gate), size=2, routing=routing, mailbox=mailbox)  # type: ignore[arg-type]
+    return log, gate, pool
+
+
 @asynccontextmanager
 async def pool_on_b(
     bus: MemoryBus, pool: ta.Pool
@@ -59,9 +69,7 @@ async def pool_on_b(
 async def test_a_tell_to_a_remote_pool_is_acknowledged_once_a_worker_has_handled_it(
     autojump_clock: trio.testing.MockClock, routing: str
 ) -> None:
-    log: list[Any] = []
-    gate = trio.Event()
-    pool = ta.Pool(Worker, args=(log, gate), size=2, routing=routing)  # type: ignore[arg-type]
+    log, gate, pool = gated_pool(routing)
     async with pool_on_b(MemoryBus(), pool) as (a, _b, _here, there):
         for number in range(20):
             there.tell(number)
@@ -79,9 +87,7 @@ async def test_a_tell_to_a_remote_pool_is_acknowledged_once_a_worker_has_handled
 async def test_a_node_that_dies_with_a_pools_tells_queued_gives_them_back_in_doubt(
     autojump_clock: trio.testing.MockClock, routing: str
 ) -> None:
-    log: list[Any] = []
-    gate = trio.Event()
-    pool = ta.Pool(Worker, args=(log, gate), size=2, routing=routing)  # type: ignore[arg-type]
+    _log, gate, pool = gated_pool(routing)
     bus = MemoryBus()
     async with pool_on_b(bus, pool) as (a, b, _here, there):
         for number in range(20):
@@ -126,10 +132,7 @@ async def test_send_to_a_full_remote_bounded_pool_waits_and_nothing_is_dropped(
 async def test_tells_past_a_remote_balancing_pools_bound_meet_its_policy_there_and_are_acknowledged(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    log: list[Any] = []
-    gate = trio.Event()
-    bound = ta.Bounded(2, overflow="drop_old")
-    pool = ta.Pool(Worker, args=(log, gate), size=2, routing="balancing", mailbox=bound)
+    log, gate, pool = gated_pool("balancing", ta.Bounded(2, overflow="drop_old"))
     async with pool_on_b(MemoryBus(), pool) as (a, b, _here, there):
         for number in range(20):
             there.tell(number)
@@ -148,9 +151,7 @@ async def test_tells_past_a_remote_balancing_pools_bound_meet_its_policy_there_a
 async def test_a_pool_that_stops_with_tells_queued_makes_them_dead_letters_there_all_acknowledged(
     autojump_clock: trio.testing.MockClock, routing: str
 ) -> None:
-    log: list[Any] = []
-    gate = trio.Event()
-    pool = ta.Pool(Worker, args=(log, gate), size=2, routing=routing)  # type: ignore[arg-type]
+    log, gate, pool = gated_pool(routing)
     async with pool_on_b(MemoryBus(), pool) as (a, b, here, there):
         for number in range(20):
             there.tell(number)

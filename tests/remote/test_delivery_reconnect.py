@@ -99,6 +99,26 @@ async def test_tells_to_a_node_between_two_connections_are_sent_again_and_handle
         assert counter._cell.link.in_window == 0  # type: ignore[union-attr]
 
 
+async def test_the_first_message_of_a_record_bouncing_is_sent_again_and_handled_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A receiver began a new record at the first message it saw, so one that came
+    # after a bounced first message made the first "unreachable" (or handled after
+    # it, and given back in doubt). Each message now names its record's oldest one
+    # not acknowledged, and a receiver that begins the record waits for it.
+    bus = MemoryBus()
+    async with nodes(bus) as (a, b, counter):
+        with bus.between_connections(Node.of(a).transport):  # type: ignore[arg-type]
+            await tell(b, counter, range(1))  # (the record's first message: bounces)
+            await trio.sleep(HEARTBEAT / 10)
+        await tell(b, counter, range(1, 3))  # (delivered before the next round)
+        await trio.sleep(4 * HEARTBEAT)
+        here = await a.lookup("counter")
+        assert await here.ask("seen") == [0, 1, 2]
+        assert (letters(a), letters(b), Node.of(b).unconfirmed) == ([], [], 0)
+        assert counter._cell.link.in_window == 0  # type: ignore[union-attr]
+
+
 async def test_tells_lost_on_the_way_hold_the_later_ones_until_a_round_gives_them_up(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

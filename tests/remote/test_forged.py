@@ -77,7 +77,7 @@ async def test_a_request_answered_only_on_its_senders_own_reply_subjects(
         x.subscribe(f"{b_replies}.>", lambda m: got.append(m.data))
         b_reply = f"{b_replies}.a.1"
         x.publish(to_a, envelope(ASK, number, path, "forged"), reply=b_reply)
-        tells = encode((TELL, 0, "", [(number, path, msgspec.Raw(encode("forged tell")))]))
+        tells = encode((TELL, 0, "", (0, [(number, path, msgspec.Raw(encode("forged tell")))])))
         x.publish(to_a, tells, reply=f"{b.subjects.unreachable(b.name, b.incarnation)}.1")
         # The same pretending to be b: the subject is b's, the reply another's.
         as_b = a.subjects.to_node(a.name, a.incarnation, "b")

@@ -112,7 +112,7 @@ async def test_deeply_nested_frames_on_every_subject_are_counted(
             subjects.heartbeat("forger", "0" * 12),
         ):
             raw.publish(subject, nested, reply=f"{subjects.unreachable('x', 'y')}.1")
-        tell = encode((TELL, 0, "", [(1, "x", msgspec.Raw(nested))]))
+        tell = encode((TELL, 0, "", (0, [(1, "x", msgspec.Raw(nested))])))
         raw.publish(to_node, tell)
         ask = encode((1, 1, "x", msgspec.Raw(nested)))
         raw.publish(to_node, ask, reply="somewhere")
@@ -173,7 +173,7 @@ async def test_tables_keyed_by_what_a_forged_peer_sends_are_freed_when_it_goes_d
             watches = subjects.terminations(*peer, node.name)
             for watch_number in range(5):
                 raw.publish(to_node, watch, reply=f"{watches}.{watch_number}")
-            tell = encode((TELL, 1, "r", [(number, "echo", msgspec.Raw(encode("hi")))]))
+            tell = encode((TELL, 1, "r", (1, [(number, "echo", msgspec.Raw(encode("hi")))])))
             raw.publish(to_node, tell, reply=f"{subjects.unreachable(*peer)}.1")
             claim = encode((0, f"forged-{forger}", *peer, "x", 1, 0))
             raw.publish(subjects.names(*peer), claim)
@@ -241,7 +241,7 @@ async def test_a_ref_to_a_node_that_could_not_exist_makes_its_message_undecodabl
         number = node.ref_to_wire(echo)[3]
         for wire in (("*", "0" * 12, "x", 1), ("b", "a.b", "x", 1), ("", "x", "x", 1)):
             ref = msgspec.msgpack.Ext(1, encode(wire))  # (the codec's extension for a ref)
-            tell = encode((TELL, 0, "", [(number, "echo", msgspec.Raw(encode(ref)))]))
+            tell = encode((TELL, 0, "", (0, [(number, "echo", msgspec.Raw(encode(ref)))])))
             raw.publish(node.subjects.to_node(node.name, node.incarnation, "raw"), tell)
         await settle()
         assert node.statistics().bad_input.tells == 3

@@ -48,7 +48,7 @@ class CountingBus(MemoryBus):
     def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
         if ".n." in subject:
             kind, _number, _path, body = msgspec.msgpack.decode(payload)
-            self.to_actors.append((kind, len(body) if kind == 0 else 0))
+            self.to_actors.append((kind, len(body[1]) if kind == 0 else 0))  # (first, tells)
         super()._route(subject, payload, reply)
 
     def tells_per_message(self) -> list[int]:

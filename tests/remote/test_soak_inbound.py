@@ -87,11 +87,11 @@ def bad_message(n: int, node: Node, echo_number: int) -> tuple[str, bytes, str |
             watch = encode((WATCH, echo_number, "echo", none))
             return to_me, watch, f"{s.terminations(*forger, me[0])}.{n}"
         case 9:
-            tell = encode((TELL, 0, "", [(echo_number, "echo", msgspec.Raw(encode(n)))]))
+            tell = encode((TELL, 0, "", (0, [(echo_number, "echo", msgspec.Raw(encode(n)))])))
             return to_me, tell, f"{s.unreachable(*forger)}.{n}"
         case 10:
             undecodable = msgspec.Raw(encode(msgspec.msgpack.Ext(99, b"x" * 10_000)))
-            tell = encode((TELL, 0, "", [(echo_number, "echo", undecodable)]))
+            tell = encode((TELL, 0, "", (0, [(echo_number, "echo", undecodable)])))
             return to_me, tell, None
         case 11:
             return s.heartbeat(*forger), b"neither", None

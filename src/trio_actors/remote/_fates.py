@@ -166,7 +166,7 @@ class Fates:
             message = link.window.get(sequence)
             if message is None:
                 continue
-            data = tells_frame(message.kind, sequence, link.record, message.tells)
+            data = tells_frame(message.kind, sequence, link.record, link.first(), message.tells)
             subject, reply = message.tells[0][0].subject, f"{self._unreachable}.{number}"
             try:  # (not after what the link holds: that was told after this)
                 self._tells.out(subject, data, reply, ordered=False)

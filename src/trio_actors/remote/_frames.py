@@ -71,7 +71,7 @@ Ack = tuple[str, int, list[tuple[int, int]], int, list[tuple[int, int]]]
 ...])`` (``_taken_in.py``)."""
 
 _envelope = msgspec.msgpack.Decoder(tuple[int, int, str, msgspec.Raw])
-_tells = msgspec.msgpack.Decoder(list[tuple[int, str, msgspec.Raw]])
+_tells = msgspec.msgpack.Decoder(tuple[int, list[tuple[int, str, msgspec.Raw]]])
 _drain = msgspec.msgpack.Decoder(bool)
 _Numbers = Annotated[list[int], msgspec.Meta(max_length=1_000)]  # (_confirm.MAX_NUMBERS)
 _confirm_ask = msgspec.msgpack.Decoder(tuple[str, str, _Numbers, _Numbers, str, int, _Numbers])

@@ -270,6 +270,12 @@ class Link:
         sent (waiting in the outbox)."""
         return self.in_window + more < WINDOW
 
+    def first(self) -> int:
+        """The sequence number of the record's oldest message not yet acknowledged
+        (or of the next one): what a receiver that begins this record must wait for
+        (``_taken_in.py``: a message sent before it may have bounced, and come again)."""
+        return next(iter(self.window), self.sequence + 1)
+
     def sent(self, number: int, tells: list[Told], kind: int) -> int:
         """A message of ``tells`` of ``kind`` (``number`` in the node's sequence) was
         sent on this record: kept in the window. Returns its sequence number in the

@@ -134,12 +134,13 @@ BEATS: Final[Mapping[bytes, Beat]] = {b"": "beat", b"bye": "bye", b"hello": "hel
 """The payloads of the heartbeat subject, and what each says."""
 
 
-def tells_frame(kind: int, sequence: int, record: str, tells: Sequence[Told]) -> bytes:
+def tells_frame(kind: int, sequence: int, record: str, first: int, tells: Sequence[Told]) -> bytes:
     """A message of tells on the wire (``TELL`` or ``SENDS``): numbered ``sequence``
-    in its link's ``record`` (``_link.py``), each tell ``[export number, path,
-    body]``."""
+    in its link's ``record`` (``_link.py``), whose oldest message not yet
+    acknowledged is ``first`` (a receiver that begins the record begins it there),
+    each tell ``[export number, path, body]``."""
     bodies = [(cell.eid, cell.local_path, msgspec.Raw(body)) for cell, _m, body in tells]
-    return encode((kind, sequence, record, bodies))
+    return encode((kind, sequence, record, (first, bodies)))
 
 
 def connection_name(cluster: str, node: str, incarnation: str) -> str:

@@ -44,7 +44,7 @@ import trio
 from .._core._envelope import Notice
 from ._confirm import give_up_after
 from ._subjects import encode
-from ._tracked import Inbound, Marks, Run, Skipped
+from ._tracked import UNTRACKED, Inbound, Marks, Run, Skipped
 
 if TYPE_CHECKING:
     from .._cluster import Cluster
@@ -247,26 +247,28 @@ class TakenIn:
 
     def receive(
         self,
-        body: list[Any],
+        body: tuple[int, list[Any]],
         reply: str | None,
         record: str,
         sequence: int,
         *,
         sending: bool = False,
     ) -> None:
-        """A message of tells (``body``: [export number, path, body] for each),
+        """A message of tells (``body``: the record's oldest message its sender has
+        not had acknowledged, and [export number, path, body] for each tell),
         numbered ``sequence`` in the sender's ``record``, with ``reply`` its
         unreachable subject; ``sending``: they come from ``send`` -- into a full
         bounded mailbox, each waits for room in line with the local ``send``\\ s
         (its sender's window holds the others back). Never a checkpoint."""
-        inbound = self._record_of(reply, record, sequence) if reply else None
+        first, tells = body
+        inbound = self._record_of(reply, record, sequence, first) if reply else None
         if inbound is None or sequence <= inbound.received or sequence in inbound.ahead:
-            self._deliver(None, body, sending)  # (not tracked; or late, or twice)
+            self._deliver(None, tells, sending)  # (not tracked; or late, or twice)
         elif sequence > inbound.received + 1:
-            self._hold(inbound, sequence, body, sending)  # (ahead of a gap)
+            self._hold(inbound, sequence, tells, sending)  # (ahead of a gap)
         else:
             inbound.received = sequence
-            self._deliver(inbound, body, sending)
+            self._deliver(inbound, tells, sending)
             if inbound.ahead:
                 self._deliver_held(inbound)
 
@@ -299,7 +301,8 @@ class TakenIn:
                     run = tracked[number] = inbound.stream(number).run()
                 if run is not None:
                     run.left += 1  # (this notice's)
-                cell.queue_tracked(Notice(cell, message, run), sending)
+                sender = UNTRACKED if run is None else run
+                cell.queue_tracked(Notice(cell, message, sender), sending)
             else:
                 cell.tell_forwarded(message)  # (nobody to raise MailboxFull to: a dead letter)
         if inbound is not None:
@@ -310,11 +313,19 @@ class TakenIn:
                 else:
                     run.delivered()
 
-    def _record_of(self, reply: str, record: str, sequence: int) -> Inbound | None:
-        """The record a message of tells from the node of ``reply`` is tracked in
-        (a new one: from ``sequence`` on); ``None`` if it is not tracked: not a
-        record's message, not a node's reply subject, or from a node the peer
-        table has no room for (taken in, never acknowledged)."""
+    def _record_of(self, reply: str, record: str, sequence: int, first: int) -> Inbound | None:
+        """The record a message of tells from the node of ``reply`` is tracked in;
+        ``None`` if it is not tracked: not a record's message, not a node's reply
+        subject, or from a node the peer table has no room for (taken in, never
+        acknowledged).
+
+        A new one is tracked from ``first`` on, the oldest message its sender has
+        not had acknowledged (at most ``sequence``): one sent before this may have
+        bounced -- this node was between two connections -- and come again at the
+        sender's next confirm round, so this one waits for it (held ahead of a gap,
+        as any). If it never comes (this node forgot the record: it took it in
+        before), the gap is given up like any other, and its sender gives its
+        tells back in doubt."""
         if sequence < 1:
             return None  # (not a record's message: numbers start at 1)
         prefix = reply.rpartition(".")[0]
@@ -330,7 +341,7 @@ class TakenIn:
                 why = "tells from a node the peer table has no room for"
                 node.refused("over_limit", why, reply)
                 return None
-        return self._begin(prefix, record, sequence)
+        return self._begin(prefix, record, max(1, min(first, sequence)))
 
     def _decoded(self, number: int, path: str, body: Any) -> Any:
         """A tell's message, or ``_UNDECODABLE`` (then it is a dead letter

@@ -393,7 +393,7 @@ class Tells:
         if link is None:
             link = self._link_of(tells[0][0])  # (one subject: one node's tells, one link)
         number = self.sent + 1
-        data = tells_frame(kind, link.sequence + 1, link.record, tells)
+        data = tells_frame(kind, link.sequence + 1, link.record, link.first(), tells)
         self.transport.publish(subject, data, reply=f"{self._unreachable}.{number}")
         self.sent = number
         self.fates.kept[number] = (link, link.sent(number, tells, kind))

@@ -10,7 +10,8 @@ returned, or raised: supervision saw it), or taken back as a dead letter (strand
 by a stop). A mailbox is first in, first out, so when the last tell of a run has
 ended, so have the ones before it. Into a *bounded* mailbox every tell of the run
 is a notice (a full one may drop any of them, or the oldest, while the one before
-is still being handled), and the run ends with the last of them. A tell that is a
+is still being handled), and so is every tell to a pool (its workers end them in
+any order); the run ends with the last of them. A tell that is a
 dead letter at once (its actor is gone, or it cannot be decoded) has ended when it
 arrives -- counted after the runs before it to the same actor.
 
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from .._core._envelope import Notice
     from ._taken_in import TakenIn
 
-__all__ = ["MAX_SKIPPED", "Inbound", "Marks", "Run", "Skipped", "Stream"]
+__all__ = ["MAX_SKIPPED", "UNTRACKED", "Inbound", "Marks", "Run", "Skipped", "Stream"]
 
 MAX_SKIPPED: Final = 64
 """Skipped ranges kept per sending record, at most."""
@@ -74,7 +75,8 @@ class Run:
     """The tells of one message to one actor, until they have ended here. It is the
     ``sender`` of the notices it is tracked by: its last tell's (a mailbox is first
     in, first out), or each tell's where the mailbox is bounded (a full one may drop
-    any of them, or the oldest)."""
+    any of them, or the oldest) or the actor is a pool (its workers end them in any
+    order)."""
 
     __slots__ = ("done", "left", "sequence", "stream")
 
@@ -99,6 +101,23 @@ class Run:
     def delivered(self) -> None:
         """Its message has been delivered: its notices alone hold it open now."""
         self.notice_finished(None)
+
+
+class _Untracked:
+    """The sender of the notices of tells taken in untracked (no record: nobody to
+    acknowledge to), into a bounded mailbox or a pool: told of their end, it has
+    nothing to count. They need a sender all the same -- a notice without one is
+    the runtime's own (a death watch's ``Terminated``), which ``"drop_old"`` never
+    drops and an unwatch withdraws."""
+
+    __slots__ = ()
+
+    def notice_finished(self, notice: Notice | None) -> None:
+        """Nothing to count. Never a checkpoint."""
+
+
+UNTRACKED: Final = _Untracked()
+"""The sender of every untracked tell's notice."""
 
 
 class Stream:
@@ -193,8 +212,8 @@ class Inbound:
 
     def ended_now(self, actor: int) -> None:
         """The tells to ``actor`` in the message being delivered ended as they
-        arrived (dead letters, or routed by a pool): they end after the runs before
-        them to it."""
+        arrived (dead letters: the actor is gone, or they could not be decoded):
+        they end after the runs before them to it."""
         stream = self.streams.get(actor)
         if stream is None:
             self.moved(actor)

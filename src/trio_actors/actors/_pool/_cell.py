@@ -70,6 +70,9 @@ class PoolCell(ActorCell):
         self.assigned: dict[ActorCell, Any] = {}
         self.ready = trio.Event()  # the workers exist (on_start has run)
         self.held: list[Broadcast | Resize] = []  # told while not ready
+        # Sends from another node in the queue of a pool that routes, told while it
+        # had no workers: routed as sends (a full worker's waits for room) by grow.
+        self.early_sends: set[Notice] = set()
         self.progress = trio.lowlevel.ParkingLot()  # a balancing worker became free
         self.drain_scope: trio.CancelScope | None = None
         # Statistics (see snapshot): the workers that have stopped, the counts of
@@ -134,10 +137,11 @@ class PoolCell(ActorCell):
         :meth:`tell_forwarded` routes it, the notice goes along, into the worker's
         mailbox or the balancing queue. From a ``send`` (or while sends wait), into
         a full bounded balancing queue it waits for room in line with the local
-        ``send``\\ s, as into a full worker's mailbox. ``Broadcast`` and ``Resize``
+        ``send``\\ s, as into a full worker's mailbox (also when it came while the
+        pool had no workers: routed by :meth:`grow`). ``Broadcast`` and ``Resize``
         end as the pool takes them. Never a checkpoint."""
         message = notice.message
-        if not self.accepting or type(message) in (Broadcast, Resize):
+        if not self.accepting or isinstance(message, Broadcast | Resize):
             notice.take_back()
             self._tell(message, forwarded=True)  # (refused: a dead letter)
         elif self.balancing or not self.ready.is_set() or not self._live_workers():
@@ -149,6 +153,8 @@ class PoolCell(ActorCell):
                     _balancing.overflow(self, notice, raising=False)
                 return
             self.shared.append(notice)  # (its worker's notice will end it: _feed)
+            if sending and not self.balancing:
+                self.early_sends.add(notice)
             self._hand_out()
         else:
             self._route_tracked(notice, sending)
@@ -209,7 +215,7 @@ class PoolCell(ActorCell):
         ``send``. A checkpoint."""
         task = current_task_of(self.system, "send")
         await self._until_ready()
-        if self.balancing or type(message) in (Broadcast, Resize):
+        if self.balancing or isinstance(message, Broadcast | Resize):
             try:
                 await trio.lowlevel.checkpoint()
             except trio.Cancelled:
@@ -219,7 +225,7 @@ class PoolCell(ActorCell):
                 await self.refuse_send()
             if (
                 self.senders is not None
-                and type(message) not in (Broadcast, Resize)
+                and not isinstance(message, Broadcast | Resize)
                 and _balancing.queue_full(self)
             ):
                 await self.senders.wait(task, message, self.note_withdrawn)
@@ -381,9 +387,10 @@ class PoolCell(ActorCell):
             while self.shared:  # what was told before the workers existed
                 item = self.shared.popleft()
                 if type(item) is Notice:
-                    self._route_tracked(item, False)
+                    self._route_tracked(item, item in self.early_sends)
                 else:
                     _deliver(self._route(), item, True)
+            self.early_sends.clear()
 
     def resize(self, size: int) -> None:
         """:class:`Resize`: spawn workers, or stop the newest ones (with a drain)."""
@@ -444,6 +451,7 @@ class PoolCell(ActorCell):
         for worker in list(self.feeders):
             self._forget_worker(worker)
         shared, self.shared = self.shared, deque()
+        self.early_sends.clear()
         tells = []
         for item in shared:
             if type(item) is not _Waiter:

@@ -93,8 +93,8 @@ def remote_ask_round_trip(policy: ServingPolicy) -> None:
     "were sent, also a tell sent while an ask before it waits for its answer, an ask "
     "after a burst of tells past the link's window, and tells "
     "sent while the actor's node is between two connections (sent again, in order, "
-    "never dead letters); an ask's answer leaves after the tells its handler made "
-    "before answering",
+    "never dead letters; also a record's very first message); an ask's answer leaves "
+    "after the tells its handler made before answering",
 )
 def remote_order(policy: ServingPolicy) -> None:
     async def main(clock: trio.testing.MockClock) -> None:
@@ -123,6 +123,7 @@ def remote_order(policy: ServingPolicy) -> None:
             )
             await _past_the_window(a, b)
             await _across_a_reconnect(a, b, bus)
+            await _first_message_across_a_reconnect(a, b, bus)
             # Node b's handler tells node a's actor, then answers node a: what node b
             # sends leaves in that order (over NATS, the answer could otherwise wake
             # the asker before the tells have come).
@@ -178,6 +179,30 @@ async def _across_a_reconnect(a: ActorSystem, b: ActorSystem, bus: MemoryBus) ->
     require(
         seen == list(range(15)) and not letters,
         f"across a reconnect: handled {seen}, dead letters {letters}",
+    )
+
+
+async def _first_message_across_a_reconnect(a: ActorSystem, b: ActorSystem, bus: MemoryBus) -> None:
+    """Node a's very first tell to node b (its record's first message) while node b
+    is between two connections, then two more once it is back: handled in order,
+    the first sent again, no dead letter."""
+    there = await reach(b, a, b.spawn(_Recorder), "recorder of a's first tells")
+    assert a.node is not None
+    transport = Node.of(b).transport
+    assert isinstance(transport, MemoryTransport)
+    with bus.between_connections(transport):
+        there.tell(0)
+        await a.node.flush()
+        await trio.sleep(HEARTBEAT / 10)
+    for number in (1, 2):
+        there.tell(number)
+        await a.node.flush()
+    await trio.sleep(3 * HEARTBEAT)
+    seen = await there.ask("seen")
+    letters = [d.reason for d in a.dead_letters.recent]
+    require(
+        seen == [0, 1, 2] and not letters,
+        f"a record's first message across a reconnect: handled {seen}, dead letters {letters}",
     )
 
 
