@@ -379,3 +379,25 @@ async def test_members_events_and_names_over_either_transport(
             ("MemberJoined", "c"),
             ("MemberLeft", "c"),
         ]
+
+
+async def test_a_node_cut_off_lists_itself_down_too_and_joins_again_when_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus(advisories=False)
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "b") as b:
+        assert a.node is not None
+        await trio.sleep(HEARTBEAT / 5)
+        events = a.node.events()
+        transport = Node.of(a).transport
+        assert isinstance(transport, MemoryTransport)
+        with bus.between_connections(transport):  # (it hears nobody, itself included)
+            await trio.sleep(HEARTBEAT * (MISSED + 2))
+            assert who(a) == []
+            assert who(b) == [me(b)]
+        await trio.sleep(2 * HEARTBEAT)
+        assert who(a) == who(b) == sorted([me(a), me(b)])
+        seen = events_of(events)
+        assert sorted(seen[:2]) == [("MemberDown", "a", "silence"), ("MemberDown", "b", "silence")]
+        assert sorted(seen[2:]) == [("MemberJoined", "a", ""), ("MemberJoined", "b", "")]

@@ -48,8 +48,9 @@ class ClusterNode(Protocol):
         ...
 
     def members(self) -> list[Member]:
-        """The nodes this node knows to be up, this node included, oldest first
-        (see :doc:`/remote`, "Membership"). Never a checkpoint."""
+        """The nodes this node knows to be up, oldest first: this node too, from
+        its start and while it hears its own heartbeats (see :doc:`/remote`,
+        "Membership"). Never a checkpoint."""
         ...
 
     def events(self, *, capacity: int = DEFAULT_EVENTS_CAPACITY) -> MembershipEvents:

@@ -310,9 +310,10 @@ class Node:
     # --- membership (_members.py) ---------------------------------------------------
 
     def members(self) -> list[Member]:
-        """The nodes this node knows to be up, this node included, oldest first
-        (:class:`~trio_actors.Member`; ``docs/remote.rst``, "Membership"). Never a
-        checkpoint."""
+        """The nodes this node knows to be up, oldest first
+        (:class:`~trio_actors.Member`; ``docs/remote.rst``, "Membership"): this node
+        too, from its start and while it hears its own heartbeats (cut off from the
+        servers, it lists itself down too). Never a checkpoint."""
         return self.membership.members()
 
     def events(self, *, capacity: int = DEFAULT_EVENTS_CAPACITY) -> MembershipEvents:
