@@ -81,19 +81,22 @@ async def test_every_node_lists_every_member_and_itself(
 async def test_a_late_joiner_knows_the_members_before_one_heartbeat_has_passed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    cluster = cluster_on(MemoryBus())
-    async with node(cluster, "a") as a, node(cluster, "b") as b:
+    bus = MemoryBus()
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "b") as b, bus_client(cluster) as raw:
         a.register("echo", a.spawn(Echo))
         await trio.sleep(10 * HEARTBEAT + HEARTBEAT / 2)  # (mid-way between two beats)
+        beats: list[tuple[str, bytes]] = []
+        raw.subscribe(f"ta.{cluster.name}.hb.*.*", lambda m: beats.append((m.subject, m.data)))
         async with node(cluster, "c") as c:
-            joined_at = trio.current_time()
             await trio.sleep(HEARTBEAT / 10)
             assert who(c) == sorted([me(a), me(b), me(c)])
             assert c.node is not None
             assert set(c.node.registered()) == {"echo"}  # (the names came with them)
-            # Neither a nor b has beaten since c joined: c knows them from their
-            # answers to its hello.
-            assert trio.current_time() - joined_at < HEARTBEAT / 2
+            # What was said meanwhile: c's hello, and one answer from each of a and
+            # b -- their periodic beats are half a heartbeat away.
+            said = sorted((subject.split(".")[3], data) for subject, data in beats)
+            assert said == [("a", b""), ("b", b""), ("c", b"hello")]
 
 
 async def test_a_hello_is_answered_at_once_by_every_node_with_one_heartbeat(
