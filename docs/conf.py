@@ -126,7 +126,11 @@ _UNRESOLVABLE_WITHOUT_INVENTORY: dict[str, list[tuple[str, str]]] = {
         ("py:class", "pathlib.Path"),
         ("py:class", "os.PathLike"),
     ],
-    "trio": [("py:exc", "trio.EndOfChannel"), ("py:class", "trio.abc.Stream")],
+    "trio": [
+        ("py:exc", "trio.EndOfChannel"),
+        ("py:exc", "trio.WouldBlock"),
+        ("py:class", "trio.abc.Stream"),
+    ],
     "attrs": [],
 }
 

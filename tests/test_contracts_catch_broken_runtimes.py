@@ -48,7 +48,9 @@ from trio_actors.remote import (
     _fates,
     _inbound,
     _link,
+    _members,
     _node,
+    _peers,
     _requests,
     _subjects,
     _taken_in,
@@ -810,6 +812,21 @@ def remote_watchers_told_twice(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_watches.Watches, "terminated", twice)
 
 
+def members_never_reported_down(mp: pytest.MonkeyPatch) -> None:
+    """A member that leaves or dies leaves the list, but its followers never hear."""
+    mp.setattr(_members.Members, "gone", lambda self, record, reason: None)
+
+
+def hellos_not_answered(mp: pytest.MonkeyPatch) -> None:
+    """A node that joins learns the others only from their next heartbeats."""
+    mp.setattr(_members.Members, "on_hello", lambda self: None)
+
+
+def silence_never_noticed(mp: pytest.MonkeyPatch) -> None:
+    """A node that dies without a word stays a member (no advisories to tell)."""
+    mp.setattr(_peers.Peers, "check", lambda self, waiting: None)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -900,6 +917,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         remote_sends_meet_the_overflow_policy,
         remote_sends_to_pools_meet_the_overflow_policy,
     ],
+    "RT33": [members_never_reported_down, hellos_not_answered, silence_never_noticed],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

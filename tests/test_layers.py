@@ -19,7 +19,15 @@ PACKAGE = Path(trio_actors.__file__).parent
 LAYERS: list[list[str]] = [
     ["nats"],  # the NATS client: nothing of the runtime
     # values only
-    ["_errors", "_policy", "_statistics", "_cluster", "_cluster_config", "_supervision"],
+    [
+        "_errors",
+        "_policy",
+        "_statistics",
+        "_cluster",
+        "_cluster_config",
+        "_supervision",
+        "_membership",
+    ],
     ["_core"],  # the kernel: its modules know each other, nothing above them
     ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel
     ["remote"],  # nodes on NATS

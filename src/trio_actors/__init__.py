@@ -7,9 +7,10 @@ checks both by reading every import:
 
 0. ``nats`` -- the NATS client (sans-io protocol core, trio transport): it imports
    nothing of the runtime, which may use it (the remote layer);
-1. ``_errors``, ``_policy``, ``_statistics``, ``_cluster``, ``_supervision`` --
-   exceptions, the serving policy, the statistics records, the cluster's
-   configuration and the supervision strategies (values only);
+1. ``_errors``, ``_policy``, ``_statistics``, ``_cluster``, ``_supervision``,
+   ``_membership`` -- exceptions, the serving policy, the statistics records, the
+   cluster's configuration, the supervision strategies and the cluster's members
+   (values, and the bounded stream of membership changes);
 2. ``_core`` -- the kernel: the actor base, the ref, the cell, the state tables,
    the serving loop (the only user of trio's scheduling primitives), and the
    sequences that end or renew a life (stop, stranded cleanup, restart, failure,
@@ -37,6 +38,11 @@ from ._errors import NodeDown as NodeDown
 from ._errors import NotPermitted as NotPermitted
 from ._errors import RemoteError as RemoteError
 from ._errors import ShutdownTimeout as ShutdownTimeout
+from ._membership import Member as Member
+from ._membership import MemberDown as MemberDown
+from ._membership import MemberJoined as MemberJoined
+from ._membership import MemberLeft as MemberLeft
+from ._membership import MembershipEvents as MembershipEvents
 from ._opener import open_actor_system as open_actor_system
 from ._policy import DEFAULT_BATCH as DEFAULT_BATCH
 from ._policy import DEFAULT_CLEANUP_BATCH as DEFAULT_CLEANUP_BATCH
@@ -98,6 +104,11 @@ __all__ = [
     "GroupStrategy",
     "InputLimits",
     "MailboxFull",
+    "Member",
+    "MemberDown",
+    "MemberJoined",
+    "MemberLeft",
+    "MembershipEvents",
     "NodeDown",
     "NodeStatistics",
     "NotPermitted",

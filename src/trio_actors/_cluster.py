@@ -95,7 +95,8 @@ class InputLimits:
             ``log_every`` times, with the count so far.
         announce_every: seconds between two announcements of all a node's names
             (each new node met asks for one; those that come within the window
-            share one at its end).
+            share one at its end), and between two answers to the ``hello`` of a
+            node that joins (an answer is one heartbeat; likewise shared).
         held_bytes: bytes of tells from other nodes a node holds at once, all
             senders together, because they came ahead of one sent before them
             (held to be delivered in order until the earlier one comes or is

@@ -116,7 +116,7 @@ def frames(draw: st.DrawFn) -> tuple[int, str, bytes, str | None, bool]:
     if kind == ADVISORY:
         payload = draw(advisories())
     elif kind == HEARTBEAT:
-        payload = draw(st.sampled_from([b"", b"bye"]) | st.binary(max_size=8))
+        payload = draw(st.sampled_from([b"", b"bye", b"hello"]) | st.binary(max_size=8))
     else:
         payload = draw(st.binary(max_size=32) | mutated(kind))
     reply = draw(st.none() | tokens | st.just("ta.fuzz.t.forger.0.1") | st.just("ta.fuzz.u.f.0.1"))
@@ -134,7 +134,7 @@ def surely_bad(
     if kind in NUMBERED and not token.isdigit():
         return True
     if kind == HEARTBEAT:
-        return payload not in (b"", b"bye")
+        return payload not in (b"", b"bye", b"hello")
     if kind == LOOKUP:
         return reply is None
     if kind == ADVISORY:

@@ -86,6 +86,8 @@ class Table:
         self.met: list[Any] = []
         self.down: list[tuple[Any, str, int | None, Link | None]] = []
         self.scheduled: list[tuple[Any, ...]] = []
+        self.joined: list[Any] = []  # (the members' reactions: _members.py)
+        self.gone: list[tuple[Any, str]] = []
         self.peers = Peers(
             ME,
             heartbeat=1.0,
@@ -95,6 +97,8 @@ class Table:
             on_met=self.met.append,
             on_down=lambda *args: self.down.append(args),
             schedule=lambda *args: self.scheduled.append(args),
+            on_joined=lambda record: self.joined.append(record.peer),
+            on_gone=lambda record, reason: self.gone.append((record.peer, reason)),
         )
 
     def new_link(self) -> Link:
@@ -114,6 +118,8 @@ class Table:
         assert peers.state(PEER) is state
         self.met.clear()
         self.down.clear()
+        self.joined.clear()
+        self.gone.clear()
 
 
 def account_current(table: Table) -> None:
@@ -179,6 +185,43 @@ async def test_each_event_from_each_state_through_the_writer(
     assert table.met == ([PEER] if after is S.UP and state is not S.UP else [])
     # What waits on it ends on every DOWN, whatever the state was.
     assert [down[0] for down in table.down] == ([PEER] if event is E.DOWN else [])
+    # A member joins on entering UP and is gone on leaving it, and only then; it
+    # has a ``since`` exactly while UP.
+    assert table.joined == table.met
+    assert table.gone == ([(PEER, "silence")] if state is S.UP and event is E.DOWN else [])
+    assert (record is not None and record.since is not None) == (after is S.UP)
+
+
+async def test_a_member_gone_is_told_how_and_joins_again_with_a_new_since(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    table = Table()
+    table.peers.heartbeat(PEER)
+    record = table.peers.record(PEER)
+    assert record is not None
+    assert record.since == 0.0
+    table.peers.link_to(PEER)  # (a link: the record stays while its tells are counted)
+    await trio.sleep(1)
+    table.peers.heartbeat(PEER)
+    assert record.since == 0.0  # (a heartbeat of a member changes nothing)
+    table.peers.down(PEER, "it left the cluster", reason="left")
+    assert table.gone == [(PEER, "left")]
+    assert record.since is None
+    await trio.sleep(1)
+    table.peers.heartbeat(PEER)
+    assert table.joined == [PEER, PEER]
+    assert record.since == 2.0
+    table.peers.down(PEER, "its connection ended", reason="advisory")
+    assert table.gone == [(PEER, "left"), (PEER, "advisory")]
+
+
+async def test_this_node_is_a_member_from_its_start() -> None:
+    table = Table()
+    table.peers.start()
+    assert table.peers.state(ME) is S.UP
+    assert table.joined == [ME]
+    assert table.met == []  # (no names exchanged with itself)
+    assert [record.peer for record in table.peers.up()] == [ME]
 
 
 async def test_a_link_closes_when_its_peer_goes_down_and_a_new_record_follows() -> None:

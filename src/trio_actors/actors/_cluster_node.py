@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from .._core._ref import ActorRef
+from .._membership import DEFAULT_EVENTS_CAPACITY, Member, MembershipEvents
 from .._statistics import NodeStatistics
 
 
@@ -44,6 +45,27 @@ class ClusterNode(Protocol):
 
     async def lookup(self, name: str) -> ActorRef:
         """The ref registered under ``name`` anywhere in the cluster."""
+        ...
+
+    def members(self) -> list[Member]:
+        """The nodes this node knows to be up, oldest first: this node too, from
+        its start and while it hears its own heartbeats (see :doc:`/remote`,
+        "Membership"). Never a checkpoint."""
+        ...
+
+    def events(self, *, capacity: int = DEFAULT_EVENTS_CAPACITY) -> MembershipEvents:
+        """The membership changes from now on: ``async for event in
+        system.node.events():`` -- :class:`~trio_actors.MemberJoined`,
+        :class:`~trio_actors.MemberLeft`, :class:`~trio_actors.MemberDown`. A
+        bounded stream (``capacity`` events not yet received; more are dropped
+        and counted, the node never waits), ending when the node leaves. Never a
+        checkpoint."""
+        ...
+
+    def registered(self) -> dict[str, ActorRef]:
+        """Every name registered in the cluster, as this node knows it: this
+        system's own and those the members hold (their claims, already exchanged:
+        nothing is asked). Never a checkpoint."""
         ...
 
 

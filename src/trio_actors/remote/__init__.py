@@ -24,6 +24,8 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
 * ``_exports.py`` -- refs on the wire, both ways;
 * ``_inbound.py`` -- asks and stops from other nodes, queued and answered;
 * ``_names.py`` -- the cluster's registered names;
+* ``_members.py`` -- the members (the peers up) and who follows their changes;
+  the answers to a joining node's hello;
 * ``_frames.py`` -- what arrives, parsed: one parser per subject kind, none can raise;
 * ``_bad_input.py`` -- bad input counted by kind and logged rate-limited, and the
   bytes undecodable dead letters may hold;

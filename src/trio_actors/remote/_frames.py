@@ -20,7 +20,7 @@ subject (``_subjects.py``)                parsed as
                                           from)``
 ``P.a.<from>.<inc>.<node>.<incarnation>`` ``(from, inc, (record, start, skipped, settled,
                                           marks))``
-``P.hb.<node>.<incarnation>``             ``((node, incarnation), bye?)``
+``P.hb.<node>.<incarnation>``             ``((node, incarnation), "beat" | "bye" | "hello")``
 ``P.names.<from>.<inc>``                  ``(kind, name, node, incarnation, path, n)``
 ``P.name.<hex>.<sender>``                 the subject to answer on
 ``$SYS.ACCOUNT.*.DISCONNECT``             the node it was, or ``None`` (not a node's)
@@ -45,12 +45,14 @@ from ._bad_input import Bad
 from ._codec import Overflow, WireOnTheWire
 from ._subjects import (
     ASK,
+    BEATS,
     CANCEL,
     CONFIRM,
     SENDS,
     STOP,
     TELL,
     WATCH,
+    Beat,
     Peer,
     Subjects,
     last_token,
@@ -268,13 +270,15 @@ class Frames:
         return (*publisher_of(message.subject), ack)
 
     @staticmethod
-    def heartbeat(message: Msg) -> tuple[Peer, bool] | Bad:
+    def heartbeat(message: Msg) -> tuple[Peer, Beat] | Bad:
         _prefix, _, rest = message.subject.partition(".hb.")
         node, _, incarnation = rest.partition(".")
-        data = message.data
-        if not node or not incarnation or "." in incarnation or data not in (b"", b"bye"):
-            return Bad("heartbeats", f"neither a heartbeat nor bye: {bytes(data[:32])!r}")
-        return ((node, incarnation), data == b"bye")
+        beat = BEATS.get(bytes(message.data)) if len(message.data) <= 5 else None
+        if not node or not incarnation or "." in incarnation or beat is None:
+            return Bad(
+                "heartbeats", f"neither a heartbeat, bye nor hello: {bytes(message.data[:32])!r}"
+            )
+        return ((node, incarnation), beat)
 
     @staticmethod
     def announcement(message: Msg) -> tuple[int, str, str, str, str, int, int] | Bad:

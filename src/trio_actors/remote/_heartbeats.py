@@ -3,7 +3,9 @@
 * **Heartbeats** (``P.hb.<node>.<incarnation>``): every node publishes one every
   ``Cluster.heartbeat`` seconds, and ``bye`` when it leaves. A heartbeat is the
   ``HEARTBEAT`` event of its node's peer; ``bye`` is ``DOWN`` ("it left the
-  cluster").
+  cluster"). A node's first heartbeat says ``hello``: the others answer it at once
+  with a heartbeat (``_members.py``), so a node that joins knows who is up after a
+  round trip, not a heartbeat period.
 * **Silence**: after each beat, every peer silent for ``heartbeats_missed`` beats
   is declared down -- one that a request or a watch waits on (since it was sent,
   if never heard), and one heard before (also if nothing waits on it: its names).
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._subjects import DISCONNECT_ADVISORIES, Peer
+from ._subjects import DISCONNECT_ADVISORIES, Beat, Peer
 
 if TYPE_CHECKING:
     from ._node import Node
@@ -53,14 +55,19 @@ class Heartbeats:
         late the beat woke is this node's own stall, not the others' silence)."""
         node = self._node
         interval = node.cluster.heartbeat
+        node.tells.publish(self.subject, b"hello")  # (its first: the others answer it)
         while True:
-            node.tells.publish(self.subject, b"")
             slept_at = trio.current_time()
             await trio.sleep(interval)
             late = trio.current_time() - slept_at - interval
             if late > interval * _STALL:  # (this node did not run: not others' silence)
                 node.peers.stalled(late)
             node.peers.check(self._waiting_on())
+            self.beat_now()
+
+    def beat_now(self) -> None:
+        """Publish a heartbeat now (the beats, and the answers to hellos)."""
+        self._node.tells.publish(self.subject, b"")
 
     def _waiting_on(self) -> Iterator[tuple[Peer, float]]:
         """What waits on each peer, and since when: requests, then watches."""
@@ -71,18 +78,20 @@ class Heartbeats:
         """This node leaves: the others hear it (after what it sent before)."""
         self._node.tells.publish(self.subject, b"bye")
 
-    def on_heartbeat(self, heartbeat: tuple[Peer, bool]) -> None:
-        """A heartbeat of any node (this one's too), or its ``bye`` (parsed:
-        ``Frames.heartbeat``). One from a node the full peer table has no room for
-        is counted, and nothing else."""
-        peer, bye = heartbeat
+    def on_heartbeat(self, heartbeat: tuple[Peer, Beat]) -> None:
+        """A heartbeat of any node (this one's too), its ``bye`` or its ``hello``
+        (parsed: ``Frames.heartbeat``). One from a node the full peer table has no
+        room for is counted, and nothing else (a hello is not answered)."""
+        peer, beat = heartbeat
         node = self._node
-        if bye:
-            node.peers.down(peer, "it left the cluster")
+        if beat == "bye":
+            node.peers.down(peer, "it left the cluster", reason="left")
         elif not node.peers.heartbeat(peer):
             node.refused(
                 "over_limit", "a heartbeat of a node the peer table has no room for", self.subject
             )
+        elif beat == "hello" and peer != node.peers.me:
+            node.membership.on_hello()
 
     def follow_advisories(self, advisories: Transport) -> Callable[[], None]:
         """Hear the server's disconnect advisories on ``advisories``; return what
@@ -113,4 +122,4 @@ class Heartbeats:
         with suppress(Exception):  # (this node's connection is lost: that says enough)
             await node.transport.flush()
         why = "its connection ended (the server's disconnect advisory)"
-        node.peers.down(peer, why, sent_up_to=sent_up_to)
+        node.peers.down(peer, why, sent_up_to=sent_up_to, reason="advisory")

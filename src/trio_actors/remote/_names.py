@@ -38,11 +38,13 @@ import msgspec
 import trio
 
 from .._core._ref import new_ref
+from ._peers import PeerState
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .._core._cell import ActorCell
+    from ..actors import ActorRef
     from ._codec import WireRef
     from ._node import Node
     from ._subjects import Peer
@@ -101,6 +103,22 @@ class ClusterNames:
                 f"({incarnation}); names are cluster-wide (unregister it there first, or "
                 "wait for that actor, or its node, to stop)"
             )
+
+    def registered(self) -> dict[str, ActorRef]:
+        """Every name this node knows to be registered in the cluster, with its
+        ref: this node's own, then those held by the members (a node declared down
+        has no names here: ``forget``), in name order. What another node claimed a
+        moment ago may not be here yet (its claim is on the way)."""
+        node = self._node
+        found: dict[str, ActorRef] = dict(node.system.registered())
+        for name, wire in self.held.items():
+            if name in found or node.peers.state((wire[0], wire[1])) is not PeerState.UP:
+                continue
+            try:
+                found[name] = node.ref_from_wire(*wire)
+            except ValueError:  # (not a node's token: never a usable ref)
+                continue
+        return dict(sorted(found.items()))
 
     def claimed(self, name: str, cell: ActorCell) -> None:
         """A local actor takes ``name``: refuse it if another node holds it (as far as

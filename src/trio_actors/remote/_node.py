@@ -24,6 +24,7 @@ import trio
 
 from .._cluster import Cluster
 from .._errors import ActorError
+from .._membership import DEFAULT_EVENTS_CAPACITY, Member, MembershipEvents
 from .._statistics import NodeStatistics
 from ..nats import Disconnected, Reconnected
 from ._bad_input import Bad, BadInput, UndecodableBytes, listen
@@ -34,6 +35,7 @@ from ._frames import Envelope, Frames
 from ._heartbeats import Heartbeats
 from ._inbound import Answers
 from ._link import Link
+from ._members import Members
 from ._names import ClusterNames
 from ._peers import Peers
 from ._requests import Requests
@@ -117,6 +119,7 @@ class Node:
         self.requests = Requests(self)
         self.watches = Watches(self)
         self.confirmations = Confirmations(self)  # (every request ends: _confirm.py)
+        self.membership = membership = Members(self)  # (the peers up, and who follows)
         self.peers = Peers(
             (name, incarnation),
             heartbeat=cluster.heartbeat,
@@ -126,6 +129,8 @@ class Node:
             on_met=self._met,
             on_down=self._peer_down,
             schedule=system.trio_token.run_sync_soon,
+            on_joined=membership.joined,
+            on_gone=membership.gone,
         )
         self.names = ClusterNames(self, self.tells.publish)  # the cluster's names
         self.answers = Answers(self)  # (asks and stops from other nodes)
@@ -141,6 +146,7 @@ class Node:
             # The outbox's tells leave at the connection writer's turn, with what waits.
             transport.before_writing(self.tells.outbox.flush),
         ]
+        self.peers.start()  # (this node is up, and a member, from now)
 
     @staticmethod
     def of(system: ActorSystem) -> Node:
@@ -301,7 +307,33 @@ class Node:
                 elif isinstance(event, Reconnected):
                     self.watches.send_again()
 
+    # --- membership (_members.py) ---------------------------------------------------
+
+    def members(self) -> list[Member]:
+        """The nodes this node knows to be up, oldest first
+        (:class:`~trio_actors.Member`; ``docs/remote.rst``, "Membership"): this node
+        too, from its start and while it hears its own heartbeats (cut off from the
+        servers, it lists itself down too). Never a checkpoint."""
+        return self.membership.members()
+
+    def events(self, *, capacity: int = DEFAULT_EVENTS_CAPACITY) -> MembershipEvents:
+        """The membership changes from now on, as this node sees them: ``async for
+        event in system.node.events():`` (:class:`~trio_actors.MembershipEvents`:
+        bounded, it drops and counts rather than make the node wait; it ends when
+        the node leaves). Never a checkpoint.
+
+        Raises:
+            TypeError, ValueError: ``capacity`` is not an int >= 1.
+        """
+        return self.membership.follow(capacity)
+
     # --- the registry across nodes --------------------------------------------------
+
+    def registered(self) -> dict[str, ActorRef]:
+        """Every name registered in the cluster as this node knows it: its own
+        (``system.registered()``) and those the other members hold (their claims,
+        ``_names.py``). Never a checkpoint: nothing is asked."""
+        return self.names.registered()
 
     def claimed(self, name: str, cell: ActorCell) -> None:
         """A local actor takes ``name`` (see ``ClusterNames.claimed``).
@@ -387,6 +419,7 @@ class Node:
         self._unsubscribes.clear()
         self.names.close()
         self.requests.close()
+        self.membership.close()
 
     def finish(self) -> None:
         """After :meth:`close` and a last flush: stop hearing the no-responders

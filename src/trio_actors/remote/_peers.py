@@ -47,6 +47,14 @@ and the node's reactions -- names exchanged on entering ``UP``
 (``on_met``); on ``DOWN``, every request and watch waiting on the peer ended with
 ``NodeDown``, its names freed, and its closed link's tells counted (``on_down``).
 
+**The members are the peers in ``UP``** (``_members.py``): entering ``UP`` from any
+other state is a member's joining (:attr:`PeerRecord.since` is when), and leaving
+it -- ``DOWN`` -- its leaving (``bye``) or its being declared down (silence, an
+advisory): the table tells the members' followers at those two transitions
+(``on_joined``, ``on_gone``), so the members can never disagree with the table.
+This node is in ``UP`` from its start (:meth:`Peers.start`: its own first
+``HEARTBEAT``, before it hears it on the wire).
+
 This node itself is a peer too: it hears its own heartbeats, and is watched for
 silence like the others (it never exchanges names with itself). Silence is
 counted in the time this node itself ran: after a stall of its own (its event
@@ -69,7 +77,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 import trio
 
@@ -81,6 +89,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TRANSITIONS",
+    "GoneReason",
     "PeerEvent",
     "PeerRecord",
     "PeerState",
@@ -150,7 +159,7 @@ class PeerStateError(ActorError):
 class PeerRecord:
     """One peer in the table: its state, its silence clock and its link."""
 
-    __slots__ = ("heard", "link", "peer", "state")
+    __slots__ = ("heard", "link", "peer", "since", "state")
 
     def __init__(self, peer: Peer, state: PeerState = PeerState.UNKNOWN) -> None:
         self.peer = peer
@@ -161,6 +170,8 @@ class PeerRecord:
         # This node's tells to it: the open link, or the closed one whose tells are
         # being accounted (until ACCOUNTED), or ``None``.
         self.link: Link | None = None
+        # When it last entered UP (joined, as a member); ``None`` while not UP.
+        self.since: float | None = None
 
     def __repr__(self) -> str:
         node, incarnation = self.peer
@@ -192,6 +203,14 @@ OnDown = Callable[["Peer", str, "int | None", "Link | None"], None]
 requests up to number ``sent_up_to``, if given), and account the tells of
 ``closed`` (the link that just closed), if any."""
 
+GoneReason = Literal["left", "silence", "advisory"]
+"""How a peer in ``UP`` came to be ``DOWN``: its ``bye``, its silence, or the
+server's disconnect advisory."""
+
+
+def _ignore(*_args: object) -> None:
+    pass
+
 
 class Peers:
     """The peer table: the one writer of every peer's state (see the module
@@ -201,6 +220,8 @@ class Peers:
     __slots__ = (
         "_new_link",
         "_on_down",
+        "_on_gone",
+        "_on_joined",
         "_on_met",
         "_records",
         "_schedule",
@@ -222,6 +243,8 @@ class Peers:
         on_met: Callable[[Peer], None],
         on_down: OnDown,
         schedule: Callable[..., object],
+        on_joined: Callable[[PeerRecord], None] = _ignore,
+        on_gone: Callable[[PeerRecord, GoneReason], None] = _ignore,
     ) -> None:
         self.me = me
         self.limit = limit  # (peers in the table at most, but for this node's own links)
@@ -230,6 +253,8 @@ class Peers:
         self._new_link = new_link  # (a new record of this node's tells: _tells.py)
         self._on_met = on_met
         self._on_down = on_down
+        self._on_joined = on_joined  # (a member joined: entered UP)
+        self._on_gone = on_gone  # (a member left UP: before on_down)
         self._schedule = schedule  # (runs a callback on the next scheduler pass)
         self._records: dict[Peer, PeerRecord] = {}
         # This node's own recent stalls, (when it woke, seconds it did not run):
@@ -253,6 +278,12 @@ class Peers:
         """The link of ``peer``: open, or closed with its tells being accounted."""
         record = self._records.get(peer)
         return None if record is None else record.link
+
+    def up(self) -> Iterator[PeerRecord]:
+        """The peers in ``UP`` (this node's members: ``_members.py``)."""
+        for record in self._records.values():
+            if record.state is PeerState.UP:
+                yield record
 
     def open_links(self) -> Iterator[tuple[Peer, Link]]:
         """The peers that are up with the open link of this node's tells to them."""
@@ -290,8 +321,18 @@ class Peers:
         return record, before
 
     def _met(self, record: PeerRecord, before: PeerState) -> None:
-        if before is not PeerState.UP and record.peer != self.me:
+        if before is PeerState.UP:
+            return
+        record.since = trio.current_time()
+        self._on_joined(record)  # (a member now: this node too)
+        if record.peer != self.me:
             self._on_met(record.peer)  # (new to this node, or back: names exchanged)
+
+    def start(self) -> None:
+        """This node opens: it is up, and a member, from now (its own first
+        ``HEARTBEAT``, applied before it hears it on the wire; its silence clock
+        starts now)."""
+        self.heartbeat(self.me)
 
     def _full(self, peer: Peer) -> bool:
         """Whether an event from the wire about ``peer`` is refused: it is not in
@@ -338,12 +379,23 @@ class Peers:
             record.heard = trio.current_time()
         return link
 
-    def down(self, peer: Peer, why: str, *, sent_up_to: int | None = None) -> None:
-        """``peer`` is down (``why``: how this node knows): its open link closes,
+    def down(
+        self,
+        peer: Peer,
+        why: str,
+        *,
+        sent_up_to: int | None = None,
+        reason: GoneReason = "silence",
+    ) -> None:
+        """``peer`` is down (``why``: how this node knows; ``reason``: its kind,
+        which the members' followers are told if it was up): its open link closes,
         and what waits on it ends (``on_down``); a peer with no link to account is
         forgotten at once."""
-        record, _before = self._apply(peer, PeerEvent.DOWN)
+        record, before = self._apply(peer, PeerEvent.DOWN)
         record.heard = None
+        if before is PeerState.UP:
+            self._on_gone(record, reason)
+            record.since = None
         link = record.link
         closed: Link | None = None
         if link is not None and not link.closed:

@@ -58,7 +58,10 @@ subject                                published    what
                                                     (``_tells.py``)
 ``P.hb.X.I``                           X            X's heartbeats, every
                                                     ``Cluster.heartbeat`` seconds,
-                                                    and its ``bye`` (``_peers.py``)
+                                                    its ``hello`` (its first, which
+                                                    every node answers with a
+                                                    heartbeat: ``_members.py``) and
+                                                    its ``bye`` (``_peers.py``)
 ``P.names.X.I``                        X            X's claims and releases of names
                                                     (``_names.py``)
 ``P.name.<hex of the name>.<from>``    ``from``     a lookup of a registered name:
@@ -76,8 +79,8 @@ bytes. Tells travel together: a ``TELL``'s body is ``[[export number, path, body
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
@@ -86,6 +89,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASK",
+    "BEATS",
     "CANCEL",
     "CONFIRM",
     "DISCONNECT_ADVISORIES",
@@ -94,6 +98,7 @@ __all__ = [
     "STOP",
     "TELL",
     "WATCH",
+    "Beat",
     "Peer",
     "Subjects",
     "connection_name",
@@ -119,6 +124,14 @@ DISCONNECT_ADVISORIES: Final = "$SYS.ACCOUNT.*.DISCONNECT"
 
 Peer = tuple[str, str]
 """A node's (name, incarnation)."""
+
+Beat = Literal["beat", "bye", "hello"]
+"""What a node says on its heartbeat subject: a heartbeat, its ``bye`` (it leaves),
+or its ``hello`` (its first heartbeat: it has just joined, and every node answers
+at once with a heartbeat of its own, ``_members.py``)."""
+
+BEATS: Final[Mapping[bytes, Beat]] = {b"": "beat", b"bye": "bye", b"hello": "hello"}
+"""The payloads of the heartbeat subject, and what each says."""
 
 
 def tells_frame(kind: int, sequence: int, record: str, first: int, tells: Sequence[Told]) -> bytes:
