@@ -1,0 +1,83 @@
+"""Review of membership: reproducers of what was wrong, and checks of edge cases
+(over the in-memory bus, under the MockClock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import trio_actors as ta
+from trio_actors.remote import MemoryBus, MemoryTransport, Node
+
+from test_members import HEARTBEAT, MISSED, cluster_on, events_of, me, node, who
+
+
+async def test_a_leaving_node_beats_no_more_after_its_bye(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Its last flush may take a while (a slow server: up to two seconds); its beats
+    # must not go on meanwhile, or the others hear it again after its bye.
+    bus = MemoryBus(advisories=False)
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a:
+        assert a.node is not None
+        await trio.sleep(HEARTBEAT / 10)
+        with a.node.events() as events:
+            async with node(cluster, "b") as b:
+                transport = Node.of(b).transport
+                assert isinstance(transport, MemoryTransport)
+
+                async def slow_flush() -> None:
+                    await trio.sleep(1.5 * HEARTBEAT)
+
+                transport.flush = slow_flush  # type: ignore[method-assign]
+                await trio.sleep(HEARTBEAT / 10)
+            await trio.sleep(HEARTBEAT * (MISSED + 2))
+            seen = events_of(events)
+            assert seen == [("MemberJoined", "b", ""), ("MemberLeft", "b", "")]
+            assert who(a) == [me(a)]
+
+
+async def test_the_followers_of_a_leaving_node_end_without_an_event_of_its_own(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a:
+        assert a.node is not None
+        await trio.sleep(HEARTBEAT / 10)
+        async with node(cluster, "b") as b:
+            assert b.node is not None
+            await trio.sleep(HEARTBEAT / 10)
+            events = b.node.events()
+        assert events_of(events) == []  # (no MemberLeft of itself: its stream just ends)
+        assert events.closed
+
+
+async def test_a_task_waiting_on_events_is_cancelled_cleanly(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a:
+        assert a.node is not None
+        events = a.node.events()
+        with trio.move_on_after(HEARTBEAT):
+            await events.receive()
+        async with node(cluster, "b"):
+            await trio.sleep(HEARTBEAT / 10)
+        await trio.sleep(HEARTBEAT / 10)
+        assert events_of(events) == [("MemberJoined", "b", ""), ("MemberLeft", "b", "")]
+
+
+async def test_registered_from_another_thread_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a:
+        assert a.node is not None
+        n = a.node
+        for call in (n.members, n.events, n.registered):
+            with pytest.raises(ta.ActorError, match="another thread"):
+                await trio.to_thread.run_sync(call)
