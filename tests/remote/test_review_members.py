@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -81,3 +82,51 @@ async def test_registered_from_another_thread_is_refused(
         for call in (n.members, n.events, n.registered):
             with pytest.raises(ta.ActorError, match="another thread"):
                 await trio.to_thread.run_sync(call)
+
+
+class Echo(ta.Actor):
+    def receive(self, message: Any) -> Any:
+        return message
+
+
+async def test_registered_drops_a_node_declared_down_and_lists_it_again_when_heard(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus(advisories=False)
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "b") as b:
+        assert a.node is not None
+        assert b.node is not None
+        b.register("there", b.spawn(Echo))
+        await b.node.flush()
+        await trio.sleep(HEARTBEAT / 10)
+        assert list(a.node.registered()) == ["there"]
+        transport = Node.of(b).transport
+        assert isinstance(transport, MemoryTransport)
+        with bus.between_connections(transport):
+            await trio.sleep(HEARTBEAT * (MISSED + 2))
+            assert list(a.node.registered()) == []  # (b is down: no stale ref)
+        await trio.sleep(2 * HEARTBEAT)
+        names = a.node.registered()
+        assert list(names) == ["there"]  # (met again: its names asked again)
+        assert await names["there"].ask("hi") == "hi"
+
+
+async def test_a_dropped_follower_is_not_kept_alive_by_the_node(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A stream nobody holds any more (never closed) must not stay in the node with
+    # up to ``capacity`` events forever: a handler that follows per request would
+    # grow the node without bound.
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a:
+        assert a.node is not None
+        for _ in range(100):
+            a.node.events()  # (dropped at once, never closed)
+        kept = a.node.events()
+        gc.collect()
+        alive = [o for o in gc.get_objects() if isinstance(o, ta.MembershipEvents)]
+        assert alive == [kept]
+        async with node(cluster, "b"):
+            await trio.sleep(HEARTBEAT / 10)
+        assert events_of(kept) == [("MemberJoined", "b", ""), ("MemberLeft", "b", "")]
