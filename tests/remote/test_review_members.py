@@ -130,3 +130,66 @@ async def test_a_dropped_follower_is_not_kept_alive_by_the_node(
         async with node(cluster, "b"):
             await trio.sleep(HEARTBEAT / 10)
         assert events_of(kept) == [("MemberJoined", "b", ""), ("MemberLeft", "b", "")]
+
+
+@pytest.mark.parametrize("how", ["normally", "by an error"])
+async def test_a_node_with_names_and_watches_leaves_once(
+    how: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    # What it says while leaving (releases of its names, the stops of actors the
+    # others watch, answers) comes before its bye: nothing after it makes it a
+    # member again.
+    bus = MemoryBus(advisories=False)
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a:
+        assert a.node is not None
+        await trio.sleep(HEARTBEAT / 10)
+        a_echo = a.spawn(Echo)
+        a.register("a-echo", a_echo)
+        with a.node.events() as events:
+            with _boom_expected(how == "by an error"):
+                async with node(cluster, "b") as b:
+                    assert b.node is not None
+                    b.register("there", b.spawn(Echo))
+                    await trio.sleep(HEARTBEAT / 10)
+                    remote = b.node.registered()["a-echo"]
+                    assert await remote.ask("hi") == "hi"
+                    remote.tell("more")
+                    if how == "by an error":
+                        raise RuntimeError("boom")
+            await trio.sleep(HEARTBEAT * (MISSED + 2))
+            assert events_of(events) == [("MemberJoined", "b", ""), ("MemberLeft", "b", "")]
+            assert who(a) == [me(a)]
+            assert list(a.node.registered()) == ["a-echo"]
+
+
+class _boom_expected:
+    def __init__(self, expected: bool) -> None:
+        self.expected = expected
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: BaseException | None, _tb: Any) -> bool:
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        assert (str(error) == "boom") == self.expected, error
+        return self.expected
+
+
+async def test_a_forged_bye_of_the_node_itself_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A node never hears its own bye (it stops hearing first): one that comes is
+    # forged, and must not make the node list itself as having left.
+    bus = MemoryBus()
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, bus.connect("raw") as raw:
+        assert a.node is not None
+        await trio.sleep(HEARTBEAT / 10)
+        with a.node.events() as events:
+            raw.publish(Node.of(a).subjects.heartbeat(*me(a)), b"bye")
+            await trio.sleep(HEARTBEAT / 10)
+            assert who(a) == [me(a)]
+            assert events_of(events) == []
+            assert Node.of(a).statistics().bad_input.forged == 1

@@ -85,10 +85,14 @@ class Heartbeats:
     def on_heartbeat(self, heartbeat: tuple[Peer, Beat]) -> None:
         """A heartbeat of any node (this one's too), its ``bye`` or its ``hello``
         (parsed: ``Frames.heartbeat``). One from a node the full peer table has no
-        room for is counted, and nothing else (a hello is not answered)."""
+        room for is counted, and nothing else (a hello is not answered); so is a
+        ``bye`` of this node itself (forged: a node stops hearing before it says
+        it)."""
         peer, beat = heartbeat
         node = self._node
-        if beat == "bye":
+        if beat == "bye" and peer == node.peers.me:  # (it stops hearing before its bye)
+            node.refused("forged", "a bye of this node itself, which has not left", self.subject)
+        elif beat == "bye":
             node.peers.down(peer, "it left the cluster", reason="left")
         elif not node.peers.heartbeat(peer):
             node.refused(
