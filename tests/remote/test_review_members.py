@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from test_members import HEARTBEAT, MISSED, cluster_on, events_of, me, node, who
 
 import trio_actors as ta
 from trio_actors.remote import MemoryBus, MemoryTransport, Node
-
-from test_members import HEARTBEAT, MISSED, cluster_on, events_of, me, node, who
 
 
 async def test_a_leaving_node_beats_no_more_after_its_bye(
