@@ -192,3 +192,31 @@ async def test_a_forged_bye_of_the_node_itself_is_refused(
             assert who(a) == [me(a)]
             assert events_of(events) == []
             assert Node.of(a).statistics().bad_input.forged == 1
+
+
+async def test_closing_a_stream_ends_a_task_iterating_it_after_what_it_held(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a:
+        assert a.node is not None
+        many = [a.node.events(capacity=1) for _ in range(50)]
+        events = a.node.events()
+        seen: list[str] = []
+
+        async def follow() -> None:
+            async for event in events:
+                seen.append(type(event).__name__)
+            seen.append("ended")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow)
+            async with node(cluster, "b"):
+                await trio.sleep(HEARTBEAT / 10)
+                events.close()  # (by its user, while a task waits on it)
+            await trio.sleep(HEARTBEAT / 10)
+        assert seen == ["MemberJoined", "ended"]
+        with pytest.raises(trio.EndOfChannel):
+            await events.receive()
+        assert all(events_of(f) == [("MemberJoined", "b", "")] for f in many)
+        assert all(f.dropped == 1 for f in many)  # (its MemberLeft: capacity 1)
