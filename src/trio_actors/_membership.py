@@ -92,7 +92,8 @@ class MembershipEvents:
     The stream holds at most ``capacity`` events not yet received: an event that
     finds it full is not queued, and counted in ``dropped`` -- the node never
     waits for a subscriber (after a drop, read ``system.node.members()``: it is
-    always current).
+    always current). The node holds it weakly: a stream nobody holds any more (nor
+    a task waiting on it) is unsubscribed when it is collected, with what it held.
 
     Attributes:
         capacity: the most events it holds.
@@ -100,7 +101,7 @@ class MembershipEvents:
         closed: whether no event is offered any more (closed, or the node left).
     """
 
-    __slots__ = ("_receive", "_send", "capacity", "closed", "dropped")
+    __slots__ = ("__weakref__", "_receive", "_send", "capacity", "closed", "dropped")
 
     def __init__(self, capacity: int = DEFAULT_EVENTS_CAPACITY) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int):

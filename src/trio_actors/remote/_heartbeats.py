@@ -52,13 +52,17 @@ class Heartbeats:
 
     async def beat(self) -> None:
         """Beat, and after each beat declare down the peers silent too long (how
-        late the beat woke is this node's own stall, not the others' silence)."""
+        late the beat woke is this node's own stall, not the others' silence),
+        until the node has closed (said ``bye``: its last flush may still take a
+        while, and the task then ends without another beat)."""
         node = self._node
         interval = node.cluster.heartbeat
         node.tells.publish(self.subject, b"hello")  # (its first: the others answer it)
         while True:
             slept_at = trio.current_time()
             await trio.sleep(interval)
+            if node.closed:  # (it said bye: a beat now would bring it back to the others)
+                return
             late = trio.current_time() - slept_at - interval
             if late > interval * _STALL:  # (this node did not run: not others' silence)
                 node.peers.stalled(late)
@@ -81,10 +85,14 @@ class Heartbeats:
     def on_heartbeat(self, heartbeat: tuple[Peer, Beat]) -> None:
         """A heartbeat of any node (this one's too), its ``bye`` or its ``hello``
         (parsed: ``Frames.heartbeat``). One from a node the full peer table has no
-        room for is counted, and nothing else (a hello is not answered)."""
+        room for is counted, and nothing else (a hello is not answered); so is a
+        ``bye`` of this node itself (forged: a node stops hearing before it says
+        it)."""
         peer, beat = heartbeat
         node = self._node
-        if beat == "bye":
+        if beat == "bye" and peer == node.peers.me:  # (it stops hearing before its bye)
+            node.refused("forged", "a bye of this node itself, which has not left", self.subject)
+        elif beat == "bye":
             node.peers.down(peer, "it left the cluster", reason="left")
         elif not node.peers.heartbeat(peer):
             node.refused(

@@ -22,6 +22,7 @@ room for is refused before it is answered (counted ``over_limit``).
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import trio
@@ -56,7 +57,9 @@ class Members:
 
     def __init__(self, node: Node) -> None:
         self._node = node
-        self._followers: list[MembershipEvents] = []
+        # (held weakly: a stream its user dropped without closing it goes, with
+        # the events it held, when it is collected -- not kept for the node's life)
+        self._followers: weakref.WeakSet[MembershipEvents] = weakref.WeakSet()
         self._closed = False
         self._answered_at = -float("inf")  # (when it last answered a hello)
         self._answer_pending = False
@@ -80,7 +83,7 @@ class Members:
         if self._closed:
             events.close()
         else:
-            self._followers.append(events)
+            self._followers.add(events)
         return events
 
     # --- what the peer table tells (its transitions' reactions) ---------------------
@@ -95,13 +98,12 @@ class Members:
         self._offer(MemberLeft(member) if reason == "left" else MemberDown(member, reason))
 
     def _offer(self, event: MembershipEvent) -> None:
-        if not self._followers:
-            return
         followers = self._followers
-        if any(follower.closed for follower in followers):
-            followers[:] = [follower for follower in followers if not follower.closed]
-        for follower in followers:
-            follower.offer(event)
+        for follower in list(followers):
+            if follower.closed:
+                followers.discard(follower)
+            else:
+                follower.offer(event)
 
     # --- hello: a joiner asks once ---------------------------------------------------
 
@@ -136,6 +138,6 @@ class Members:
         """The node left: every follower's stream ends after what it holds (and one
         made later ends at once). Idempotent."""
         self._closed = True
-        for follower in self._followers:
+        for follower in list(self._followers):
             follower.close()
         self._followers.clear()

@@ -245,10 +245,10 @@ class Node:
         except RuntimeError:  # (the nursery closed meanwhile: the node is ending)
             _log.debug("node %s: not started while ending: %s", self.name, function)
 
-    def check_thread(self, operation: str) -> None:
+    def check_thread(self, operation: str, *, of: str = "a remote ref") -> None:
         if get_ident() != self.thread_id:
             raise ActorError(
-                f"{operation}() of a remote ref called from another thread; use "
+                f"{operation}() of {of} called from another thread; use "
                 "trio.from_thread.run to reach the trio run of its system"
             )
 
@@ -313,7 +313,13 @@ class Node:
         """The nodes this node knows to be up, oldest first
         (:class:`~trio_actors.Member`; ``docs/remote.rst``, "Membership"): this node
         too, from its start and while it hears its own heartbeats (cut off from the
-        servers, it lists itself down too). Never a checkpoint."""
+        servers, it lists itself down too). Never a checkpoint.
+
+        Raises:
+            ActorError: called from another thread (the peer table changes in the
+                node's trio run).
+        """
+        self.check_thread("members", of="system.node")
         return self.membership.members()
 
     def events(self, *, capacity: int = DEFAULT_EVENTS_CAPACITY) -> MembershipEvents:
@@ -324,7 +330,9 @@ class Node:
 
         Raises:
             TypeError, ValueError: ``capacity`` is not an int >= 1.
+            ActorError: called from another thread.
         """
+        self.check_thread("events", of="system.node")
         return self.membership.follow(capacity)
 
     # --- the registry across nodes --------------------------------------------------
@@ -332,7 +340,12 @@ class Node:
     def registered(self) -> dict[str, ActorRef]:
         """Every name registered in the cluster as this node knows it: its own
         (``system.registered()``) and those the other members hold (their claims,
-        ``_names.py``). Never a checkpoint: nothing is asked."""
+        ``_names.py``). Never a checkpoint: nothing is asked.
+
+        Raises:
+            ActorError: called from another thread.
+        """
+        self.check_thread("registered", of="system.node")
         return self.names.registered()
 
     def claimed(self, name: str, cell: ActorCell) -> None:
