@@ -142,6 +142,7 @@ nitpick_ignore: list[tuple[str, str]] = [
 ]
 # A TypeVar in a signature: Sphinx renders it as a class reference it cannot find.
 nitpick_ignore.append(("py:class", "trio_actors.testing._virtual.T"))
+nitpick_ignore.append(("py:class", "trio_actors._stream.T"))  # (Stream[T], a base)
 # The type of the NEED_DATA sentinel (documented as the value itself, as h11 does).
 nitpick_ignore.append(("py:class", "trio_actors.nats._protocol._NeedData"))
 # pathlib.Path as attrs writes it in Cluster's signature (unqualified).

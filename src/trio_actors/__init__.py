@@ -8,9 +8,10 @@ checks both by reading every import:
 0. ``nats`` -- the NATS client (sans-io protocol core, trio transport): it imports
    nothing of the runtime, which may use it (the remote layer);
 1. ``_errors``, ``_policy``, ``_statistics``, ``_cluster``, ``_supervision``,
-   ``_membership`` -- exceptions, the serving policy, the statistics records, the
-   cluster's configuration, the supervision strategies and the cluster's members
-   (values, and the bounded stream of membership changes);
+   ``_membership``, ``_stream`` -- exceptions, the serving policy, the statistics
+   records, the cluster's configuration, the supervision strategies, the cluster's
+   members (values, and the stream of membership changes) and the bounded stream
+   both that and a dead-letter subscription are;
 2. ``_core`` -- the kernel: the actor base, the ref, the cell, the state tables,
    the serving loop (the only user of trio's scheduling primitives), and the
    sequences that end or renew a life (stop, stranded cleanup, restart, failure,

@@ -15,11 +15,11 @@ received, and an event that finds it full is not queued but counted in
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Literal, TypeAlias
 
 import attrs
-import trio
+
+from ._stream import Stream
 
 DEFAULT_EVENTS_CAPACITY = 1_000
 
@@ -80,7 +80,7 @@ MembershipEvent: TypeAlias = MemberJoined | MemberLeft | MemberDown
 """One change of the members."""
 
 
-class MembershipEvents:
+class MembershipEvents(Stream[MembershipEvent]):
     """The membership changes a node sees from its subscription on
     (``system.node.events()``), in the order the node saw them.
 
@@ -101,76 +101,21 @@ class MembershipEvents:
         closed: whether no event is offered any more (closed, or the node left).
     """
 
-    __slots__ = ("__weakref__", "_receive", "_send", "capacity", "closed", "dropped")
+    __slots__ = ("closed",)
 
     def __init__(self, capacity: int = DEFAULT_EVENTS_CAPACITY) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int):
             raise TypeError(f"events(capacity=...) must be an int, got {capacity!r}")
         if capacity < 1:
             raise ValueError(f"events(capacity=...) must be >= 1, got {capacity!r}")
-        self.capacity = capacity
-        self.dropped = 0
-        self._send, self._receive = trio.open_memory_channel[MembershipEvent](capacity)
+        super().__init__(capacity)
         self.closed = False  # (no event is offered any more: closed, or the node left)
-
-    def offer(self, event: MembershipEvent) -> None:
-        """Queue ``event`` if there is room; count it as dropped if not. Never a
-        checkpoint (the node's own call)."""
-        try:
-            self._send.send_nowait(event)
-        except trio.WouldBlock:
-            self.dropped += 1
-        except trio.ClosedResourceError:
-            pass  # (closed meanwhile)
-
-    async def receive(self) -> MembershipEvent:
-        """The next event; waits for one. A checkpoint.
-
-        Raises:
-            trio.EndOfChannel: the subscription (or the node) was closed and every
-                event queued before has been received.
-        """
-        return await self._receive.receive()
-
-    def receive_nowait(self) -> MembershipEvent:
-        """The next event if one is queued. Never a checkpoint.
-
-        Raises:
-            trio.WouldBlock: none is queued.
-            trio.EndOfChannel: the subscription (or the node) was closed and every
-                event queued before has been received.
-        """
-        return self._receive.receive_nowait()
-
-    def __aiter__(self) -> MembershipEvents:
-        return self
-
-    async def __anext__(self) -> MembershipEvent:
-        try:
-            return await self._receive.receive()
-        except trio.EndOfChannel:
-            raise StopAsyncIteration from None
 
     def close(self) -> None:
         """Unsubscribe: no event is offered from now on; those queued can still be
         received, then the iteration ends. Idempotent; never a checkpoint."""
         self.closed = True
-        self._send.close()
-
-    def __enter__(self) -> MembershipEvents:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        queued = self._receive.statistics().current_buffer_used
-        return f"<MembershipEvents queued={queued} capacity={self.capacity} dropped={self.dropped}>"
+        super().close()
 
 
 __all__ = [

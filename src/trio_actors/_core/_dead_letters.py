@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import repeat
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
-import trio
+
+from .._stream import Stream
 
 if TYPE_CHECKING:
     from ._ref import ActorRef
@@ -99,7 +99,7 @@ class _RecentView(Sequence[DeadLetter]):
         return f"<{len(self)} recent dead letters>"
 
 
-class DeadLetterSubscription:
+class DeadLetterSubscription(Stream[DeadLetter]):
     """A stream of the dead letters recorded from its subscription on.
 
     Iterate it (``async for letter in subscription``) or ``await receive()``; the
@@ -118,65 +118,17 @@ class DeadLetterSubscription:
         dropped: letters that found the channel full.
     """
 
-    __slots__ = ("_log", "_receive", "_send", "capacity", "dropped")
+    __slots__ = ("_log",)
 
     def __init__(self, log: DeadLetters, capacity: int) -> None:
+        super().__init__(capacity)
         self._log = log
-        self.capacity = capacity
-        self.dropped = 0
-        self._send, self._receive = trio.open_memory_channel[DeadLetter](capacity)
-
-    def offer(self, letter: DeadLetter) -> None:
-        """Queue ``letter`` if there is room; count it as dropped if not. Never a
-        checkpoint."""
-        try:
-            self._send.send_nowait(letter)
-        except trio.WouldBlock:
-            self.dropped += 1
-        except trio.ClosedResourceError:
-            pass  # closed meanwhile (not subscribed any more)
-
-    async def receive(self) -> DeadLetter:
-        """The next dead letter; waits for one. A checkpoint.
-
-        Raises:
-            trio.EndOfChannel: the subscription (or the system) was closed and every
-                letter queued before has been received.
-        """
-        return await self._receive.receive()
-
-    def __aiter__(self) -> DeadLetterSubscription:
-        return self
-
-    async def __anext__(self) -> DeadLetter:
-        try:
-            return await self._receive.receive()
-        except trio.EndOfChannel:
-            raise StopAsyncIteration from None
 
     def close(self) -> None:
         """Unsubscribe: no letter is offered from now on; the ones queued can still be
         received, then the iteration ends. Idempotent."""
         self._log.unsubscribe(self)
-        self._send.close()
-
-    def __enter__(self) -> DeadLetterSubscription:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        queued = self._receive.statistics().current_buffer_used
-        return (
-            f"<DeadLetterSubscription queued={queued} capacity={self.capacity} "
-            f"dropped={self.dropped}>"
-        )
+        super().close()
 
 
 class DeadLetters:
