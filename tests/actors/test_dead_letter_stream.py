@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -89,6 +90,38 @@ async def test_two_subscribers_each_get_every_letter() -> None:
         ref.tell("x")
         assert (await first.receive()).message == "x"
         assert (await second.receive()).message == "x"
+
+
+async def test_a_subscription_dropped_without_close_is_not_kept_by_the_system() -> None:
+    # Subscribing per request and dropping the stream kept each one, with up to
+    # `capacity` letters, for the system's life.
+    async with open_actor_system() as system:
+        kept = system.dead_letters.subscribe()
+        for _ in range(100):
+            system.dead_letters.subscribe(capacity=10)  # (dropped at once)
+        gc.collect()
+        assert len(system.dead_letters._subscriptions) == 1
+        ref = system.spawn(Echo)
+        await ref.stop()
+        ref.tell("x")
+        assert (await kept.receive()).message == "x"
+
+
+async def test_a_task_waiting_on_a_subscription_keeps_it() -> None:
+    async with open_actor_system() as system, trio.open_nursery() as nursery:
+        got: list[Any] = []
+
+        async def follow() -> None:
+            got.append((await system.dead_letters.subscribe().receive()).message)
+
+        nursery.start_soon(follow)
+        await trio.testing.wait_all_tasks_blocked()
+        gc.collect()
+        ref = system.spawn(Echo)
+        await ref.stop()
+        ref.tell("x")
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == ["x"]
 
 
 @pytest.mark.parametrize(

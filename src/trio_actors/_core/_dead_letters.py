@@ -20,6 +20,7 @@ sender go on).
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import repeat
@@ -107,7 +108,9 @@ class DeadLetterSubscription(Stream[DeadLetter]):
     so the exit's own dead letters are in it) or when the subscription is closed.
     Use it as a context manager (``with system.dead_letters.subscribe() as
     letters:``) to unsubscribe when the block ends; otherwise it stays subscribed
-    until the system closes.
+    until the system closes -- or until nothing holds it any more (no variable, no
+    task waiting on it): the system holds it weakly, so a subscription dropped
+    without ``close()`` goes, with the letters it held, when it is collected.
 
     The channel holds at most ``capacity`` letters not yet received: a letter that
     finds it full is not queued, and counted in ``dropped`` -- the runtime and
@@ -158,7 +161,10 @@ class DeadLetters:
             "in-doubt": 0,
         }
         self._recent: deque[tuple[Any, Any, DeadLetterReason]] = deque(maxlen=keep)
-        self._subscriptions: list[DeadLetterSubscription] = []
+        # (held weakly: a subscription its user dropped without closing it goes,
+        # with the letters it held, when it is collected -- not kept for the
+        # system's life; a task waiting on it, or iterating it, holds it)
+        self._subscriptions: weakref.WeakSet[DeadLetterSubscription] = weakref.WeakSet()
         self._closed = False
 
     def subscribe(self, *, capacity: int = DEFAULT_SUBSCRIPTION_CAPACITY) -> DeadLetterSubscription:
@@ -182,13 +188,12 @@ class DeadLetters:
         if self._closed:
             subscription.close()  # the system has closed: nothing will come
         else:
-            self._subscriptions.append(subscription)
+            self._subscriptions.add(subscription)
         return subscription
 
     def unsubscribe(self, subscription: DeadLetterSubscription) -> None:
         """Stop offering letters to ``subscription`` (its :meth:`close` calls this)."""
-        if subscription in self._subscriptions:
-            self._subscriptions.remove(subscription)
+        self._subscriptions.discard(subscription)
 
     def close_subscriptions(self) -> None:
         """The system has closed: every subscription's iteration ends after what it
