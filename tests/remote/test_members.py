@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Echo
 from trio_actors.remote import MemoryBus, MemoryTransport, Node
 
 HEARTBEAT = 1.0
@@ -51,11 +52,6 @@ def events_of(events: ta.MembershipEvents) -> list[tuple[str, str, str]]:
             return found
         reason: str = event.reason if isinstance(event, ta.MemberDown) else ""
         found.append((type(event).__name__, event.member.name, reason))
-
-
-class Echo(ta.Actor):
-    def receive(self, message: Any) -> Any:
-        return message
 
 
 async def test_every_node_lists_every_member_and_itself(

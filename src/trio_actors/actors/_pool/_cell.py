@@ -7,7 +7,6 @@ from collections import deque
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import outcome
 import trio
 from trio.lowlevel import enable_ki_protection
@@ -19,10 +18,10 @@ from ..._core._foreign import current_task_of
 from ..._core._ref import local_cell
 from ..._core._state import ActorState, Serving
 from ..._errors import ActorStopped
-from ..._statistics import ActorStatistics, DeadLetterCounts
+from ..._statistics import ActorStatistics
 from . import _balancing
 from ._balancing import _Job, _PoolAsk, _Waiter
-from ._counts import WorkerCounts
+from ._counts import WorkerCounts, pool_statistics
 from ._messages import Broadcast, Resize
 
 if TYPE_CHECKING:
@@ -512,38 +511,9 @@ class PoolCell(ActorCell):
             self.retired_counts.add(retired.popleft().snapshot())
 
     def snapshot(self) -> ActorStatistics:
-        """The pool's statistics: the messages it was sent, wherever they went --
-        handled by a worker, withdrawn, failed back or dead-lettered, by the pool or
-        by any worker, past or present; ``mailbox_depth`` is what waits in the
-        pool's queue and its workers'; ``failures`` and ``expected_errors`` count
-        the workers' too; ``mailbox_capacity`` is a bounded balancing pool's
-        queue's, ``senders_waiting`` counts the sends and asks waiting for room in
-        it and in the workers. The workers' ``Terminated`` notices, which the pool
-        handles itself, are not messages it was sent. ``state``, ``restarts``,
-        ``timers`` and the longest turn are the pool's own."""
-        own = super().snapshot()
-        counts = WorkerCounts()
-        counts.add(own)
-        counts.merge(self.retired_counts)
-        for worker in self.retired:
-            counts.add(worker.snapshot())
-        for worker in self.workers:
-            if worker.state is not ActorState.STOPPED:  # (a stopped one is retired)
-                counts.add(worker.snapshot())
-        return attrs.evolve(
-            own,
-            mailbox_depth=counts.mailbox_depth + len(self.shared),
-            mailbox_capacity=own.mailbox_capacity
-            if self.queue_bound is None
-            else self.queue_bound.capacity,
-            senders_waiting=counts.senders_waiting,
-            handled=counts.handled - self.worker_notices,
-            dead_letters=DeadLetterCounts(*counts.dead_letters),
-            withdrawn=counts.withdrawn,
-            failed_back=counts.failed_back,
-            failures=counts.failures,
-            expected_errors=counts.expected_errors,
-        )
+        """The pool's statistics: its own summed with its workers', past and
+        present (:func:`~._counts.pool_statistics` says what each field counts)."""
+        return pool_statistics(self, super().snapshot())
 
 
 def _deliver(worker: ActorCell, message: Any, forwarded: bool) -> None:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from ..._statistics import ActorStatistics
+from typing import TYPE_CHECKING
 
-__all__ = ["WorkerCounts"]
+import attrs
+
+from ..._core._state import ActorState
+from ..._statistics import ActorStatistics, DeadLetterCounts
+
+if TYPE_CHECKING:
+    from ._cell import PoolCell
+
+__all__ = ["WorkerCounts", "pool_statistics"]
 
 
 class WorkerCounts:
     """The message counts of a pool and its workers, summed (see
-    :meth:`PoolCell.snapshot`)."""
+    :func:`pool_statistics`)."""
 
     __slots__ = (
         "dead_letters",
@@ -47,3 +55,37 @@ class WorkerCounts:
                     self.dead_letters[index] += count
             else:
                 setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def pool_statistics(pool: PoolCell, own: ActorStatistics) -> ActorStatistics:
+    """``pool``'s statistics from its own (``own``): the messages it was sent,
+    wherever they went -- handled by a worker, withdrawn, failed back or
+    dead-lettered, by the pool or by any worker, past or present; ``mailbox_depth``
+    is what waits in the pool's queue and its workers'; ``failures`` and
+    ``expected_errors`` count the workers' too; ``mailbox_capacity`` is a bounded
+    balancing pool's queue's, ``senders_waiting`` counts the sends and asks waiting
+    for room in it and in the workers. The workers' ``Terminated`` notices, which
+    the pool handles itself, are not messages it was sent. ``state``, ``restarts``,
+    ``timers`` and the longest turn are the pool's own."""
+    counts = WorkerCounts()
+    counts.add(own)
+    counts.merge(pool.retired_counts)
+    for worker in pool.retired:
+        counts.add(worker.snapshot())
+    for worker in pool.workers:
+        if worker.state is not ActorState.STOPPED:  # (a stopped one is retired)
+            counts.add(worker.snapshot())
+    return attrs.evolve(
+        own,
+        mailbox_depth=counts.mailbox_depth + len(pool.shared),
+        mailbox_capacity=own.mailbox_capacity
+        if pool.queue_bound is None
+        else pool.queue_bound.capacity,
+        senders_waiting=counts.senders_waiting,
+        handled=counts.handled - pool.worker_notices,
+        dead_letters=DeadLetterCounts(*counts.dead_letters),
+        withdrawn=counts.withdrawn,
+        failed_back=counts.failed_back,
+        failures=counts.failures,
+        expected_errors=counts.expected_errors,
+    )

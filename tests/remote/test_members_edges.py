@@ -1,5 +1,7 @@
-"""Review of membership: reproducers of what was wrong, and checks of edge cases
-(over the in-memory bus, under the MockClock)."""
+"""Membership at its edges: leaving (no beat after the bye, a leaving node's own
+followers), another thread, followers dropped or closed or many, a forged bye,
+names across a false down -- over the in-memory bus, under the MockClock (beside
+``test_members.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import trio.testing
 from test_members import HEARTBEAT, MISSED, cluster_on, events_of, me, node, who
 
 import trio_actors as ta
+from helpers import Echo
 from trio_actors.remote import MemoryBus, MemoryTransport, Node
 
 
@@ -81,11 +84,6 @@ async def test_registered_from_another_thread_is_refused(
         for call in (n.members, n.events, n.registered):
             with pytest.raises(ta.ActorError, match="another thread"):
                 await trio.to_thread.run_sync(call)
-
-
-class Echo(ta.Actor):
-    def receive(self, message: Any) -> Any:
-        return message
 
 
 async def test_registered_drops_a_node_declared_down_and_lists_it_again_when_heard(
