@@ -21,6 +21,11 @@ class Order:  # (a class Cluster(types=...) takes)
     item: str
 
 
+class Packer(ta.Actor):  # (a class Cluster(spawnable=...) takes)
+    def receive(self, message: object) -> None:
+        pass
+
+
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "node.toml"
     path.write_text(text)
@@ -40,6 +45,7 @@ cluster = "shop"
 node = "worker-1"
 types = ["test_cluster_config:Order"]
 errors = ["builtins:LookupError"]
+spawnable = ["test_cluster_config:Packer"]
 heartbeat = 0.5
 heartbeats_missed = 4
 
@@ -63,6 +69,7 @@ password = "also-secret"
     assert cluster.name == "shop"
     assert cluster.types == (Order,)
     assert cluster.errors == (LookupError,)
+    assert cluster.spawnable == (Packer,)
     assert (cluster.heartbeat, cluster.heartbeats_missed) == (0.5, 4)
     assert isinstance(cluster.tls, ssl.SSLContext)
     assert cluster.tls_hostname == "nats.test"
@@ -87,6 +94,8 @@ def test_an_empty_file_is_the_default_cluster(tmp_path: Path) -> None:
         ('types = ["no_such_module:X"]', "types[0]: cannot import 'no_such_module'"),
         ('errors = ["builtins:len"]', "errors[0]: builtins has no class 'len'"),
         ('errors = ["builtins:int"]', "errors[0]: int is not an exception class"),
+        ('spawnable = ["test_cluster_config:Nothing"]', "spawnable[0]: test_cluster_config has"),
+        ("spawnable = 3", 'spawnable: expected a list of "module:name" strings'),
         ('[tls]\nca = "missing.pem"', "tls.ca: no such file: "),
         ('[tls]\ncert = "x"', "tls.cert: no such file"),
         ('[auth]\ntoken = "t"\nuser = "u"\npassword = "p"', "auth: one way to authenticate"),

@@ -27,6 +27,7 @@ LAYERS: list[list[str]] = [
         "_cluster_config",
         "_supervision",
         "_membership",
+        "_placement",
         "_stream",
     ],
     ["_core"],  # the kernel: its modules know each other, nothing above them

@@ -8,10 +8,11 @@ checks both by reading every import:
 0. ``nats`` -- the NATS client (sans-io protocol core, trio transport): it imports
    nothing of the runtime, which may use it (the remote layer);
 1. ``_errors``, ``_policy``, ``_statistics``, ``_cluster``, ``_supervision``,
-   ``_membership``, ``_stream`` -- exceptions, the serving policy, the statistics
-   records, the cluster's configuration, the supervision strategies, the cluster's
-   members (values, and the stream of membership changes) and the bounded stream
-   both that and a dead-letter subscription are;
+   ``_membership``, ``_placement``, ``_stream`` -- exceptions, the serving policy,
+   the statistics records, the cluster's configuration, the supervision strategies,
+   the cluster's members (values, and the stream of membership changes), where a
+   remote spawn places an actor, and the bounded stream both the membership changes
+   and a dead-letter subscription are;
 2. ``_core`` -- the kernel: the actor base, the ref, the cell, the state tables,
    the serving loop (the only user of trio's scheduling primitives), and the
    sequences that end or renew a life (stop, stranded cleanup, restart, failure,
@@ -37,6 +38,7 @@ from ._errors import ConnectionInterrupted as ConnectionInterrupted
 from ._errors import MailboxFull as MailboxFull
 from ._errors import NodeDown as NodeDown
 from ._errors import NotPermitted as NotPermitted
+from ._errors import NotSpawnable as NotSpawnable
 from ._errors import RemoteError as RemoteError
 from ._errors import ShutdownTimeout as ShutdownTimeout
 from ._membership import Member as Member
@@ -45,6 +47,9 @@ from ._membership import MemberJoined as MemberJoined
 from ._membership import MemberLeft as MemberLeft
 from ._membership import MembershipEvents as MembershipEvents
 from ._opener import open_actor_system as open_actor_system
+from ._placement import FewestActors as FewestActors
+from ._placement import Placement as Placement
+from ._placement import RoundRobin as RoundRobin
 from ._policy import DEFAULT_BATCH as DEFAULT_BATCH
 from ._policy import DEFAULT_CLEANUP_BATCH as DEFAULT_CLEANUP_BATCH
 from ._policy import DEFAULT_TIME_SLICE as DEFAULT_TIME_SLICE
@@ -102,6 +107,7 @@ __all__ = [
     "DeadLetterSubscription",
     "DeadLetters",
     "Escalate",
+    "FewestActors",
     "GroupStrategy",
     "InputLimits",
     "MailboxFull",
@@ -113,8 +119,10 @@ __all__ = [
     "NodeDown",
     "NodeStatistics",
     "NotPermitted",
+    "NotSpawnable",
     "OneForAll",
     "OneForOne",
+    "Placement",
     "Pool",
     "RemoteError",
     "Resize",
@@ -122,6 +130,7 @@ __all__ = [
     "Restart",
     "RestartType",
     "Resume",
+    "RoundRobin",
     "Routing",
     "ServingPolicy",
     "ShutdownTimeout",

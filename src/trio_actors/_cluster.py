@@ -32,6 +32,7 @@ __all__ = [
     "kind_of_class",
     "message_types",
     "read_cluster_file",
+    "spawnable_name",
 ]
 
 
@@ -169,6 +170,36 @@ def _errors(value: Sequence[type[BaseException]]) -> tuple[type[BaseException], 
     return tuple(value)
 
 
+def spawnable_name(cls: type) -> str:
+    """How a class is named when a node asks another to spawn it:
+    ``module:QualName``."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _spawnable(value: Sequence[type]) -> tuple[type, ...]:
+    """``Cluster(spawnable=...)``, checked: classes another node may name (by
+    ``module:QualName``: defined at a module's top level or in a class, not inside a
+    function), each once. That each is an ``Actor`` subclass is checked by the node
+    (this value sits below the actors)."""
+    if isinstance(value, type) or not isinstance(value, Sequence | set | frozenset):
+        raise TypeError(f"Cluster(spawnable=...) takes a list of actor classes, got {value!r}")
+    named: dict[str, type] = {}
+    for cls in value:
+        if not isinstance(cls, type):
+            raise TypeError(f"Cluster(spawnable=...) takes actor classes, got {cls!r}")
+        if "<locals>" in cls.__qualname__:
+            raise ValueError(
+                f"Cluster(spawnable=...): {cls.__qualname__} is defined inside a function; "
+                "another node names a class by module:QualName, so define it at a "
+                "module's top level"
+            )
+        if named.setdefault(spawnable_name(cls), cls) is not cls:
+            raise ValueError(
+                f"Cluster(spawnable=...) has two classes named {spawnable_name(cls)!r}"
+            )
+    return tuple(named.values())
+
+
 @attrs.frozen
 class Cluster:
     """Where a node finds the others, and what their messages may hold.
@@ -185,6 +216,10 @@ class Cluster:
         errors: exception types a remote handler's exception is rebuilt as (the
             package's own errors and builtin exceptions always are); any other
             arrives as :class:`~trio_actors.RemoteError`.
+        spawnable: the actor classes another node may spawn on this one
+            (``system.node.spawn``), each named there by ``module:QualName``; any
+            other is refused (:exc:`~trio_actors.NotSpawnable`). Empty by default:
+            remote spawn never runs code the node did not list.
         pickle: pickle what msgpack cannot hold. Unpickling runs whatever code the
             bytes name: only on a network where every node is trusted.
         bus: an in-memory :class:`~trio_actors.remote.MemoryBus` instead of NATS:
@@ -210,6 +245,7 @@ class Cluster:
     errors: tuple[type[BaseException], ...] = attrs.field(
         default=(), converter=_errors, kw_only=True
     )
+    spawnable: tuple[type, ...] = attrs.field(default=(), converter=_spawnable, kw_only=True)
     pickle: bool = attrs.field(default=False, kw_only=True)
     tls: ssl.SSLContext | None = attrs.field(default=None, kw_only=True)
     tls_hostname: str | None = attrs.field(default=None, kw_only=True)

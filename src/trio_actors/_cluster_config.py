@@ -9,6 +9,7 @@
     node = "worker-1"                 # this node's name (optional)
     types = ["shop.messages:Order"]   # "module:name", imported when the file is read
     errors = ["shop.errors:OutOfStock"]
+    spawnable = ["shop.workers:Packer"]  # actor classes other nodes may spawn here
     heartbeat = 1.0                   # seconds between heartbeats
     heartbeats_missed = 3
     pickle = false
@@ -31,7 +32,7 @@ Every key is optional. A mistake -- an unknown key, a value of the wrong kind, a
 that is not there, a type that does not import -- is a :exc:`ValueError` whose
 message starts with the file and the key (``node.toml: tls.ca: no such file:
 ...``). Values only: reading a file does no I/O beyond reading it, the files it
-names, and importing the modules ``types`` and ``errors`` name.
+names, and importing the modules ``types``, ``errors`` and ``spawnable`` name.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ _TOP = {
     "node",
     "types",
     "errors",
+    "spawnable",
     "heartbeat",
     "heartbeats_missed",
     "pickle",
@@ -127,7 +129,7 @@ def _checked(table: dict[str, Any], base: Path) -> dict[str, Any]:
     for key in ("cluster", "node"):
         if key in table:
             checked[key] = _name(table[key], key)
-    for key in ("types", "errors"):
+    for key in ("types", "errors", "spawnable"):
         if key in table:
             checked[key] = _references(table[key], key)
     if "heartbeat" in table:
@@ -246,6 +248,9 @@ def _options(table: Mapping[str, Any]) -> dict[str, Any]:
         if not issubclass(error, BaseException):
             raise _Mistake(f"errors[{index}]", f"{error.__qualname__} is not an exception class")
     options["errors"] = errors
+    options["spawnable"] = [
+        _imported(ref, f"spawnable[{i}]") for i, ref in enumerate(table.get("spawnable", []))
+    ]
     tls = table.get("tls")
     if tls:
         options["tls"] = _tls_context(tls)

@@ -105,6 +105,15 @@ class NotPermitted(ActorError):
     """
 
 
+class NotSpawnable(ActorError):
+    """A node refused to spawn an actor for another node: it does not list the
+    actor's class as spawnable (``Cluster(spawnable=...)``, or ``spawnable`` in its
+    configuration file). Raised by ``system.node.spawn``; the message names the
+    class, the node and the setting. Remote spawn never runs a class the node did
+    not list.
+    """
+
+
 class RemoteError(ActorError):
     """An exception raised on another node, whose type may not be rebuilt here.
 
@@ -148,6 +157,7 @@ __all__ = [
     "MailboxFull",
     "NodeDown",
     "NotPermitted",
+    "NotSpawnable",
     "RemoteError",
     "ShutdownTimeout",
     "describe_value",

@@ -190,6 +190,9 @@ async def _open(
         cluster = as_cluster(cluster)
         check_token(node, "node")
         open_node = _import_open_node()
+        from .remote import spawnable_classes
+
+        spawnable_classes(cluster)  # (a TypeError for a class that is no actor)
     async with trio.open_nursery() as nursery:
         system = ActorSystem(nursery, serving, dead_letters, seed)
         await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")

@@ -8,11 +8,17 @@ itself).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core._ref import ActorRef
+from .._core._stopping import DEFAULT_SHUTDOWN
 from .._membership import DEFAULT_EVENTS_CAPACITY, Member, MembershipEvents
+from .._placement import Placement, RoundRobin
 from .._statistics import NodeStatistics
+
+if TYPE_CHECKING:
+    from .._core._bounded import Bounded
+    from ._actor import Actor
 
 
 class ClusterNode(Protocol):
@@ -60,6 +66,22 @@ class ClusterNode(Protocol):
         bounded stream (``capacity`` events not yet received; more are dropped
         and counted, the node never waits), ending when the node leaves. Never a
         checkpoint."""
+        ...
+
+    async def spawn(
+        self,
+        actor_class: type[Actor],
+        *args: Any,
+        on: str | Placement = RoundRobin(),  # noqa: B008  (a frozen value)
+        name: str | None = None,
+        mailbox: Bounded | None = None,
+        shutdown: float = DEFAULT_SHUTDOWN,
+    ) -> ActorRef:
+        """Spawn an actor on a node of the cluster -- the member named ``on``, or
+        the one a placement rule (:class:`~trio_actors.RoundRobin`,
+        :class:`~trio_actors.FewestActors`) chooses among those that list the class
+        as spawnable -- and return its ref (see :doc:`/remote`, "Spawning on
+        another node"). A checkpoint."""
         ...
 
     def registered(self) -> dict[str, ActorRef]:

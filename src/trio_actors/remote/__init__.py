@@ -54,6 +54,7 @@ from .. import nats
 from .._cluster import Cluster, as_cluster, check_token
 from ._node import Node
 from ._refused import on_server_error
+from ._spawning import spawnable_classes
 from ._subjects import connection_name
 from ._transport import MemoryBus, MemoryTransport, NatsTransport, Transport
 
@@ -72,6 +73,7 @@ __all__ = [
     "Transport",
     "open_node",
     "open_server_warning",
+    "spawnable_classes",
 ]
 
 
@@ -82,6 +84,7 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
     Leaving it leaves the cluster (what was published is sent first)."""
     cluster = as_cluster(cluster)
     check_token(name, "node")
+    spawnable = spawnable_classes(cluster)  # (TypeError now, before connecting)
     incarnation = secrets.token_hex(6)
     client_name = connection_name(cluster.name, name, incarnation)
     async with (
@@ -89,7 +92,7 @@ async def open_node(system: ActorSystem, cluster: str | Cluster, name: str) -> A
         _advisories(cluster, transport) as advisories,
         trio.open_nursery() as nursery,
     ):
-        node = Node(system, transport, cluster, name, incarnation, nursery)
+        node = Node(system, transport, cluster, name, incarnation, nursery, spawnable)
         if advisories is not None:
             node.follow_advisories(advisories)
         nursery.start_soon(node.run, name=f"trio-actors node {name}")

@@ -48,7 +48,9 @@ from ._subjects import (
     BEATS,
     CANCEL,
     CONFIRM,
+    LOAD,
     SENDS,
+    SPAWN,
     STOP,
     TELL,
     WATCH,
@@ -83,8 +85,8 @@ _Marks = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=4096)]  # (MAR
 _ack = msgspec.msgpack.Decoder(tuple[str, int, _Skipped, int, _Marks])
 _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int, Overflow])
 
-_NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM})
-_KINDS: Final = frozenset({TELL, ASK, CANCEL, STOP, WATCH, CONFIRM, SENDS})
+_NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM, SPAWN, LOAD})
+_KINDS: Final = frozenset({TELL, ASK, CANCEL, STOP, WATCH, CONFIRM, SENDS, SPAWN, LOAD})
 _TELLS: Final = frozenset({TELL, SENDS})
 _ANNOUNCEMENTS: Final = frozenset({0, 1, 2})  # (claim, release, ask for names: _names.py)
 _NO_BODY: Final = msgspec.Raw(b"")

@@ -23,9 +23,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import trio
 
 from .._cluster import Cluster
+from .._core._stopping import DEFAULT_SHUTDOWN
 from .._errors import ActorError
 from .._membership import DEFAULT_EVENTS_CAPACITY, Member, MembershipEvents
+from .._placement import FewestActors, Placement, RoundRobin
 from .._statistics import NodeStatistics
+from ..actors import Actor
+from ..mailbox import Bounded
 from ..nats import Disconnected, Reconnected
 from ._bad_input import Bad, BadInput, UndecodableBytes, listen
 from ._codec import Codec
@@ -39,11 +43,14 @@ from ._members import Members
 from ._names import ClusterNames
 from ._peers import Peers
 from ._requests import Requests
+from ._spawning import Spawning, spawnable_classes
 from ._subjects import (
     ASK,
     CANCEL,
     CONFIRM,
+    LOAD,
     SENDS,
+    SPAWN,
     STOP,
     TELL,
     WATCH,
@@ -97,6 +104,7 @@ class Node:
         name: str,
         incarnation: str,
         nursery: trio.Nursery,
+        spawnable: dict[str, type[Actor]] | None = None,
     ) -> None:
         self.system = system
         self.transport = transport
@@ -134,6 +142,10 @@ class Node:
         )
         self.names = ClusterNames(self, self.tells.publish)  # the cluster's names
         self.answers = Answers(self)  # (asks and stops from other nodes)
+        # (spawns asked of the others, and by them: what it may spawn for them)
+        if spawnable is None:
+            spawnable = spawnable_classes(cluster)
+        self.spawning = Spawning(self, spawnable)
         self.heartbeats = Heartbeats(self)  # (the peer table's input)
         frames, heartbeats = self.frames, self.heartbeats
         self._unsubscribes = [
@@ -283,6 +295,7 @@ class Node:
         self.confirmations.forget(peer)
         self.tells.taken.forget(self.subjects.unreachable(node, incarnation))
         self.names.forget(peer)
+        self.spawning.forget(peer)
         if closed is not None:
             self.tells.room(closed)  # (what it held: to the next record, before any tell made now)
             self.start(self.tells.fates.count_lost, peer, closed, said)
@@ -367,11 +380,86 @@ class Node:
         """
         return await self.requests.lookup(name)
 
+    # --- spawning on other nodes (_spawning.py) -------------------------------------
+
+    async def spawn(
+        self,
+        actor_class: type[Actor],
+        *args: Any,
+        on: str | Placement = RoundRobin(),  # noqa: B008  (a frozen value)
+        name: str | None = None,
+        mailbox: Bounded | None = None,
+        shutdown: float = DEFAULT_SHUTDOWN,
+        **unknown: Any,
+    ) -> ActorRef:
+        """Spawn an actor of ``actor_class`` on a node of the cluster and return its
+        ref (``docs/remote.rst``, "Spawning on another node"): on the member named
+        ``on``, or on the one a placement rule chooses among the members that list
+        the class as spawnable -- :class:`~trio_actors.RoundRobin` (the default) or
+        :class:`~trio_actors.FewestActors`. The actor is a top-level actor of that
+        node (supervised there: restarted after a failure, as ``system.spawn``'s
+        default). ``*args`` go to the class there and cross as a message does;
+        ``name``, ``mailbox`` and ``shutdown`` are ``system.spawn``'s. A checkpoint.
+
+        Cancelled, the spawn is not withdrawn: an actor it made meanwhile lives on.
+
+        Raises:
+            TypeError: ``actor_class`` is not an ``Actor`` subclass (a factory
+                function cannot be named on another node), an argument cannot cross
+                (not a registered type), a value of the wrong kind, or a keyword
+                ``system.spawn`` knows but a remote spawn does not (``supervision``,
+                ``restart``: what crosses is values, not functions).
+            ValueError: ``actor_class`` is defined inside a function.
+            NotSpawnable: the node named does not list the class, or no member does.
+            NodeDown: the node named is not a member, or died before it answered;
+                :exc:`~trio_actors.ConnectionInterrupted` (a ``NodeDown``) if a
+                connection changed on the way: the actor may or may not exist.
+            ActorError: called from another thread.
+            Exception: what ``system.spawn`` raised on that node (a ``name``
+                taken, the class's ``__init__`` raising), rebuilt as for an ask.
+        """
+        self.check_thread("spawn", of="system.node")
+        if unknown:
+            keys = ", ".join(sorted(unknown))
+            raise TypeError(
+                f"system.node.spawn() takes no {keys}: a remote actor is a top-level "
+                "actor of its node, supervised there by default (what crosses is "
+                "values, not functions: pass the class's own arguments positionally)"
+            )
+        if not isinstance(actor_class, type) or not issubclass(actor_class, Actor):
+            raise TypeError(
+                "system.node.spawn() takes an Actor subclass (another node spawns it by "
+                f"its module:QualName; a factory function cannot cross), got {actor_class!r}"
+            )
+        if "<locals>" in actor_class.__qualname__:
+            raise ValueError(
+                f"{actor_class.__qualname__} is defined inside a function: another node "
+                "cannot name it; define it at a module's top level"
+            )
+        if not isinstance(on, str | RoundRobin | FewestActors):
+            raise TypeError(
+                f"spawn(on=...) is a node's name, RoundRobin() or FewestActors(), got {on!r}"
+            )
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"spawn(name=...) is a str or None, got {name!r}")
+        if mailbox is not None and not isinstance(mailbox, Bounded):
+            raise TypeError(f"spawn(mailbox=...) is None or a Bounded(...), got {mailbox!r}")
+        if isinstance(shutdown, bool) or not isinstance(shutdown, int | float):
+            raise TypeError(f"spawn(shutdown=...) is seconds (a number), got {shutdown!r}")
+        return await self.spawning.spawn(
+            actor_class,
+            args,
+            on,
+            name,
+            mailbox,
+            None if shutdown is DEFAULT_SHUTDOWN else float(shutdown),
+        )
+
     # --- receiving (called by the connection's reader, in order) --------------------
 
     def _on_message(self, envelope: Envelope) -> None:
         """A message for this node's actors (parsed: ``Frames.envelope``)."""
-        kind, number, path, body, reply, _sender = envelope
+        kind, number, path, body, reply, sender = envelope
         if kind in (TELL, SENDS):  # (number: its sequence in the record, path: the record)
             self.tells.taken.receive(body, reply, path, number, sending=kind == SENDS)
             return
@@ -388,6 +476,10 @@ class Node:
             self.watches.receive_watch(cell, number, reply)
         elif kind == CONFIRM:
             self.confirmations.answer(body, reply)
+        elif kind == SPAWN:
+            self.spawning.receive_spawn(body, reply, sender)
+        elif kind == LOAD:
+            self.spawning.receive_load(body, reply)
 
     # --- leaving --------------------------------------------------------------------
 

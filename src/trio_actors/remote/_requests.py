@@ -1,4 +1,6 @@
-"""Requests of this node that wait for an answer: asks, stops and lookups.
+"""Requests of this node that wait for an answer: asks, stops and lookups, and the
+requests to another node itself (a spawn, a question about its load:
+``_spawning.py``), which end as asks do.
 
 Each request gets a number and waits for one reply on ``P.r.<node>.<incarnation>.
 <n>`` (a :class:`_Waiter`). It ends in one of these ways, each once:
@@ -140,19 +142,26 @@ class Requests:
         """A remote ask (see ``ActorRef.ask``). A checkpoint."""
         node = self._node
         node.check_thread("ask")
-        body = node.codec.encode(message)
-        if node.closed:
+        return await self.request(cell, ASK, node.codec.encode(message))
+
+    async def request(self, cell: RemoteCell, kind: int, body: bytes) -> Any:
+        """Send ``body`` as a request of ``kind`` to ``cell`` -- an actor (an ask),
+        or its node itself (a spawn, a question about its load: ``_spawning.py``)
+        -- and return its answer, decoded; it ends as the module docstring says (an
+        error answer is raised). A checkpoint: an ask cancelled here is withdrawn
+        on the other node (a ``CANCEL``); another kind is forgotten (its answer,
+        if one comes, is dropped)."""
+        if self._node.closed:
             await trio.lowlevel.checkpoint()
-            raise ActorStopped(f"{cell.path}: this node has left the cluster; ask not sent")
-        number, reply_subject, waiter = self._request(cell.peer, (cell, ASK, body))
-        tells = node.tells
+            raise ActorStopped(f"{cell.path}: this node has left the cluster; not sent")
+        number, reply_subject, waiter = self._request(cell.peer, (cell, kind, body))
         try:
-            self._send_or_wait_for_round(waiter, cell, ASK, body, reply_subject)
+            self._send_or_wait_for_round(waiter, cell, kind, body, reply_subject)
             try:
                 await waiter.event.wait()
             except trio.Cancelled:
-                if waiter.reply is None and not waiter.failed:
-                    tells.send(cell, CANCEL, NONE, reply_subject)  # withdraw it there
+                if kind == ASK and waiter.reply is None and not waiter.failed:
+                    self._node.tells.send(cell, CANCEL, NONE, reply_subject)  # withdrawn there
                 raise
         finally:
             del self.waiting[number]

@@ -20,7 +20,10 @@ subject                                published    what
                                                     tells, asks, cancellations of
                                                     asks, stops, watches; and the
                                                     confirm rounds' questions
-                                                    (``_confirm.py``). The receiver
+                                                    (``_confirm.py``), and requests
+                                                    to the node itself: spawns and
+                                                    questions about its load
+                                                    (``_spawning.py``). The receiver
                                                     takes a request's reply subject
                                                     only if it is ``from``'s own
                                                     (below): nobody makes a node
@@ -94,7 +97,9 @@ __all__ = [
     "CONFIRM",
     "DISCONNECT_ADVISORIES",
     "NONE",
+    "LOAD",
     "SENDS",
+    "SPAWN",
     "STOP",
     "TELL",
     "WATCH",
@@ -115,6 +120,8 @@ STOP: Final = 3
 WATCH: Final = 4
 CONFIRM: Final = 5  # (to the node itself: what it holds of the sender's; _confirm.py)
 SENDS: Final = 6  # (tells from ``send``: into a full bounded mailbox, they wait for room)
+SPAWN: Final = 7  # (to the node itself: spawn an actor there; _spawning.py)
+LOAD: Final = 8  # (to the node itself: may it spawn a class, how many actors it has)
 
 encode = msgspec.msgpack.Encoder().encode
 NONE: Final = msgspec.Raw(encode(None))

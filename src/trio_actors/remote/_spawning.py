@@ -1,0 +1,274 @@
+"""Spawning actors on other nodes: ``system.node.spawn``, and what a node does when
+another asks it to spawn.
+
+A spawn is a request (``_requests.py``) to the chosen node itself, on its actors'
+subject (``P.n.<to>.<incarnation>.<from>``, kind ``SPAWN``, export number 0): the
+class by ``module:QualName``, its arguments encoded as a message is (registered
+types only: ``TypeError`` before anything is sent), and the options that cross --
+``name``, ``mailbox``, ``shutdown``. The node spawns it as one of its top-level
+actors only if the class is one it lists (``Cluster(spawnable=...)``): it looks the
+name up in that list and never imports anything, so remote spawn is never a way to
+run code the node did not choose. It answers with the new actor's ref, or the
+error: :exc:`~trio_actors.NotSpawnable`, or what its ``spawn`` raised (a name
+taken, the actor's ``__init__`` raising, arguments that do not fit).
+
+The spawn ends as an ask does (``_requests.py``): its answer, ``NodeDown`` if the
+node dies first, ``ConnectionInterrupted`` if a connection changed while it was on
+its way (the actor may or may not have been spawned: give it a ``name`` and look
+again, or stop it), cancellation (the spawn is not withdrawn: an actor spawned
+meanwhile lives on).
+
+Where (``on=``): a member's name, or a rule (``_placement.py``) over the members
+(this node included, spawning locally) that list the class: ``RoundRobin`` goes to
+the next member in name order, passing over one that refuses; ``FewestActors`` asks
+every member (kind ``LOAD``: may it spawn the class, how many live actors it has)
+and spawns on the least loaded that may. Either way, a member that dies before it
+answers is passed over for the next; an interrupted spawn is not tried elsewhere
+(it may have happened).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import trio
+
+from .._cluster import Cluster, spawnable_name
+from .._errors import ConnectionInterrupted, NodeDown, NotSpawnable
+from .._placement import Placement, RoundRobin
+from ..actors import Actor, ActorRef
+from ..mailbox import Bounded
+from ._remote_cell import RemoteCell
+from ._subjects import LOAD, SPAWN, encode
+
+if TYPE_CHECKING:
+    from .._membership import Member
+    from ._node import Node
+    from ._subjects import Peer
+
+__all__ = ["Spawning", "spawnable_classes"]
+
+_log = logging.getLogger("trio_actors")
+
+_decode_spawn: Final = msgspec.msgpack.Decoder(
+    tuple[str, msgspec.Raw, str | None, int | None, str | None, float | None]
+).decode
+_decode_class_name: Final = msgspec.msgpack.Decoder(str).decode
+
+
+def spawnable_classes(cluster: Cluster) -> dict[str, type[Actor]]:
+    """The classes ``cluster`` lets other nodes spawn, by ``module:QualName``.
+
+    Raises:
+        TypeError: one is not an ``Actor`` subclass.
+    """
+    found: dict[str, type[Actor]] = {}
+    for cls in cluster.spawnable:
+        if not issubclass(cls, Actor):
+            raise TypeError(
+                f"Cluster(spawnable=...) takes Actor subclasses, got {cls.__qualname__} "
+                f"({cls.__module__})"
+            )
+        found[spawnable_name(cls)] = cls
+    return found
+
+
+class Spawning:
+    """One node's side of remote spawns: what it may spawn for the others, and the
+    spawns it asks of them."""
+
+    __slots__ = ("_node", "_refusing", "_turns", "spawnable")
+
+    def __init__(self, node: Node, spawnable: dict[str, type[Actor]]) -> None:
+        self._node = node
+        self.spawnable = spawnable  # (spawnable_classes: by module:QualName)
+        # What a member's configuration is does not change in its life: the members
+        # that said they do not spawn a class are not asked again (forget: down).
+        self._refusing: dict[str, set[Peer]] = {}
+        self._turns: dict[str, int] = {}  # (RoundRobin: spawns so far, by class)
+
+    # --- asking another node -------------------------------------------------------
+
+    async def spawn(
+        self,
+        factory: type[Actor],
+        args: tuple[Any, ...],
+        on: str | Placement,
+        name: str | None,
+        mailbox: Bounded | None,
+        shutdown: float | None,
+    ) -> ActorRef:
+        """``system.node.spawn`` (``Node.spawn`` checks the values). A checkpoint."""
+        node = self._node
+        class_name = spawnable_name(factory)
+        options = (
+            None if mailbox is None else mailbox.capacity,
+            None if mailbox is None else mailbox.overflow,
+            shutdown,
+        )
+        body = encode((class_name, msgspec.Raw(node.codec.encode(list(args))), name, *options))
+        if isinstance(on, str):
+            member = self._member(on)
+            return await self._spawn_on(member, factory, args, name, mailbox, shutdown, body)
+        candidates = await self._candidates(on, class_name)
+        refused: list[str] = []
+        for member in candidates:
+            try:
+                return await self._spawn_on(member, factory, args, name, mailbox, shutdown, body)
+            except NotSpawnable:
+                self._refused(member, class_name)
+                refused.append(member.name)
+            except ConnectionInterrupted:
+                raise  # (it may have been spawned there: never twice)
+            except NodeDown as down:
+                _log.info("spawn of %s: %s; trying the next member", class_name, down)
+                refused.append(member.name)
+        tried = ", ".join(refused) if refused else "none"
+        raise NotSpawnable(
+            f"no member of the cluster spawns {class_name} (placement {on!r}; members "
+            f"that refused or went down: {tried}); list it in Cluster(spawnable=[...]) "
+            "-- or spawnable in the configuration file -- of the nodes that may run it"
+        )
+
+    def _member(self, name: str) -> Member:
+        for member in self._node.membership.members():
+            if member.name == name:
+                return member
+        names = ", ".join(sorted(m.name for m in self._node.membership.members()))
+        raise NodeDown(
+            f"cannot spawn on node {name!r}: it is not a member of the cluster now "
+            f"(the members up: {names})"
+        )
+
+    async def _candidates(self, on: Placement, class_name: str) -> list[Member]:
+        """The members to try, best first, for placement rule ``on``."""
+        node = self._node
+        refusing = self._refusing.get(class_name, ())
+        members = [
+            m
+            for m in sorted(node.membership.members(), key=lambda m: m.name)
+            if (m.name, m.incarnation) not in refusing
+            and (m.name != node.name or class_name in self.spawnable)
+        ]
+        if isinstance(on, RoundRobin):
+            turn = self._turns.get(class_name, 0)
+            self._turns[class_name] = turn + 1
+            start = turn % len(members) if members else 0
+            return members[start:] + members[:start]
+        loads: dict[str, int] = {}
+        if class_name in self.spawnable:
+            loads[node.name] = node.system.statistics().live_actors
+        async with trio.open_nursery() as nursery:
+            for member in members:
+                if member.name != node.name:
+                    nursery.start_soon(self._ask_load, member, class_name, loads)
+        chosen = [m for m in members if m.name in loads]
+        return sorted(chosen, key=lambda m: (loads[m.name], m.name))
+
+    async def _ask_load(self, member: Member, class_name: str, loads: dict[str, int]) -> None:
+        """Ask ``member`` whether it spawns ``class_name`` and how many live actors
+        it has (at most one heartbeat period): into ``loads`` if it does."""
+        cell = self._node_cell(member, f"(load of {member.name})")
+        with trio.move_on_after(self._node.cluster.heartbeat):
+            try:
+                answer = await self._node.requests.request(cell, LOAD, encode(class_name))
+            except Exception as error:  # (down, unreachable, refused: not a candidate)
+                _log.info("placement: %s did not say its load: %s", member.name, error)
+                return
+            match answer:
+                case [True, int(live)] if not isinstance(live, bool):
+                    loads[member.name] = live
+                case [False, int()]:
+                    self._refused(member, class_name)
+                case _:
+                    _log.info("placement: %s answered %r, not its load", member.name, answer)
+
+    async def _spawn_on(
+        self,
+        member: Member,
+        factory: type[Actor],
+        args: tuple[Any, ...],
+        name: str | None,
+        mailbox: Bounded | None,
+        shutdown: float | None,
+        body: bytes,
+    ) -> ActorRef:
+        node = self._node
+        if member.name == node.name:  # (this node: spawned here, with the same options)
+            await trio.lowlevel.checkpoint()
+            options: dict[str, Any] = {} if shutdown is None else {"shutdown": shutdown}
+            return node.system.spawn(factory, *args, name=name, mailbox=mailbox, **options)
+        cell = self._node_cell(member, f"(spawn of {spawnable_name(factory)})")
+        ref = await node.requests.request(cell, SPAWN, body)
+        if not isinstance(ref, ActorRef):  # (a node's answer to a spawn is a ref)
+            raise NodeDown(f"{member.name} answered a spawn with {type(ref).__name__}, not a ref")
+        return ref
+
+    def _refused(self, member: Member, class_name: str) -> None:
+        self._refusing.setdefault(class_name, set()).add((member.name, member.incarnation))
+
+    def forget(self, peer: Peer) -> None:
+        """``peer`` is down: what it refused goes with it."""
+        for refusing in self._refusing.values():
+            refusing.discard(peer)
+
+    def _node_cell(self, member: Member, what: str) -> RemoteCell:
+        """The target of a request to ``member`` itself (export number 0)."""
+        return RemoteCell(self._node, (member.name, member.incarnation, what, 0, 0))
+
+    # --- asked by another node ------------------------------------------------------
+
+    def receive_spawn(self, body: Any, reply: str, sender: str) -> None:
+        """Another node asks this one to spawn an actor (``SPAWN``; its reply subject
+        checked as ``sender``'s: ``Frames.envelope``): spawn it if its class is
+        listed, and answer the ref -- or the error. Never raises."""
+        node = self._node
+        try:
+            request = _decode_spawn(body)
+        except Exception as error:
+            node.refused("messages", f"a spawn request that does not decode: {error}", reply)
+            self._answer_error(reply, ValueError(f"a spawn request that does not decode: {error}"))
+            return
+        class_name, args_body, name, capacity, overflow, shutdown = request
+        try:
+            cls = self.spawnable.get(class_name)
+            if cls is None:
+                listed = ", ".join(sorted(self.spawnable)) or "nothing"
+                raise NotSpawnable(
+                    f"node {node.name!r} does not spawn {class_name} for other nodes "
+                    f"(asked by {sender!r}); it lists {listed} in Cluster(spawnable=...) "
+                    "-- or spawnable in its configuration file"
+                )
+            args = node.codec.decode(args_body)
+            if not isinstance(args, list):
+                raise TypeError(f"a spawn's arguments are a list, got {type(args).__name__}")
+            mailbox = None
+            if capacity is not None:  # (Bounded says what is wrong with the values)
+                mailbox = Bounded(capacity, overflow=overflow)  # type: ignore[arg-type]
+            options: dict[str, Any] = {} if shutdown is None else {"shutdown": shutdown}
+            ref = node.system.spawn(cls, *args, name=name, mailbox=mailbox, **options)
+            answer = node.codec.encode(ref)
+        except Exception as error:
+            _log.info("node %s: no spawn of %s for %s: %s", node.name, class_name, sender, error)
+            self._answer_error(reply, error)
+            return
+        node.tells.publish(reply, encode((True, msgspec.Raw(answer))))
+
+    def receive_load(self, body: Any, reply: str) -> None:
+        """Another node asks whether this one spawns a class, and how many live
+        actors it has (``LOAD``). Never raises."""
+        node = self._node
+        try:
+            class_name = _decode_class_name(body)
+        except Exception as error:
+            node.refused("messages", f"a load question that does not decode: {error}", reply)
+            self._answer_error(reply, ValueError("a load question that does not decode"))
+            return
+        load = (class_name in self.spawnable, node.system.statistics().live_actors)
+        node.tells.publish(reply, encode((True, msgspec.Raw(node.codec.encode(list(load))))))
+
+    def _answer_error(self, reply: str, error: BaseException) -> None:
+        codec = self._node.codec
+        self._node.tells.publish(reply, encode((False, msgspec.Raw(codec.encode_error(error)))))
