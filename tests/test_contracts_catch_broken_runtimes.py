@@ -44,6 +44,7 @@ from trio_actors.actors._pool import _balancing
 from trio_actors.actors._pool import _cell as _pool_cell
 from trio_actors.contracts import REGISTRY
 from trio_actors.remote import (
+    _children,
     _codec,
     _fates,
     _inbound,
@@ -52,6 +53,7 @@ from trio_actors.remote import (
     _node,
     _peers,
     _requests,
+    _spawning,
     _subjects,
     _taken_in,
     _tells,
@@ -827,6 +829,46 @@ def silence_never_noticed(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_peers.Peers, "check", lambda self, waiting: None)
 
 
+def remote_child_failures_decided_twice(mp: pytest.MonkeyPatch) -> None:
+    """A remote child's failure goes through its parent's strategy twice."""
+    real = _failure.handle_failure
+
+    def twice(cell: Any, error: BaseException, where: str, **options: Any) -> None:
+        real(cell, error, where, **options)
+        real(cell, error, where, **options)
+
+    mp.setattr(_children, "handle_failure", twice)
+
+
+def remote_children_restart_themselves(mp: pytest.MonkeyPatch) -> None:
+    """A remote child's instance is restarted by its own node: the parent never hears."""
+    mp.setattr(_spawning, "_STOP", ta.Restart())
+
+
+def remote_child_node_death_taken_as_a_stop(mp: pytest.MonkeyPatch) -> None:
+    """The death of a remote child's node is taken as the child's ordinary stop."""
+    real = _children.Anchor.receive
+
+    async def receive(self: Any, message: Any) -> None:
+        if isinstance(message, ta.Terminated) and isinstance(message.error, ta.NodeDown):
+            message = ta.Terminated(message.ref, None)
+        await real(self, message)
+
+    mp.setattr(_children.Anchor, "receive", receive)
+
+
+def remote_child_restarted_where_it_ran(mp: pytest.MonkeyPatch) -> None:
+    """A remote child is restarted only on the node it ran on, even when that died."""
+    real = _spawning.Spawning.spawn
+
+    async def spawn(self: Any, *args: Any, prefer: str | None = None, **options: Any) -> Any:
+        if prefer is not None:
+            args = (*args[:2], prefer, *args[3:])
+        return await real(self, *args, **options)
+
+    mp.setattr(_spawning.Spawning, "spawn", spawn)
+
+
 MUTANTS: dict[str, list[Mutant]] = {
     "T1": [reply_loses_the_value],
     "T2": [async_handlers_overlap],
@@ -918,6 +960,8 @@ MUTANTS: dict[str, list[Mutant]] = {
         remote_sends_to_pools_meet_the_overflow_policy,
     ],
     "RT33": [members_never_reported_down, hellos_not_answered, silence_never_noticed],
+    "RT35": [remote_child_failures_decided_twice, remote_children_restart_themselves],
+    "RT36": [remote_child_node_death_taken_as_a_stop, remote_child_restarted_where_it_ran],
 }
 
 CASES = [(cid, m) for cid, mutants in MUTANTS.items() for m in mutants]

@@ -141,7 +141,9 @@ async def test_a_spawn_request_naming_an_unlisted_class_never_imports_or_runs_it
         a, b = n["a"], n["b"]
         node = node_of(a)
         cell = node.spawning._node_cell(node.membership.members()[1], "(hostile)")
-        body = encode(("os:system", msgspec.Raw(encode(["echo pwned"])), None, None, None, None))
+        body = encode(
+            ("os:system", msgspec.Raw(encode(["echo pwned"])), None, None, None, None, False)
+        )
         with pytest.raises(ta.NotSpawnable, match="os:system"):
             await node.requests.request(cell, SPAWN, body)
         garbage = encode(("only", "three", 3))

@@ -21,6 +21,8 @@ from trio.lowlevel import enable_ki_protection
 from .._core._actor import ActorBase
 from .._core._bounded import Bounded
 from .._core._stopping import DEFAULT_SHUTDOWN
+from .._errors import ActorError
+from .._placement import Placement, RoundRobin
 from .._supervision import DEFAULT_RESTART_TYPE, DEFAULT_SUPERVISION, RestartType, Supervision
 
 if TYPE_CHECKING:
@@ -95,4 +97,54 @@ class Actor(ActorBase):
         system = cast("ActorSystem", cell.system)  # (as Actor.system, without a 2nd lookup)
         return system._spawn(
             cell, actor_factory, args, name, supervision, mailbox, shutdown, restart
+        )
+
+    async def spawn_remote(
+        self,
+        actor_class: type[Actor],
+        *args: Any,
+        on: str | Placement = RoundRobin(),  # noqa: B008  (a frozen value)
+        name: str | None = None,
+        supervision: Supervision = DEFAULT_SUPERVISION,
+        mailbox: Bounded | None = None,
+        shutdown: float = DEFAULT_SHUTDOWN,
+        restart: RestartType = DEFAULT_RESTART_TYPE,
+        **unknown: Any,
+    ) -> ActorRef:
+        """Spawn a child of this actor on a node of the cluster and return its ref
+        (``docs/remote.rst``, "Children on other nodes"). A checkpoint: one request
+        to the node chosen.
+
+        The child runs on the member named ``on``, or on the one a placement rule
+        chooses (:class:`~trio_actors.RoundRobin`, the default, or
+        :class:`~trio_actors.FewestActors`) among those that list ``actor_class``
+        as spawnable; ``*args`` cross as a message does. It is this actor's child
+        as a local one is -- in :attr:`children`, stopped before this actor
+        (newest first, within ``shutdown``), watched, and supervised by
+        ``supervision`` and ``restart`` here, on this node: a failure of the child
+        on its node, or its node's death, is this child's failure, which the
+        strategy decides (deciders see the error, rebuilt as for an ask); a restart
+        places a fresh instance by the same rule (a node that is down is passed
+        over). Its ref stays the same across restarts: messages told while there
+        is no instance are held and sent on to the next, in order.
+
+        Raises:
+            TypeError: as for ``system.node.spawn``, or ``mailbox`` is given for
+                this node's side (it is the instance's), or an unknown keyword.
+            NotSpawnable, NodeDown: as for ``system.node.spawn``.
+            ActorError: this actor is not on a node (its system was opened
+                without ``cluster=``), is stopping, draining or restarting, or the
+                call came from another thread.
+        """
+        if unknown:
+            raise unknown_spawn_keyword(actor_class, unknown)
+        cell = self._cell()
+        node = cast("ActorSystem", cell.system).node
+        if node is None:
+            raise ActorError(
+                f"spawn_remote() of {cell.path}: its system is not a node of a cluster "
+                "(open it with cluster= and node=); use spawn() for a local child"
+            )
+        return await node.spawn_child(
+            cell, actor_class, args, on, name, supervision, mailbox, shutdown, restart
         )

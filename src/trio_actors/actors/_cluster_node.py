@@ -18,6 +18,8 @@ from .._statistics import NodeStatistics
 
 if TYPE_CHECKING:
     from .._core._bounded import Bounded
+    from .._core._cell import ActorCell
+    from .._supervision import RestartType, Supervision
     from ._actor import Actor
 
 
@@ -82,6 +84,21 @@ class ClusterNode(Protocol):
         :class:`~trio_actors.FewestActors`) chooses among those that list the class
         as spawnable -- and return its ref (see :doc:`/remote`, "Spawning on
         another node"). A checkpoint."""
+        ...
+
+    async def spawn_child(
+        self,
+        parent: ActorCell,
+        actor_class: type[Actor],
+        args: tuple[Any, ...],
+        on: str | Placement,
+        name: str | None,
+        supervision: Supervision,
+        mailbox: Bounded | None,
+        shutdown: float,
+        restart: RestartType,
+    ) -> ActorRef:
+        """``Actor.spawn_remote``'s work: a child of ``parent`` on another node."""
         ...
 
     def registered(self) -> dict[str, ActorRef]:

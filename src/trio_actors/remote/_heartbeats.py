@@ -90,8 +90,11 @@ class Heartbeats:
         it)."""
         peer, beat = heartbeat
         node = self._node
-        if beat == "bye" and peer == node.peers.me:  # (it stops hearing before its bye)
-            node.refused("forged", "a bye of this node itself, which has not left", self.subject)
+        if beat == "bye" and peer == node.peers.me:
+            if not node.closed:  # (its own, heard on the way out: a bus delivers it late)
+                node.refused(
+                    "forged", "a bye of this node itself, which has not left", self.subject
+                )
         elif beat == "bye":
             node.peers.down(peer, "it left the cluster", reason="left")
         elif not node.peers.heartbeat(peer):

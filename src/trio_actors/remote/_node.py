@@ -26,12 +26,14 @@ from .._cluster import Cluster
 from .._core._stopping import DEFAULT_SHUTDOWN
 from .._errors import ActorError
 from .._membership import DEFAULT_EVENTS_CAPACITY, Member, MembershipEvents
-from .._placement import FewestActors, Placement, RoundRobin
+from .._placement import Placement, RoundRobin
 from .._statistics import NodeStatistics
+from .._supervision import RestartType, Supervision
 from ..actors import Actor
 from ..mailbox import Bounded
 from ..nats import Disconnected, Reconnected
 from ._bad_input import Bad, BadInput, UndecodableBytes, listen
+from ._children import spawn_child
 from ._codec import Codec
 from ._confirm import Confirmations
 from ._exports import Exports
@@ -43,7 +45,7 @@ from ._members import Members
 from ._names import ClusterNames
 from ._peers import Peers
 from ._requests import Requests
-from ._spawning import Spawning, spawnable_classes
+from ._spawning import Spawning, check_spawn, spawnable_classes
 from ._subjects import (
     ASK,
     CANCEL,
@@ -426,33 +428,29 @@ class Node:
                 "actor of its node, supervised there by default (what crosses is "
                 "values, not functions: pass the class's own arguments positionally)"
             )
-        if not isinstance(actor_class, type) or not issubclass(actor_class, Actor):
-            raise TypeError(
-                "system.node.spawn() takes an Actor subclass (another node spawns it by "
-                f"its module:QualName; a factory function cannot cross), got {actor_class!r}"
-            )
-        if "<locals>" in actor_class.__qualname__:
-            raise ValueError(
-                f"{actor_class.__qualname__} is defined inside a function: another node "
-                "cannot name it; define it at a module's top level"
-            )
-        if not isinstance(on, str | RoundRobin | FewestActors):
-            raise TypeError(
-                f"spawn(on=...) is a node's name, RoundRobin() or FewestActors(), got {on!r}"
-            )
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"spawn(name=...) is a str or None, got {name!r}")
-        if mailbox is not None and not isinstance(mailbox, Bounded):
-            raise TypeError(f"spawn(mailbox=...) is None or a Bounded(...), got {mailbox!r}")
-        if isinstance(shutdown, bool) or not isinstance(shutdown, int | float):
-            raise TypeError(f"spawn(shutdown=...) is seconds (a number), got {shutdown!r}")
+        check_spawn("system.node.spawn", actor_class, on, name, mailbox, shutdown)
         return await self.spawning.spawn(
-            actor_class,
-            args,
-            on,
-            name,
-            mailbox,
-            None if shutdown is DEFAULT_SHUTDOWN else float(shutdown),
+            actor_class, args, on, name, mailbox, None if shutdown is DEFAULT_SHUTDOWN else shutdown
+        )
+
+    async def spawn_child(
+        self,
+        parent: ActorCell,
+        actor_class: type[Actor],
+        args: tuple[Any, ...],
+        on: str | Placement,
+        name: str | None,
+        supervision: Supervision,
+        mailbox: Bounded | None,
+        shutdown: float,
+        restart: RestartType,
+    ) -> ActorRef:
+        """``Actor.spawn_remote``: a child of ``parent`` on another node
+        (``_children.py``). A checkpoint."""
+        self.check_thread("spawn_remote", of="an actor")
+        check_spawn("spawn_remote", actor_class, on, name, mailbox, shutdown)
+        return await spawn_child(
+            self, parent, actor_class, args, on, name, supervision, mailbox, shutdown, restart
         )
 
     # --- receiving (called by the connection's reader, in order) --------------------

@@ -32,12 +32,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import msgspec
 import trio
 
 from .._cluster import Cluster, spawnable_name
 from .._errors import ConnectionInterrupted, NodeDown, NotSpawnable
-from .._placement import Placement, RoundRobin
+from .._placement import FewestActors, Placement, RoundRobin
+from .._supervision import Stop
 from ..actors import Actor, ActorRef
 from ..mailbox import Bounded
 from ._remote_cell import RemoteCell
@@ -45,17 +47,93 @@ from ._subjects import LOAD, SPAWN, encode
 
 if TYPE_CHECKING:
     from .._membership import Member
+    from ..actors import ActorSystem
     from ._node import Node
     from ._subjects import Peer
 
-__all__ = ["Spawning", "spawnable_classes"]
+__all__ = ["Spawning", "check_spawn", "spawnable_classes"]
 
 _log = logging.getLogger("trio_actors")
 
 _decode_spawn: Final = msgspec.msgpack.Decoder(
-    tuple[str, msgspec.Raw, str | None, int | None, str | None, float | None]
+    tuple[str, msgspec.Raw, str | None, int | None, str | None, float | None, bool]
 ).decode
 _decode_class_name: Final = msgspec.msgpack.Decoder(str).decode
+
+
+_STOP: Final = Stop()
+
+
+def check_spawn(
+    what: str,
+    actor_class: object,
+    on: object,
+    name: object,
+    mailbox: object,
+    shutdown: object,
+) -> None:
+    """Check the values of a spawn on another node (``what``: the call, for the
+    message) before anything is sent.
+
+    Raises:
+        TypeError: a value of the wrong kind; ``actor_class`` is not an ``Actor``
+            subclass (a factory function cannot be named on another node).
+        ValueError: ``actor_class`` is defined inside a function.
+    """
+    if not isinstance(actor_class, type) or not issubclass(actor_class, Actor):
+        raise TypeError(
+            f"{what}() takes an Actor subclass (another node spawns it by its "
+            f"module:QualName; a factory function cannot cross), got {actor_class!r}"
+        )
+    if "<locals>" in actor_class.__qualname__:
+        raise ValueError(
+            f"{actor_class.__qualname__} is defined inside a function: another node "
+            "cannot name it; define it at a module's top level"
+        )
+    if not isinstance(on, str | RoundRobin | FewestActors):
+        raise TypeError(
+            f"{what}(on=...) is a node's name, RoundRobin() or FewestActors(), got {on!r}"
+        )
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"{what}(name=...) is a str or None, got {name!r}")
+    if mailbox is not None and not isinstance(mailbox, Bounded):
+        raise TypeError(f"{what}(mailbox=...) is None or a Bounded(...), got {mailbox!r}")
+    if isinstance(shutdown, bool) or not isinstance(shutdown, int | float):
+        raise TypeError(f"{what}(shutdown=...) is seconds (a number), got {shutdown!r}")
+
+
+@attrs.frozen
+class _Request:
+    """One spawn, as asked: what crosses, and how it is spawned where it runs."""
+
+    factory: type[Actor]
+    args: tuple[Any, ...]
+    name: str | None
+    mailbox: Bounded | None
+    shutdown: float | None
+    supervised: bool  # (an instance of a child on another node: _children.py)
+
+    def body(self, args: bytes) -> bytes:
+        """The ``SPAWN`` message's body, the arguments (``args``) encoded."""
+        mailbox = self.mailbox
+        return encode(
+            (
+                spawnable_name(self.factory),
+                msgspec.Raw(args),
+                self.name,
+                None if mailbox is None else mailbox.capacity,
+                None if mailbox is None else mailbox.overflow,
+                self.shutdown,
+                self.supervised,
+            )
+        )
+
+    def spawn_in(self, system: ActorSystem, args: tuple[Any, ...]) -> ActorRef:
+        """Spawn it in ``system`` (where it runs) with ``args``. Synchronous."""
+        options: dict[str, Any] = {} if self.shutdown is None else {"shutdown": self.shutdown}
+        if self.supervised:  # (a failure stops it: its parent decides, on its own node)
+            options["supervision"] = _STOP
+        return system.spawn(self.factory, *args, name=self.name, mailbox=self.mailbox, **options)
 
 
 def spawnable_classes(cluster: Cluster) -> dict[str, type[Actor]]:
@@ -79,7 +157,7 @@ class Spawning:
     """One node's side of remote spawns: what it may spawn for the others, and the
     spawns it asks of them."""
 
-    __slots__ = ("_node", "_refusing", "_turns", "spawnable")
+    __slots__ = ("_node", "_refusing", "_supervised", "_turns", "spawnable")
 
     def __init__(self, node: Node, spawnable: dict[str, type[Actor]]) -> None:
         self._node = node
@@ -88,6 +166,9 @@ class Spawning:
         # that said they do not spawn a class are not asked again (forget: down).
         self._refusing: dict[str, set[Peer]] = {}
         self._turns: dict[str, int] = {}  # (RoundRobin: spawns so far, by class)
+        # The instances this node runs of other nodes' children, by the parent's node:
+        # stopped when it is down (their anchors are gone with it).
+        self._supervised: dict[Peer, list[ActorRef]] = {}
 
     # --- asking another node -------------------------------------------------------
 
@@ -99,24 +180,27 @@ class Spawning:
         name: str | None,
         mailbox: Bounded | None,
         shutdown: float | None,
+        *,
+        supervised: bool = False,
+        prefer: str | None = None,
     ) -> ActorRef:
-        """``system.node.spawn`` (``Node.spawn`` checks the values). A checkpoint."""
+        """``system.node.spawn`` (``Node.spawn`` checks the values), and the
+        instances of a child on another node (``supervised``: its node spawns it
+        with ``Stop()``, and stops it if this node goes down; ``_children.py``),
+        with a rule trying the member named ``prefer`` first, if it is a candidate
+        (where the failed instance ran). A checkpoint."""
         node = self._node
+        request = _Request(factory, args, name, mailbox, shutdown, supervised)
         class_name = spawnable_name(factory)
-        options = (
-            None if mailbox is None else mailbox.capacity,
-            None if mailbox is None else mailbox.overflow,
-            shutdown,
-        )
-        body = encode((class_name, msgspec.Raw(node.codec.encode(list(args))), name, *options))
+        body = request.body(node.codec.encode(list(args)))
         if isinstance(on, str):
-            member = self._member(on)
-            return await self._spawn_on(member, factory, args, name, mailbox, shutdown, body)
+            return await self._spawn_on(self._member(on), request, body)
         candidates = await self._candidates(on, class_name)
+        candidates.sort(key=lambda member: member.name != prefer)  # (stable: the rest stay)
         refused: list[str] = []
         for member in candidates:
             try:
-                return await self._spawn_on(member, factory, args, name, mailbox, shutdown, body)
+                return await self._spawn_on(member, request, body)
             except NotSpawnable:
                 self._refused(member, class_name)
                 refused.append(member.name)
@@ -185,22 +269,12 @@ class Spawning:
                 case _:
                     _log.info("placement: %s answered %r, not its load", member.name, answer)
 
-    async def _spawn_on(
-        self,
-        member: Member,
-        factory: type[Actor],
-        args: tuple[Any, ...],
-        name: str | None,
-        mailbox: Bounded | None,
-        shutdown: float | None,
-        body: bytes,
-    ) -> ActorRef:
+    async def _spawn_on(self, member: Member, request: _Request, body: bytes) -> ActorRef:
         node = self._node
         if member.name == node.name:  # (this node: spawned here, with the same options)
             await trio.lowlevel.checkpoint()
-            options: dict[str, Any] = {} if shutdown is None else {"shutdown": shutdown}
-            return node.system.spawn(factory, *args, name=name, mailbox=mailbox, **options)
-        cell = self._node_cell(member, f"(spawn of {spawnable_name(factory)})")
+            return request.spawn_in(node.system, request.args)
+        cell = self._node_cell(member, f"(spawn of {spawnable_name(request.factory)})")
         ref = await node.requests.request(cell, SPAWN, body)
         if not isinstance(ref, ActorRef):  # (a node's answer to a spawn is a ref)
             raise NodeDown(f"{member.name} answered a spawn with {type(ref).__name__}, not a ref")
@@ -210,9 +284,24 @@ class Spawning:
         self._refusing.setdefault(class_name, set()).add((member.name, member.incarnation))
 
     def forget(self, peer: Peer) -> None:
-        """``peer`` is down: what it refused goes with it."""
+        """``peer`` is down: what it refused goes with it, and the instances this
+        node runs of its children stop (their parent's node is gone: nobody
+        supervises them; Erlang's links end them alike)."""
         for refusing in self._refusing.values():
             refusing.discard(peer)
+        for ref in self._supervised.pop(peer, ()):
+            ref.stop_nowait()
+
+    def _supervised_by(self, reply: str) -> list[ActorRef]:
+        """The instances of the children of the node whose spawn came with
+        ``reply`` (``P.r.<node>.<incarnation>...``: checked as the sender's own);
+        those that have stopped are pruned as the list doubles."""
+        subjects = self._node.subjects
+        node, incarnation = reply[len(subjects.prefix) + 3 :].split(".", 2)[:2]
+        instances = self._supervised.setdefault((node, incarnation), [])
+        if len(instances) >= 8 and len(instances) & (len(instances) - 1) == 0:
+            instances[:] = [ref for ref in instances if ref.statistics().state != "stopped"]
+        return instances
 
     def _node_cell(self, member: Member, what: str) -> RemoteCell:
         """The target of a request to ``member`` itself (export number 0)."""
@@ -226,12 +315,12 @@ class Spawning:
         listed, and answer the ref -- or the error. Never raises."""
         node = self._node
         try:
-            request = _decode_spawn(body)
+            decoded = _decode_spawn(body)
         except Exception as error:
             node.refused("messages", f"a spawn request that does not decode: {error}", reply)
             self._answer_error(reply, ValueError(f"a spawn request that does not decode: {error}"))
             return
-        class_name, args_body, name, capacity, overflow, shutdown = request
+        class_name, args_body, name, capacity, overflow, shutdown, supervised = decoded
         try:
             cls = self.spawnable.get(class_name)
             if cls is None:
@@ -247,8 +336,10 @@ class Spawning:
             mailbox = None
             if capacity is not None:  # (Bounded says what is wrong with the values)
                 mailbox = Bounded(capacity, overflow=overflow)  # type: ignore[arg-type]
-            options: dict[str, Any] = {} if shutdown is None else {"shutdown": shutdown}
-            ref = node.system.spawn(cls, *args, name=name, mailbox=mailbox, **options)
+            request = _Request(cls, (), name, mailbox, shutdown, supervised)
+            ref = request.spawn_in(node.system, tuple(args))
+            if supervised:
+                self._supervised_by(reply).append(ref)
             answer = node.codec.encode(ref)
         except Exception as error:
             _log.info("node %s: no spawn of %s for %s: %s", node.name, class_name, sender, error)
