@@ -23,8 +23,9 @@ Where (``on=``): a member's name, or a rule (``_placement.py``) over the members
 the next member in name order, passing over one that refuses; ``FewestActors`` asks
 every member (kind ``LOAD``: may it spawn the class, how many live actors it has)
 and spawns on the least loaded that may. Either way, a member that dies before it
-answers is passed over for the next; an interrupted spawn is not tried elsewhere
-(it may have happened).
+answers, has left meanwhile (NATS answers that nothing serves it) or that this node
+may not reach (the server refuses: ``NotPermitted``) is passed over for the next;
+an interrupted spawn is not tried elsewhere (it may have happened).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import msgspec
 import trio
 
 from .._cluster import Cluster, spawnable_name
-from .._errors import ConnectionInterrupted, NodeDown, NotSpawnable
+from .._errors import ActorStopped, ConnectionInterrupted, NodeDown, NotPermitted, NotSpawnable
 from .._placement import Placement, RoundRobin
 from ..actors import Actor, ActorRef
 from ..mailbox import Bounded
@@ -122,8 +123,15 @@ class Spawning:
                 refused.append(member.name)
             except ConnectionInterrupted:
                 raise  # (it may have been spawned there: never twice)
-            except NodeDown as down:
+            except (NodeDown, NotPermitted) as down:  # (down; or out of reach: --allow)
                 _log.info("spawn of %s: %s; trying the next member", class_name, down)
+                refused.append(member.name)
+            except ActorStopped as gone:
+                if node.closed:
+                    raise  # (this node has left: no member is reached)
+                # (NATS's no-responders: nothing serves it -- it left since the
+                # members were read)
+                _log.info("spawn of %s: %s; trying the next member", class_name, gone)
                 refused.append(member.name)
         tried = ", ".join(refused) if refused else "none"
         raise NotSpawnable(
