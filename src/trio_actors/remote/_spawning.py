@@ -10,7 +10,9 @@ actors only if the class is one it lists (``Cluster(spawnable=...)``): it looks 
 name up in that list and never imports anything, so remote spawn is never a way to
 run code the node did not choose. It answers with the new actor's ref, or the
 error: :exc:`~trio_actors.NotSpawnable`, or what its ``spawn`` raised (a name
-taken, the actor's ``__init__`` raising, arguments that do not fit).
+taken, the actor's ``__init__`` raising, arguments that do not fit) -- or, once its
+system is closing (it leaves the cluster next), ``NodeDown``: a placement rule goes
+on to the next member.
 
 The spawn ends as an ask does (``_requests.py``): its answer, ``NodeDown`` if the
 node dies first, ``ConnectionInterrupted`` if a connection changed while it was on
@@ -248,6 +250,11 @@ class Spawning:
                     f"node {node.name!r} does not spawn {class_name} for other nodes "
                     f"(asked by {sender!r}); it lists {listed} in Cluster(spawnable=...) "
                     "-- or spawnable in its configuration file"
+                )
+            if node.system._closed:  # (its actors are stopping: the node leaves next)
+                raise NodeDown(
+                    f"node {node.name!r} is leaving the cluster: it spawns no more actors "
+                    f"(asked by {sender!r} to spawn {class_name})"
                 )
             args = node.codec.decode(args_body)
             if not isinstance(args, list):
