@@ -112,10 +112,14 @@ class Spawning:
             shutdown,
         )
         body = encode((class_name, msgspec.Raw(node.codec.encode(list(args))), name, *options))
+        if node.closed:
+            await trio.lowlevel.checkpoint()
+            self._check_open(class_name)
         if isinstance(on, str):
             member = self._member(on)
             return await self._spawn_on(member, factory, args, name, mailbox, shutdown, body)
         candidates = await self._candidates(on, class_name)
+        self._check_open(class_name)  # (it may have left while it asked their loads)
         refused: list[str] = []
         for member in candidates:
             try:
@@ -141,6 +145,15 @@ class Spawning:
             f"that refused or went down: {tried}); list it in Cluster(spawnable=[...]) "
             "-- or spawnable in the configuration file -- of the nodes that may run it"
         )
+
+    def _check_open(self, class_name: str) -> None:
+        """Raise ``ActorStopped`` once this node has left the cluster -- else a
+        placement rule finds no member that answers, and blames their lists."""
+        if self._node.closed:
+            raise ActorStopped(
+                f"node {self._node.name!r} has left the cluster: the spawn of "
+                f"{class_name} was not sent"
+            )
 
     def _member(self, name: str) -> Member:
         for member in self._node.membership.members():
