@@ -120,29 +120,36 @@ class Spawning:
             return await self._spawn_on(member, factory, args, name, mailbox, shutdown, body)
         candidates = await self._candidates(on, class_name)
         self._check_open(class_name)  # (it may have left while it asked their loads)
-        refused: list[str] = []
+        passed: dict[str, list[str]] = {}  # (the members tried that did not: why)
         for member in candidates:
             try:
                 return await self._spawn_on(member, factory, args, name, mailbox, shutdown, body)
             except NotSpawnable:
                 self._refused(member, class_name)
-                refused.append(member.name)
             except ConnectionInterrupted:
                 raise  # (it may have been spawned there: never twice)
             except (NodeDown, NotPermitted) as down:  # (down; or out of reach: --allow)
                 _log.info("spawn of %s: %s; trying the next member", class_name, down)
-                refused.append(member.name)
+                passed.setdefault("down or out of reach", []).append(member.name)
             except ActorStopped as gone:
                 if node.closed:
                     raise  # (this node has left: no member is reached)
                 # (NATS's no-responders: nothing serves it -- it left since the
                 # members were read)
                 _log.info("spawn of %s: %s; trying the next member", class_name, gone)
-                refused.append(member.name)
-        tried = ", ".join(refused) if refused else "none"
-        raise NotSpawnable(
-            f"no member of the cluster spawns {class_name} (placement {on!r}; members "
-            f"that refused or went down: {tried}); list it in Cluster(spawnable=[...]) "
+                passed.setdefault("left", []).append(member.name)
+        raise NotSpawnable(self._spawned_nowhere(class_name, on, passed))
+
+    def _spawned_nowhere(self, class_name: str, on: Placement, passed: dict[str, list[str]]) -> str:
+        """What ``NotSpawnable`` says when no member spawned ``class_name``: the
+        members that refuse it -- this time, or before (they are not asked again) --
+        and those ``passed`` over, by why."""
+        refusing = sorted(name for name, _ in self._refusing.get(class_name, ()))
+        said = [f"refused: {', '.join(refusing)}"] if refusing else []
+        said += [f"{why}: {', '.join(names)}" for why, names in passed.items()]
+        return (
+            f"no member of the cluster spawns {class_name} (placement {on!r}; "
+            f"{'; '.join(said) or 'no other member'}); list it in Cluster(spawnable=[...]) "
             "-- or spawnable in the configuration file -- of the nodes that may run it"
         )
 
