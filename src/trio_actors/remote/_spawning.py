@@ -24,7 +24,8 @@ Where (``on=``): a member's name, or a rule (``_placement.py``) over the members
 (this node included, spawning locally) that list the class: ``RoundRobin`` goes to
 the next member in name order, passing over one that refuses; ``FewestActors`` asks
 every member (kind ``LOAD``: may it spawn the class, how many live actors it has)
-and spawns on the least loaded that may. Either way, a member that dies before it
+and spawns on the least loaded that may (those that did not answer within a
+heartbeat period after them, in name order). Either way, a member that dies before it
 answers, has left meanwhile (NATS answers that nothing serves it) or that this node
 may not reach (the server refuses: ``NotPermitted``) is passed over for the next;
 an interrupted spawn is not tried elsewhere (it may have happened).
@@ -194,8 +195,16 @@ class Spawning:
             for member in members:
                 if member.name != node.name:
                     nursery.start_soon(self._ask_load, member, class_name, loads)
-        chosen = [m for m in members if m.name in loads]
-        return sorted(chosen, key=lambda m: (loads[m.name], m.name))
+        answered = sorted(
+            (m for m in members if m.name in loads), key=lambda m: (loads[m.name], m.name)
+        )
+        # (one slow to answer -- or whose question was lost -- may list the class:
+        # tried after those that did, not taken for one that refuses)
+        refusing = self._refusing.get(class_name, ())
+        slow = [
+            m for m in members if m.name not in loads and (m.name, m.incarnation) not in refusing
+        ]
+        return answered + slow
 
     async def _ask_load(self, member: Member, class_name: str, loads: dict[str, int]) -> None:
         """Ask ``member`` whether it spawns ``class_name`` and how many live actors
