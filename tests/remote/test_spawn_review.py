@@ -179,11 +179,9 @@ async def test_a_spawn_after_this_node_left_says_so_whatever_the_placement(
 async def test_a_spawn_when_this_node_leaves_while_it_asks_the_loads_says_so(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    _, cluster = memory()
+    bus, cluster = memory()
     async with nodes(cluster, "abc", {"b": (Counter,), "c": (Counter,)}) as n:
         a = node_of(n["a"])
-        bus = cluster.bus
-        assert bus is not None
         failed: list[BaseException] = []
 
         async def spawn() -> None:
