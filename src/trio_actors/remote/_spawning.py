@@ -241,8 +241,25 @@ class Spawning:
             return node.system.spawn(factory, *args, name=name, mailbox=mailbox, **options)
         cell = self._node_cell(member, f"(spawn of {spawnable_name(factory)})")
         ref = await node.requests.request(cell, SPAWN, body)
-        if not isinstance(ref, ActorRef):  # (a node's answer to a spawn is a ref)
-            raise NodeDown(f"{member.name} answered a spawn with {type(ref).__name__}, not a ref")
+        # A node's answer to a spawn is a ref to an actor of its own -- as a lookup's
+        # must be: not one of this node's (which would decode as a local ref) or a
+        # third node's, handed to the caller as the new actor.
+        if not (
+            isinstance(ref, ActorRef)
+            and isinstance(ref._cell, RemoteCell)
+            and ref._cell.peer == cell.peer
+        ):
+            is_ref = isinstance(ref, ActorRef)
+            what = f"the ref of {ref.path}" if is_ref else type(ref).__name__
+            node.refused(
+                "forged" if is_ref else "replies",
+                f"{member.name} answered a spawn with {what}",
+                node.requests.subject,
+            )
+            raise NodeDown(
+                f"node {member.name!r} answered the spawn of {spawnable_name(factory)} with "
+                f"{what}, not an actor of its own"
+            )
         return ref
 
     def _refused(self, member: Member, class_name: str) -> None:
