@@ -303,8 +303,10 @@ class Spawning:
                     f"(asked by {sender!r} to spawn {class_name})"
                 )
             args = node.codec.decode(args_body)
-            if not isinstance(args, list):
-                raise TypeError(f"a spawn's arguments are a list, got {type(args).__name__}")
+            if not isinstance(args, list):  # (no node sends them otherwise: bad input)
+                why = f"a spawn's arguments are a list, got {type(args).__name__}"
+                node.refused("messages", why, reply)
+                raise TypeError(why)
             mailbox = None
             if capacity is not None:  # (Bounded says what is wrong with the values)
                 mailbox = Bounded(capacity, overflow=overflow)  # type: ignore[arg-type]
