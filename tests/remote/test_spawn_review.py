@@ -22,7 +22,7 @@ import pytest
 import trio
 import trio.testing
 from test_requests_end import to_node
-from test_spawn import Counter, NotListed, eventually, node_of, nodes, spawnable
+from test_spawn import Counter, NotListed, eventually, live, node_of, nodes, spawnable
 
 import trio_actors as ta
 from helpers import Echo
@@ -306,3 +306,26 @@ class Registers(ta.Actor):
 
     def receive(self, message: Any) -> Any:
         return 1 if message == "count" else None
+
+
+# --- cancellation -------------------------------------------------------------------
+
+
+async def test_a_spawn_in_a_scope_already_cancelled_spawns_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """trio's rule: an operation that raises Cancelled did not happen, if it can
+    help it. A spawn called in a cancelled scope sent its request before its first
+    checkpoint and raised Cancelled: the actor was made on b, and nobody holds its
+    ref."""
+    _, cluster = memory()
+    async with nodes(cluster, "ab", {"b": (Counter,)}) as n:
+        a = node_of(n["a"])
+        before = live(n["b"])
+        for on in ("b", ta.RoundRobin(), ta.FewestActors()):
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await a.spawn(Counter, 1, on=on)
+            assert scope.cancelled_caught
+        await trio.sleep(1)
+        assert live(n["b"]) == before
