@@ -239,6 +239,9 @@ class Spawning:
             await trio.lowlevel.checkpoint()
             options: dict[str, Any] = {} if shutdown is None else {"shutdown": shutdown}
             return node.system.spawn(factory, *args, name=name, mailbox=mailbox, **options)
+        # (cancelled already: raise before anything is sent -- after, the actor is
+        # made there, and the Cancelled leaves nobody its ref)
+        await trio.lowlevel.checkpoint_if_cancelled()
         cell = self._node_cell(member, f"(spawn of {spawnable_name(factory)})")
         ref = await node.requests.request(cell, SPAWN, body)
         # A node's answer to a spawn is a ref to an actor of its own -- as a lookup's
