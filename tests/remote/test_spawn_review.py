@@ -329,3 +329,32 @@ async def test_a_spawn_in_a_scope_already_cancelled_spawns_nothing(
             assert scope.cancelled_caught
         await trio.sleep(1)
         assert live(n["b"]) == before
+
+
+# --- never twice --------------------------------------------------------------------
+
+
+async def test_a_spawn_to_a_member_wrongly_declared_down_is_not_made_twice(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """b takes the spawn and makes the actor, but nothing of b's comes through for
+    three beats (a partition one way): a declares b down. A declared-down node that
+    is heard again is alive, its actors too -- so the spawn may have been made there,
+    and must not be made again elsewhere, as after ConnectionInterrupted ("never
+    twice"). It was: round robin went on to c, and one spawn made two actors named
+    "only-one". Now it ends with NodeDown ("may or may not"), and the next spawn goes
+    to a member that is up."""
+    bus, cluster = memory(advisories=False)
+    async with nodes(cluster, "abc", {"b": (Counter,), "c": (Counter,)}) as n:
+        a = node_of(n["a"])
+        before = {name: live(n[name]) for name in "bc"}
+
+        def from_b(subject: str, _payload: bytes) -> bool:
+            return ".hb.b." in subject or (".r." in subject and subject.split(".")[-2] == "b")
+
+        with bus.losing(from_b), pytest.raises(ta.NodeDown, match="may or may not"):
+            await a.spawn(Counter, 1, name="only-one")  # (b's turn: first in name order)
+        assert [m.name for m in a.members()] == ["a", "c"]
+        assert (await a.spawn(Counter, 2)).path.startswith("c:")
+        await members_are(n["a"], 3)  # (b is heard again: it was alive)
+        assert {name: live(n[name]) - before[name] for name in "bc"} == {"b": 1, "c": 1}
