@@ -72,9 +72,9 @@ async def members_are(system: ta.ActorSystem, count: int) -> None:
 async def test_a_member_that_left_cleanly_mid_placement_is_passed_over(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A round-robin spawn waits on b (cut off: declared down after three beats);
-    meanwhile c, next in turn, leaves cleanly. c's no-responders is no reason to give
-    up: d lists the class. (Before: ``ActorStopped`` "c ... is unreachable".)"""
+    """A fewest-actors spawn waits a beat for b's load (its question is lost); c, the
+    least loaded, leaves cleanly meanwhile. c is no reason to give up: d lists the
+    class. (Before: ``ActorStopped`` "c ... is unreachable".)"""
     bus, cluster = memory(advisories=False)
     async with (
         nodes(cluster, "abd", {"b": (Counter,), "d": (Counter,)}) as n,
@@ -82,13 +82,15 @@ async def test_a_member_that_left_cleanly_mid_placement_is_passed_over(
     ):
         a = node_of(n["a"])
         await members_are(n["a"], 4)
+        n["d"].spawn(NotListed)  # (d has one more actor than c)
         spawned: list[ta.ActorRef] = []
-        with bus.losing(lambda subject, _payload: ".b." in subject):
+        with bus.losing(to_node("b", LOAD)):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(lambda: spawn_into(spawned, a.spawn(Counter, 3)))
+                on = ta.FewestActors()
+                nursery.start_soon(lambda: spawn_into(spawned, a.spawn(Counter, 3, on=on)))
                 await trio.sleep(0.5)
                 leave_c.set()
-        assert [m.name for m in a.members()] == ["a", "d"]
+        assert [m.name for m in a.members()] == ["a", "b", "d"]
         assert spawned[0].path.startswith("d:")
         assert await spawned[0].ask("count") == 3
 
@@ -102,7 +104,7 @@ async def test_a_spawn_that_lands_on_a_node_whose_system_is_closing_goes_on(
 ) -> None:
     """b's system is closing (an actor's on_stop takes two seconds: b is still a
     member). A round-robin spawn that reaches b goes on to c; one on b by name is
-    told that b is leaving -- not "the actor system has been closed", which reads as
+    told that b is leaving (ActorStopped) -- not "the actor system has been closed", which reads as
     the caller's own system."""
     _, cluster = memory()
     async with (
@@ -117,7 +119,7 @@ async def test_a_spawn_that_lands_on_a_node_whose_system_is_closing_goes_on(
         assert "b" in [m.name for m in a.members()]
         ref = await a.spawn(Counter, 1)  # (b's turn: it is first in name order)
         assert ref.path.startswith("c:")
-        with pytest.raises(ta.NodeDown, match=r"node 'b' is leaving the cluster"):
+        with pytest.raises(ta.ActorStopped, match=r"node 'b' is leaving the cluster"):
             await a.spawn(Counter, 1, on="b")
 
 

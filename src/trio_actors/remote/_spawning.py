@@ -11,24 +11,27 @@ name up in that list and never imports anything, so remote spawn is never a way 
 run code the node did not choose. It answers with the new actor's ref, or the
 error: :exc:`~trio_actors.NotSpawnable`, or what its ``spawn`` raised (a name
 taken, the actor's ``__init__`` raising, arguments that do not fit) -- or, once its
-system is closing (it leaves the cluster next), ``NodeDown``: a placement rule goes
-on to the next member.
+system is closing (it leaves the cluster next), ``ActorStopped``: a placement rule
+goes on to the next member.
 
 The spawn ends as an ask does (``_requests.py``): its answer, ``NodeDown`` if the
-node dies first, ``ConnectionInterrupted`` if a connection changed while it was on
-its way (the actor may or may not have been spawned: give it a ``name`` and look
-again, or stop it), cancellation (the spawn is not withdrawn: an actor spawned
-meanwhile lives on).
+node is declared down first, ``ConnectionInterrupted`` if a connection changed while
+it was on its way -- in both, the actor may or may not have been spawned (a node
+declared down wrongly is heard again, its actors alive) -- cancellation (the spawn
+is not withdrawn: an actor spawned meanwhile lives on; cancelled before it is sent,
+nothing is sent).
 
 Where (``on=``): a member's name, or a rule (``_placement.py``) over the members
 (this node included, spawning locally) that list the class: ``RoundRobin`` goes to
 the next member in name order, passing over one that refuses; ``FewestActors`` asks
 every member (kind ``LOAD``: may it spawn the class, how many live actors it has)
 and spawns on the least loaded that may (those that did not answer within a
-heartbeat period after them, in name order). Either way, a member that dies before it
-answers, has left meanwhile (NATS answers that nothing serves it) or that this node
-may not reach (the server refuses: ``NotPermitted``) is passed over for the next;
-an interrupted spawn is not tried elsewhere (it may have happened).
+heartbeat period after them, in name order). Either way, a member that is no member
+any more when its turn comes, has left meanwhile (NATS answers that nothing serves
+it), is leaving, or that this node may not reach (the server refuses:
+``NotPermitted``) is passed over for the next -- none of them made the actor; a
+spawn that may have happened (``NodeDown``, ``ConnectionInterrupted``) is never
+tried elsewhere: one spawn never makes two actors.
 """
 
 from __future__ import annotations
@@ -40,10 +43,11 @@ import msgspec
 import trio
 
 from .._cluster import Cluster, spawnable_name
-from .._errors import ActorStopped, ConnectionInterrupted, NodeDown, NotPermitted, NotSpawnable
+from .._errors import ActorStopped, NodeDown, NotPermitted, NotSpawnable
 from .._placement import Placement, RoundRobin
 from ..actors import Actor, ActorRef
 from ..mailbox import Bounded
+from ._peers import PeerState
 from ._remote_cell import RemoteCell
 from ._subjects import LOAD, SPAWN, encode
 
@@ -123,22 +127,28 @@ class Spawning:
         self._check_open(class_name)  # (it may have left while it asked their loads)
         passed: dict[str, list[str]] = {}  # (the members tried that did not: why)
         for member in candidates:
+            if member.name != node.name and not self._up(member):
+                passed.setdefault("no member now", []).append(member.name)  # (nothing sent)
+                continue
             try:
                 return await self._spawn_on(member, factory, args, name, mailbox, shutdown, body)
             except NotSpawnable:
                 self._refused(member, class_name)
-            except ConnectionInterrupted:
-                raise  # (it may have been spawned there: never twice)
-            except (NodeDown, NotPermitted) as down:  # (down; or out of reach: --allow)
-                _log.info("spawn of %s: %s; trying the next member", class_name, down)
-                passed.setdefault("down or out of reach", []).append(member.name)
+            except NodeDown:
+                # Declared down after it was sent -- wrongly, maybe: a node heard
+                # again is alive, its actors too -- or a connection changed: it may
+                # have been spawned there. Never twice.
+                raise
+            except NotPermitted as refused:  # (out of reach, --allow: never delivered)
+                _log.info("spawn of %s: %s; trying the next member", class_name, refused)
+                passed.setdefault("out of reach", []).append(member.name)
             except ActorStopped as gone:
                 if node.closed:
                     raise  # (this node has left: no member is reached)
                 # (NATS's no-responders: nothing serves it -- it left since the
-                # members were read)
+                # members were read -- or its system is closing: not spawned there)
                 _log.info("spawn of %s: %s; trying the next member", class_name, gone)
-                passed.setdefault("left", []).append(member.name)
+                passed.setdefault("left or leaving", []).append(member.name)
         raise NotSpawnable(self._spawned_nowhere(class_name, on, passed))
 
     def _spawned_nowhere(self, class_name: str, on: Placement, passed: dict[str, list[str]]) -> str:
@@ -153,6 +163,10 @@ class Spawning:
             f"{'; '.join(said) or 'no other member'}); list it in Cluster(spawnable=[...]) "
             "-- or spawnable in the configuration file -- of the nodes that may run it"
         )
+
+    def _up(self, member: Member) -> bool:
+        """Whether ``member`` is still up (a member now, this incarnation)."""
+        return self._node.peers.state((member.name, member.incarnation)) is PeerState.UP
 
     def _check_open(self, class_name: str) -> None:
         """Raise ``ActorStopped`` once this node has left the cluster -- else a
@@ -301,7 +315,7 @@ class Spawning:
                     "-- or spawnable in its configuration file"
                 )
             if node.system._closed:  # (its actors are stopping: the node leaves next)
-                raise NodeDown(
+                raise ActorStopped(
                     f"node {node.name!r} is leaving the cluster: it spawns no more actors "
                     f"(asked by {sender!r} to spawn {class_name})"
                 )
