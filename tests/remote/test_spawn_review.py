@@ -360,3 +360,26 @@ async def test_a_spawn_to_a_member_wrongly_declared_down_is_not_made_twice(
         assert (await a.spawn(Counter, 2)).path.startswith("c:")
         await members_are(n["a"], 3)  # (b is heard again: it was alive)
         assert {name: live(n[name]) - before[name] for name in "bc"} == {"b": 1, "c": 1}
+
+
+# --- this node ----------------------------------------------------------------------
+
+
+async def test_this_node_spawns_for_itself_also_when_cut_off_from_the_others(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Cut off from the servers for more than ``heartbeats_missed`` beats, a node
+    lists every node down, itself included. A spawn ``on`` its own name is a plain
+    local spawn (the docs) -- it was NodeDown "not a member (the members up: )";
+    and a placement rule may still choose this node when it lists the class -- it
+    was NotSpawnable "no member of the cluster spawns it"."""
+    bus, cluster = memory(advisories=False)
+    async with ta.open_actor_system(cluster=spawnable(cluster, Counter), node="a") as a:
+        node = node_of(a)
+        with bus.losing(lambda _subject, _payload: True):
+            await trio.sleep(5)
+            assert node.members() == []
+            for on in ("a", ta.RoundRobin(), ta.FewestActors()):
+                assert await (await node.spawn(Counter, 1, on=on)).ask("count") == 1
+            with pytest.raises(ta.NodeDown, match=r"the members up: none"):
+                await node.spawn(Counter, 1, on="b")
