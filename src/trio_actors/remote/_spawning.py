@@ -44,6 +44,7 @@ import trio
 
 from .._cluster import Cluster, spawnable_name
 from .._errors import ActorStopped, NodeDown, NotPermitted, NotSpawnable
+from .._membership import Member
 from .._placement import Placement, RoundRobin
 from ..actors import Actor, ActorRef
 from ..mailbox import Bounded
@@ -52,7 +53,6 @@ from ._remote_cell import RemoteCell
 from ._subjects import LOAD, SPAWN, encode
 
 if TYPE_CHECKING:
-    from .._membership import Member
     from ._node import Node
     from ._subjects import Peer
 
@@ -177,11 +177,20 @@ class Spawning:
                 f"{class_name} was not sent"
             )
 
+    def _members(self) -> list[Member]:
+        """The members now, this node always among them: cut off from the servers
+        it lists itself down (it hears no heartbeat of its own), yet it spawns."""
+        node = self._node
+        members = node.membership.members()
+        if all(m.name != node.name for m in members):
+            members.append(Member(node.name, node.incarnation, trio.current_time()))
+        return members
+
     def _member(self, name: str) -> Member:
-        for member in self._node.membership.members():
+        for member in self._members():
             if member.name == name:
                 return member
-        names = ", ".join(sorted(m.name for m in self._node.membership.members()))
+        names = ", ".join(sorted(m.name for m in self._node.membership.members())) or "none"
         raise NodeDown(
             f"cannot spawn on node {name!r}: it is not a member of the cluster now "
             f"(the members up: {names})"
@@ -193,7 +202,7 @@ class Spawning:
         refusing = self._refusing.get(class_name, ())
         members = [
             m
-            for m in sorted(node.membership.members(), key=lambda m: m.name)
+            for m in sorted(self._members(), key=lambda m: m.name)
             if (m.name, m.incarnation) not in refusing
             and (m.name != node.name or class_name in self.spawnable)
         ]
