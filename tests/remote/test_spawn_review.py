@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import hypothesis.strategies as st
 import msgspec
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
 from test_requests_end import to_node
 from test_spawn import Counter, NotListed, eventually, live, node_of, nodes, spawnable
 
@@ -383,3 +385,72 @@ async def test_this_node_spawns_for_itself_also_when_cut_off_from_the_others(
                 assert await (await node.spawn(Counter, 1, on=on)).ask("count") == 1
             with pytest.raises(ta.NodeDown, match=r"the members up: none"):
                 await node.spawn(Counter, 1, on="b")
+
+
+# --- any bytes on the two new kinds -------------------------------------------------
+
+spawn_values = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=8)
+    | st.binary(max_size=8)
+    | st.sampled_from(["test_spawn:Counter", "os:system", "a/b", "fail", "drop_old"])
+)
+spawn_args = st.recursive(
+    spawn_values, lambda inner: st.lists(inner, max_size=3), max_leaves=6
+).map(lambda value: msgspec.Raw(msgspec.msgpack.encode(value)))
+
+
+@st.composite
+def hostile_requests(draw: st.DrawFn) -> tuple[int, bytes]:
+    """A SPAWN or LOAD envelope: a valid frame's shape with its fields replaced,
+    dropped or added, or random bytes."""
+    kind = draw(st.sampled_from([SPAWN, LOAD]))
+    if kind == SPAWN:
+        fields: list[Any] = [
+            draw(st.sampled_from(["test_spawn:Counter", "os:system"]) | spawn_values),
+            draw(spawn_args),
+            draw(st.none() | st.text(max_size=6) | spawn_values),
+            draw(st.none() | st.integers(-2, 2**64 - 1) | spawn_values),
+            draw(st.sampled_from([None, "fail", "drop_new", "zzz"]) | spawn_values),
+            draw(st.none() | st.floats(allow_nan=True) | spawn_values),
+        ]
+    else:
+        fields = [draw(st.sampled_from(["test_spawn:Counter"]) | spawn_values)]
+    operation = draw(st.sampled_from(["keep", "drop", "add", "whole"]))
+    body: Any = fields if kind == SPAWN else fields[0]
+    if operation == "drop" and kind == SPAWN:
+        del fields[draw(st.integers(0, len(fields) - 1))]
+    elif operation == "add":
+        body = [*fields, draw(spawn_values)]
+    elif operation == "whole":
+        body = draw(spawn_values)
+    raw = draw(st.just(msgspec.msgpack.encode(body)) | st.binary(max_size=24))
+    return kind, encode((kind, 0, "", msgspec.Raw(raw))) if draw(st.booleans()) else raw
+
+
+async def drive_hostile(requests: list[tuple[int, bytes]]) -> None:
+    bus = MemoryBus()
+    cluster = spawnable(ta.Cluster(bus=bus, name="fuzz"), Counter)
+    async with (
+        ta.open_actor_system(cluster=cluster, node="a") as a,
+        ta.open_actor_system(cluster=cluster, node="b") as b,
+        bus.connect("raw") as raw,
+    ):
+        node = node_of(a)
+        subject = node.subjects.to_node(node.name, node.incarnation, "raw")
+        replies = f"{node.subjects.replies('raw', '0')}.{node.name}"
+        for number, (_kind, payload) in enumerate(requests):
+            raw.publish(subject, payload, reply=f"{replies}.{number}")
+        await trio.sleep(0.01)
+        ref = await node_of(b).spawn(Counter, 2, on="a")  # (a spawns still)
+        with trio.fail_after(10):
+            assert await ref.ask("count") == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(hostile_requests(), min_size=1, max_size=8))
+def test_no_spawn_or_load_request_ends_a_node(requests: list[tuple[int, bytes]]) -> None:
+    trio.run(drive_hostile, requests, clock=trio.testing.MockClock(autojump_threshold=0))
