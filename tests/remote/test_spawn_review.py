@@ -454,3 +454,31 @@ async def drive_hostile(requests: list[tuple[int, bytes]]) -> None:
 @given(st.lists(hostile_requests(), min_size=1, max_size=8))
 def test_no_spawn_or_load_request_ends_a_node(requests: list[tuple[int, bytes]]) -> None:
     trio.run(drive_hostile, requests, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def test_a_spawn_to_a_member_while_it_leaves_goes_on_to_the_next(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """b leaves cleanly: its actors have stopped, it takes no more messages, and it
+    waits (up to five seconds) for c to acknowledge its last tells -- c's
+    acknowledgements are lost. A spawn sent to b then is answered by NATS: nothing
+    serves it; b is up, so it waits to be sent again -- until b's ``bye``, which
+    failed it with NodeDown. It was never delivered: the next member takes it."""
+    bus, cluster = memory(advisories=False)
+    async with (
+        nodes(cluster, "ac", {"c": (Counter,)}) as n,
+        one_more(cluster, "b", Counter) as (leave_b, b),
+    ):
+        a = node_of(n["a"])
+        await members_are(n["a"], 3)
+        await members_are(b[0], 3)
+        on_c = await node_of(b[0]).spawn(Counter, 0, on="c")
+        with bus.losing(
+            lambda subject, _payload: f".a.c.{node_of(n['c']).incarnation}." in subject
+        ):
+            on_c.tell("add")  # (b waits for its acknowledgement as it leaves)
+            leave_b.set()
+            await trio.sleep(0.5)
+            assert "b" in [m.name for m in a.members()]  # (b is leaving, not gone)
+            ref = await a.spawn(Counter, 1)  # (b's turn: first in name order)
+        assert ref.path.startswith("c:")

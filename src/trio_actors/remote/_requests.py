@@ -150,7 +150,10 @@ class Requests:
         -- and return its answer, decoded; it ends as the module docstring says (an
         error answer is raised). A checkpoint: an ask cancelled here is withdrawn
         on the other node (a ``CANCEL``); another kind is forgotten (its answer,
-        if one comes, is dropped)."""
+        if one comes, is dropped). Another kind that ends unanswered, never
+        delivered (NATS's no-responders each time it was sent), raises
+        ``ActorStopped`` rather than ``NodeDown`` or ``ConnectionInterrupted``: it
+        surely was not handled."""
         if self._node.closed:
             await trio.lowlevel.checkpoint()
             raise ActorStopped(f"{cell.path}: this node has left the cluster; not sent")
@@ -165,6 +168,14 @@ class Requests:
                 raise
         finally:
             del self.waiting[number]
+        if kind != ASK and waiter.failed and waiter.to_send_again and not waiter.refused:
+            # Every time it was sent, NATS said nothing served its node: never
+            # delivered, so surely not handled -- which a spawn's placement needs to
+            # know (an ask's NodeDown stays as it was).
+            raise ActorStopped(
+                f"{cell.path}: {waiter.failed}; it was never delivered (nothing served "
+                "that node each time it was sent)"
+            )
         return self._answer_of(waiter, cell)
 
     def _send_or_wait_for_round(
