@@ -30,8 +30,9 @@ class FewestActors:
     included), among those that list the class as spawnable; ties go to the name.
     Every member is asked at the spawn (one request each, answered at once; one
     that has not answered within a heartbeat period is tried only after those that
-    did, in name order), so the count is the one of now, not of the last heartbeat. Mailbox depths are not asked: a
-    node would have to walk every mailbox to sum them."""
+    did, in name order), so the count is the one of now, not of the last heartbeat.
+    Mailbox depths are not asked: a node would have to walk every mailbox to sum
+    them."""
 
 
 Placement: TypeAlias = RoundRobin | FewestActors
