@@ -11,6 +11,7 @@ with the secure deployment's permissions)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -482,3 +483,20 @@ async def test_a_spawn_to_a_member_while_it_leaves_goes_on_to_the_next(
             assert "b" in [m.name for m in a.members()]  # (b is leaving, not gone)
             ref = await a.spawn(Counter, 1)  # (b's turn: first in name order)
         assert ref.path.startswith("c:")
+
+
+async def test_fewest_actors_spreads_spawns_made_at_the_same_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Six spawns started together: each asks the loads, all read the same counts,
+    and all six went to b (the tie goes to the name) -- a user's nursery of
+    fewest-actors spawns put every worker on one node. The spawns this node has on
+    their way to a member count in its load."""
+    _, cluster = memory()
+    async with nodes(cluster, "abc", {"b": (Counter,), "c": (Counter,)}) as n:
+        a = node_of(n["a"])
+        before = {name: live(n[name]) for name in "bc"}
+        async with trio.open_nursery() as nursery:
+            for i in range(6):
+                nursery.start_soon(functools.partial(a.spawn, Counter, i, on=ta.FewestActors()))
+        assert {name: live(n[name]) - before[name] for name in "bc"} == {"b": 3, "c": 3}
