@@ -87,7 +87,7 @@ class Spawning:
     """One node's side of remote spawns: what it may spawn for the others, and the
     spawns it asks of them."""
 
-    __slots__ = ("_node", "_refusing", "_turns", "spawnable")
+    __slots__ = ("_node", "_on_the_way", "_refusing", "_turns", "spawnable")
 
     def __init__(self, node: Node, spawnable: dict[str, type[Actor]]) -> None:
         self._node = node
@@ -96,6 +96,7 @@ class Spawning:
         # that said they do not spawn a class are not asked again (forget: down).
         self._refusing: dict[str, set[Peer]] = {}
         self._turns: dict[str, int] = {}  # (RoundRobin: spawns so far, by class)
+        self._on_the_way: dict[str, int] = {}  # (spawns sent, not answered, by member)
 
     # --- asking another node -------------------------------------------------------
 
@@ -218,8 +219,10 @@ class Spawning:
             for member in members:
                 if member.name != node.name:
                     nursery.start_soon(self._ask_load, member, class_name, loads)
+        on_the_way = self._on_the_way  # (this node's spawns there, not answered yet)
         answered = sorted(
-            (m for m in members if m.name in loads), key=lambda m: (loads[m.name], m.name)
+            (m for m in members if m.name in loads),
+            key=lambda m: (loads[m.name] + on_the_way.get(m.name, 0), m.name),
         )
         # (one slow to answer -- or whose question was lost -- may list the class:
         # tried after those that did, not taken for one that refuses)
@@ -248,6 +251,28 @@ class Spawning:
                     _log.info("placement: %s answered %r, not its load", member.name, answer)
 
     async def _spawn_on(
+        self,
+        member: Member,
+        factory: type[Actor],
+        args: tuple[Any, ...],
+        name: str | None,
+        mailbox: Bounded | None,
+        shutdown: float | None,
+        body: bytes,
+    ) -> ActorRef:
+        """Spawn on ``member``; until it ends, counted as on its way there (in the
+        load ``FewestActors`` weighs: spawns started together spread)."""
+        on_the_way = self._on_the_way
+        on_the_way[member.name] = on_the_way.get(member.name, 0) + 1
+        try:
+            return await self._spawn_there(member, factory, args, name, mailbox, shutdown, body)
+        finally:
+            if on_the_way[member.name] == 1:
+                del on_the_way[member.name]
+            else:
+                on_the_way[member.name] -= 1
+
+    async def _spawn_there(
         self,
         member: Member,
         factory: type[Actor],
