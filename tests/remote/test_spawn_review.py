@@ -1,13 +1,16 @@
 """A review of spawning on another node (issue 32, item 2): each test a defect found,
-failing before its fix -- a placement rule that gives up on a member that left (or
-that this node may not reach) while another lists the class, a spawn after this node
-left that blames the other nodes' configuration, a ``NotSpawnable`` that names no
-member the second time, ``FewestActors`` calling a member that was slow to answer one
-that spawns nothing, a spawn that lands on a node whose system is closing, an answer
-that is not the answering node's own actor, arguments that are no list not counted as
-bad input, and the docs' advice to find an actor by its spawn ``name`` with
-``lookup``. Over the in-memory bus under the MockClock (one over a real nats-server
-with the secure deployment's permissions)."""
+failing before its fix -- a placement rule that gave up on a member that left, was
+leaving, or that this node may not reach, while another listed the class; one spawn
+that made two actors when a member was declared down wrongly; a spawn after this
+node left that blamed the other nodes' configuration; a ``NotSpawnable`` that named
+no member the second time; ``FewestActors`` refusing when a member was slow to say
+its load, and sending spawns started together all to one member; a spawn in a
+scope already cancelled that made an actor nobody holds; a node cut off from the
+others that could not spawn on itself; an answer that is not the answering node's
+own actor; arguments that are no list not counted as bad input; and the docs'
+advice to find an actor by its spawn ``name`` with ``lookup``. Then a property test:
+no SPAWN or LOAD request ends a node. Over the in-memory bus under the MockClock
+(one over a real nats-server with the secure deployment's permissions)."""
 
 from __future__ import annotations
 
