@@ -27,11 +27,13 @@ class RoundRobin:
 @attrs.frozen
 class FewestActors:
     """On the member with the fewest live actors (at every level, pools' workers
-    included), among those that list the class as spawnable; ties go to the name.
+    included) -- with this node's spawns still on their way to it -- among those
+    that list the class as spawnable; ties go to the name.
     Every member is asked at the spawn (one request each, answered at once; one
-    that has not answered within a heartbeat period is passed over), so the count
-    is the one of now, not of the last heartbeat. Mailbox depths are not asked: a
-    node would have to walk every mailbox to sum them."""
+    that has not answered within a heartbeat period is tried only after those that
+    did, in name order), so the count is the one of now, not of the last heartbeat.
+    Mailbox depths are not asked: a node would have to walk every mailbox to sum
+    them."""
 
 
 Placement: TypeAlias = RoundRobin | FewestActors

@@ -403,7 +403,8 @@ class Node:
         default). ``*args`` go to the class there and cross as a message does;
         ``name``, ``mailbox`` and ``shutdown`` are ``system.spawn``'s. A checkpoint.
 
-        Cancelled, the spawn is not withdrawn: an actor it made meanwhile lives on.
+        Cancelled on its way, the actor it made meanwhile is stopped when the
+        answer comes (nobody holds its ref).
 
         Raises:
             TypeError: ``actor_class`` is not an ``Actor`` subclass (a factory
@@ -413,9 +414,14 @@ class Node:
                 ``restart``: what crosses is values, not functions).
             ValueError: ``actor_class`` is defined inside a function.
             NotSpawnable: the node named does not list the class, or no member does.
-            NodeDown: the node named is not a member, or died before it answered;
+            NodeDown: the node named is not a member, or the node chosen was
+                declared down before it answered;
                 :exc:`~trio_actors.ConnectionInterrupted` (a ``NodeDown``) if a
-                connection changed on the way: the actor may or may not exist.
+                connection changed on the way: the actor may or may not exist (it
+                is never tried again elsewhere).
+            ActorStopped: this node has left the cluster; or the node named is
+                leaving, or the spawn never reached it (nothing served it).
+            NotPermitted: the server does not let this node reach the node named.
             ActorError: called from another thread.
             Exception: what ``system.spawn`` raised on that node (a ``name``
                 taken, the class's ``__init__`` raising), rebuilt as for an ask.

@@ -33,7 +33,7 @@ sent after a peer's down, or to no peer at all, a lookup, is not ended by it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     from ._remote_cell import RemoteCell
 
 __all__ = ["LOOKUP_AGAIN_EVERY", "Requests"]
+
+LATE_KEPT: Final = 1_024
+"""Requests cancelled after they were sent whose late answer a node still acts on
+(a spawn's: it stops the actor made), at most; past it, the oldest is forgotten."""
 
 LOOKUP_AGAIN_EVERY: Final = 0.1
 """A lookup that NATS answered no-responders while the name's holder is up (between
@@ -112,13 +116,17 @@ class _Waiter:
 class Requests:
     """This node's requests waiting for a reply, by number."""
 
-    __slots__ = ("_node", "_replies", "made", "waiting")
+    __slots__ = ("_late", "_node", "_replies", "made", "waiting")
 
     def __init__(self, node: Node) -> None:
         self._node = node
         self._replies = node.subjects.replies(node.name, node.incarnation)
         self.waiting: dict[int, _Waiter] = {}
         self.made = 0  # (the number of the newest request)
+        # Requests cancelled after they were sent whose answer still matters (a
+        # spawn's: the actor it made is stopped), by number; the oldest forgotten
+        # past LATE_KEPT, and those of a peer down with it.
+        self._late: dict[int, tuple[RemoteCell, Callable[[Any], None]]] = {}
 
     @property
     def subject(self) -> str:
@@ -144,13 +152,24 @@ class Requests:
         node.check_thread("ask")
         return await self.request(cell, ASK, node.codec.encode(message))
 
-    async def request(self, cell: RemoteCell, kind: int, body: bytes) -> Any:
+    async def request(
+        self,
+        cell: RemoteCell,
+        kind: int,
+        body: bytes,
+        *,
+        then_late: Callable[[Any], None] | None = None,
+    ) -> Any:
         """Send ``body`` as a request of ``kind`` to ``cell`` -- an actor (an ask),
         or its node itself (a spawn, a question about its load: ``_spawning.py``)
         -- and return its answer, decoded; it ends as the module docstring says (an
         error answer is raised). A checkpoint: an ask cancelled here is withdrawn
-        on the other node (a ``CANCEL``); another kind is forgotten (its answer,
-        if one comes, is dropped)."""
+        on the other node (a ``CANCEL``); another kind is forgotten -- its answer,
+        if one comes, is dropped, or (a value) given to ``then_late``. Another kind
+        that ends unanswered, never delivered (NATS's no-responders each time it
+        was sent), raises
+        ``ActorStopped`` rather than ``NodeDown`` or ``ConnectionInterrupted``: it
+        surely was not handled."""
         if self._node.closed:
             await trio.lowlevel.checkpoint()
             raise ActorStopped(f"{cell.path}: this node has left the cluster; not sent")
@@ -162,9 +181,23 @@ class Requests:
             except trio.Cancelled:
                 if kind == ASK and waiter.reply is None and not waiter.failed:
                     self._node.tells.send(cell, CANCEL, NONE, reply_subject)  # withdrawn there
+                elif then_late is not None and waiter.open:
+                    self._late[number] = (cell, then_late)
+                    if len(self._late) > LATE_KEPT:
+                        del self._late[next(iter(self._late))]
+                elif then_late is not None and waiter.reply is not None:
+                    self._give_late(waiter.reply, then_late)  # (it came as it was cancelled)
                 raise
         finally:
             del self.waiting[number]
+        if kind != ASK and waiter.failed and waiter.to_send_again and not waiter.refused:
+            # Every time it was sent, NATS said nothing served its node: never
+            # delivered, so surely not handled -- which a spawn's placement needs to
+            # know (an ask's NodeDown stays as it was).
+            raise ActorStopped(
+                f"{cell.path}: {waiter.failed}; it was never delivered (nothing served "
+                "that node each time it was sent)"
+            )
         return self._answer_of(waiter, cell)
 
     def _send_or_wait_for_round(
@@ -281,6 +314,9 @@ class Requests:
         or a stop's no-responders while its peer is up was never delivered: it is
         sent again at the next confirm round."""
         waiter = self.waiting.get(reply.number)
+        if waiter is None and reply.number in self._late:
+            self._late_answer(reply)
+            return
         if waiter is not None and waiter.peer is not None and reply.answerer != waiter.peer[0]:
             # (only the node asked may answer: it alone may publish there)
             self._node.refused("forged", f"an answer from {reply.answerer!r}", self._replies)
@@ -311,6 +347,26 @@ class Requests:
             waiter.ref = wire
         waiter.reply = reply
         waiter.event.set()
+
+    def _late_answer(self, reply: Reply) -> None:
+        """The answer to a request cancelled after it was sent, from the node asked
+        (else forged, and kept waiting for): a value goes to its ``then_late``."""
+        cell, then_late = self._late[reply.number]
+        if reply.answerer != cell.node_name:
+            self._node.refused("forged", f"an answer from {reply.answerer!r}", self._replies)
+            return
+        del self._late[reply.number]
+        self._give_late(reply, then_late)
+
+    def _give_late(self, reply: Reply, then_late: Callable[[Any], None]) -> None:
+        """A value answered to a request cancelled meanwhile goes to ``then_late``."""
+        if reply.ok:
+            try:
+                value = self._node.codec.decode(reply.body)
+            except Exception as error:
+                self._node.refused("replies", error, self._replies)
+                return
+            then_late(value)
 
     # --- confirm rounds (_confirm.py) --------------------------------------------
 
@@ -427,6 +483,8 @@ class Requests:
     def peer_down(self, peer: Peer, said: str, sent_up_to: int | None) -> None:
         """``peer`` is down: the requests to it (up to number ``sent_up_to``, if
         given, and every one waiting to be sent again) fail with ``NodeDown``."""
+        for number in [n for n, (cell, _) in self._late.items() if cell.peer == peer]:
+            del self._late[number]  # (no answer will come)
         for number, waiter in self.waiting.items():
             if sent_up_to is not None and number > sent_up_to and not waiter.to_send_again:
                 continue  # (sent after the news: nothing serves it, NATS will say)

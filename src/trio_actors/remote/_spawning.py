@@ -10,21 +10,28 @@ actors only if the class is one it lists (``Cluster(spawnable=...)``): it looks 
 name up in that list and never imports anything, so remote spawn is never a way to
 run code the node did not choose. It answers with the new actor's ref, or the
 error: :exc:`~trio_actors.NotSpawnable`, or what its ``spawn`` raised (a name
-taken, the actor's ``__init__`` raising, arguments that do not fit).
+taken, the actor's ``__init__`` raising, arguments that do not fit) -- or, once its
+system is closing (it leaves the cluster next), ``ActorStopped``: a placement rule
+goes on to the next member.
 
 The spawn ends as an ask does (``_requests.py``): its answer, ``NodeDown`` if the
-node dies first, ``ConnectionInterrupted`` if a connection changed while it was on
-its way (the actor may or may not have been spawned: give it a ``name`` and look
-again, or stop it), cancellation (the spawn is not withdrawn: an actor spawned
-meanwhile lives on).
+node is declared down first, ``ConnectionInterrupted`` if a connection changed while
+it was on its way -- in both, the actor may or may not have been spawned (a node
+declared down wrongly is heard again, its actors alive) -- cancellation (an actor
+made meanwhile is stopped when the late answer comes: ``Requests.request``'s
+``then_late``; cancelled before it is sent, nothing is sent).
 
 Where (``on=``): a member's name, or a rule (``_placement.py``) over the members
 (this node included, spawning locally) that list the class: ``RoundRobin`` goes to
 the next member in name order, passing over one that refuses; ``FewestActors`` asks
 every member (kind ``LOAD``: may it spawn the class, how many live actors it has)
-and spawns on the least loaded that may. Either way, a member that dies before it
-answers is passed over for the next; an interrupted spawn is not tried elsewhere
-(it may have happened).
+and spawns on the least loaded that may (those that did not answer within a
+heartbeat period after them, in name order). Either way, a member that is no member
+any more when its turn comes, has left meanwhile (NATS answers that nothing serves
+it), is leaving, or that this node may not reach (the server refuses:
+``NotPermitted``) is passed over for the next -- none of them made the actor; a
+spawn that may have happened (``NodeDown``, ``ConnectionInterrupted``) is never
+tried elsewhere: one spawn never makes two actors.
 """
 
 from __future__ import annotations
@@ -37,16 +44,17 @@ import msgspec
 import trio
 
 from .._cluster import Cluster, spawnable_name
-from .._errors import ConnectionInterrupted, NodeDown, NotSpawnable
+from .._errors import ActorStopped, NodeDown, NotPermitted, NotSpawnable
+from .._membership import Member
 from .._placement import FewestActors, Placement, RoundRobin
 from .._supervision import Stop
 from ..actors import Actor, ActorRef
 from ..mailbox import Bounded
+from ._peers import PeerState
 from ._remote_cell import RemoteCell
 from ._subjects import LOAD, SPAWN, encode
 
 if TYPE_CHECKING:
-    from .._membership import Member
     from ..actors import ActorSystem
     from ._node import Node
     from ._subjects import Peer
@@ -157,7 +165,7 @@ class Spawning:
     """One node's side of remote spawns: what it may spawn for the others, and the
     spawns it asks of them."""
 
-    __slots__ = ("_node", "_refusing", "_supervised", "_turns", "spawnable")
+    __slots__ = ("_node", "_on_the_way", "_refusing", "_supervised", "_turns", "spawnable")
 
     def __init__(self, node: Node, spawnable: dict[str, type[Actor]]) -> None:
         self._node = node
@@ -166,6 +174,7 @@ class Spawning:
         # that said they do not spawn a class are not asked again (forget: down).
         self._refusing: dict[str, set[Peer]] = {}
         self._turns: dict[str, int] = {}  # (RoundRobin: spawns so far, by class)
+        self._on_the_way: dict[str, int] = {}  # (spawns sent, not answered, by member)
         # The instances this node runs of other nodes' children, by the parent's node:
         # stopped when it is down (their anchors are gone with it).
         self._supervised: dict[Peer, list[ActorRef]] = {}
@@ -193,34 +202,80 @@ class Spawning:
         request = _Request(factory, args, name, mailbox, shutdown, supervised)
         class_name = spawnable_name(factory)
         body = request.body(node.codec.encode(list(args)))
+        if node.closed:
+            await trio.lowlevel.checkpoint()
+            self._check_open(class_name)
         if isinstance(on, str):
             return await self._spawn_on(self._member(on), request, body)
         candidates = await self._candidates(on, class_name)
         candidates.sort(key=lambda member: member.name != prefer)  # (stable: the rest stay)
-        refused: list[str] = []
+        self._check_open(class_name)  # (it may have left while it asked their loads)
+        passed: dict[str, list[str]] = {}  # (the members tried that did not: why)
         for member in candidates:
+            if member.name != node.name and not self._up(member):
+                passed.setdefault("no member now", []).append(member.name)  # (nothing sent)
+                continue
             try:
                 return await self._spawn_on(member, request, body)
             except NotSpawnable:
                 self._refused(member, class_name)
-                refused.append(member.name)
-            except ConnectionInterrupted:
-                raise  # (it may have been spawned there: never twice)
-            except NodeDown as down:
-                _log.info("spawn of %s: %s; trying the next member", class_name, down)
-                refused.append(member.name)
-        tried = ", ".join(refused) if refused else "none"
-        raise NotSpawnable(
-            f"no member of the cluster spawns {class_name} (placement {on!r}; members "
-            f"that refused or went down: {tried}); list it in Cluster(spawnable=[...]) "
+            except NodeDown:
+                # Declared down after it was sent -- wrongly, maybe: a node heard
+                # again is alive, its actors too -- or a connection changed: it may
+                # have been spawned there. Never twice.
+                raise
+            except NotPermitted as refused:  # (out of reach, --allow: never delivered)
+                _log.info("spawn of %s: %s; trying the next member", class_name, refused)
+                passed.setdefault("out of reach", []).append(member.name)
+            except ActorStopped as gone:
+                if node.closed:
+                    raise  # (this node has left: no member is reached)
+                # (NATS's no-responders: nothing serves it -- it left since the
+                # members were read -- or its system is closing: not spawned there)
+                _log.info("spawn of %s: %s; trying the next member", class_name, gone)
+                passed.setdefault("left or leaving", []).append(member.name)
+        raise NotSpawnable(self._spawned_nowhere(class_name, on, passed))
+
+    def _spawned_nowhere(self, class_name: str, on: Placement, passed: dict[str, list[str]]) -> str:
+        """What ``NotSpawnable`` says when no member spawned ``class_name``: the
+        members that refuse it -- this time, or before (they are not asked again) --
+        and those ``passed`` over, by why."""
+        refusing = sorted(name for name, _ in self._refusing.get(class_name, ()))
+        said = [f"refused: {', '.join(refusing)}"] if refusing else []
+        said += [f"{why}: {', '.join(names)}" for why, names in passed.items()]
+        return (
+            f"no member of the cluster spawns {class_name} (placement {on!r}; "
+            f"{'; '.join(said) or 'no other member'}); list it in Cluster(spawnable=[...]) "
             "-- or spawnable in the configuration file -- of the nodes that may run it"
         )
 
+    def _up(self, member: Member) -> bool:
+        """Whether ``member`` is still up (a member now, this incarnation)."""
+        return self._node.peers.state((member.name, member.incarnation)) is PeerState.UP
+
+    def _check_open(self, class_name: str) -> None:
+        """Raise ``ActorStopped`` once this node has left the cluster -- else a
+        placement rule finds no member that answers, and blames their lists."""
+        if self._node.closed:
+            raise ActorStopped(
+                f"node {self._node.name!r} has left the cluster: the spawn of "
+                f"{class_name} was not sent"
+            )
+
+    def _members(self) -> list[Member]:
+        """The members now, this node always among them: cut off from the servers
+        it lists itself down (it hears no heartbeat of its own), yet it spawns."""
+        node = self._node
+        members = node.membership.members()
+        if all(m.name != node.name for m in members):
+            members.append(Member(node.name, node.incarnation, trio.current_time()))
+        return members
+
     def _member(self, name: str) -> Member:
-        for member in self._node.membership.members():
+        for member in self._members():
             if member.name == name:
                 return member
-        names = ", ".join(sorted(m.name for m in self._node.membership.members()))
+        names = ", ".join(sorted(m.name for m in self._node.membership.members())) or "none"
         raise NodeDown(
             f"cannot spawn on node {name!r}: it is not a member of the cluster now "
             f"(the members up: {names})"
@@ -232,7 +287,7 @@ class Spawning:
         refusing = self._refusing.get(class_name, ())
         members = [
             m
-            for m in sorted(node.membership.members(), key=lambda m: m.name)
+            for m in sorted(self._members(), key=lambda m: m.name)
             if (m.name, m.incarnation) not in refusing
             and (m.name != node.name or class_name in self.spawnable)
         ]
@@ -248,8 +303,18 @@ class Spawning:
             for member in members:
                 if member.name != node.name:
                     nursery.start_soon(self._ask_load, member, class_name, loads)
-        chosen = [m for m in members if m.name in loads]
-        return sorted(chosen, key=lambda m: (loads[m.name], m.name))
+        on_the_way = self._on_the_way  # (this node's spawns there, not answered yet)
+        answered = sorted(
+            (m for m in members if m.name in loads),
+            key=lambda m: (loads[m.name] + on_the_way.get(m.name, 0), m.name),
+        )
+        # (one slow to answer -- or whose question was lost -- may list the class:
+        # tried after those that did, not taken for one that refuses)
+        refusing = self._refusing.get(class_name, ())
+        slow = [
+            m for m in members if m.name not in loads and (m.name, m.incarnation) not in refusing
+        ]
+        return answered + slow
 
     async def _ask_load(self, member: Member, class_name: str, loads: dict[str, int]) -> None:
         """Ask ``member`` whether it spawns ``class_name`` and how many live actors
@@ -270,15 +335,61 @@ class Spawning:
                     _log.info("placement: %s answered %r, not its load", member.name, answer)
 
     async def _spawn_on(self, member: Member, request: _Request, body: bytes) -> ActorRef:
+        """Spawn on ``member``; until it ends, counted as on its way there (in the
+        load ``FewestActors`` weighs: spawns started together spread)."""
+        on_the_way = self._on_the_way
+        on_the_way[member.name] = on_the_way.get(member.name, 0) + 1
+        try:
+            return await self._spawn_there(member, request, body)
+        finally:
+            if on_the_way[member.name] == 1:
+                del on_the_way[member.name]
+            else:
+                on_the_way[member.name] -= 1
+
+    async def _spawn_there(self, member: Member, request: _Request, body: bytes) -> ActorRef:
         node = self._node
+        factory = request.factory
         if member.name == node.name:  # (this node: spawned here, with the same options)
             await trio.lowlevel.checkpoint()
             return request.spawn_in(node.system, request.args)
-        cell = self._node_cell(member, f"(spawn of {spawnable_name(request.factory)})")
-        ref = await node.requests.request(cell, SPAWN, body)
-        if not isinstance(ref, ActorRef):  # (a node's answer to a spawn is a ref)
-            raise NodeDown(f"{member.name} answered a spawn with {type(ref).__name__}, not a ref")
+        # (cancelled already: raise before anything is sent -- after, the actor is
+        # made there, and the Cancelled leaves nobody its ref)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        cell = self._node_cell(member, f"(spawn of {spawnable_name(factory)})")
+        peer = cell.peer
+        ref = await node.requests.request(
+            cell, SPAWN, body, then_late=lambda made: self._made_too_late(made, peer)
+        )
+        # A node's answer to a spawn is a ref to an actor of its own -- as a lookup's
+        # must be: not one of this node's (which would decode as a local ref) or a
+        # third node's, handed to the caller as the new actor.
+        if not (
+            isinstance(ref, ActorRef)
+            and isinstance(ref._cell, RemoteCell)
+            and ref._cell.peer == cell.peer
+        ):
+            is_ref = isinstance(ref, ActorRef)
+            what = f"the ref of {ref.path}" if is_ref else type(ref).__name__
+            node.refused(
+                "forged" if is_ref else "replies",
+                f"{member.name} answered a spawn with {what}",
+                node.requests.subject,
+            )
+            raise NodeDown(
+                f"node {member.name!r} answered the spawn of {spawnable_name(factory)} with "
+                f"{what}, not an actor of its own"
+            )
         return ref
+
+    def _made_too_late(self, ref: object, peer: Peer) -> None:
+        """A spawn cancelled after it was sent made ``ref`` on ``peer`` (its late
+        answer, ``Requests``): nobody holds it, so it is stopped -- never left
+        running."""
+        cell = ref._cell if isinstance(ref, ActorRef) else None
+        if isinstance(cell, RemoteCell) and cell.peer == peer:
+            _log.info("a spawn cancelled on its way made %s: stopped", cell.path)
+            cell.request_stop(drain=False)
 
     def _refused(self, member: Member, class_name: str) -> None:
         self._refusing.setdefault(class_name, set()).add((member.name, member.incarnation))
@@ -330,9 +441,16 @@ class Spawning:
                     f"(asked by {sender!r}); it lists {listed} in Cluster(spawnable=...) "
                     "-- or spawnable in its configuration file"
                 )
+            if node.system._closed:  # (its actors are stopping: the node leaves next)
+                raise ActorStopped(
+                    f"node {node.name!r} is leaving the cluster: it spawns no more actors "
+                    f"(asked by {sender!r} to spawn {class_name})"
+                )
             args = node.codec.decode(args_body)
-            if not isinstance(args, list):
-                raise TypeError(f"a spawn's arguments are a list, got {type(args).__name__}")
+            if not isinstance(args, list):  # (no node sends them otherwise: bad input)
+                why = f"a spawn's arguments are a list, got {type(args).__name__}"
+                node.refused("messages", why, reply)
+                raise TypeError(why)
             mailbox = None
             if capacity is not None:  # (Bounded says what is wrong with the values)
                 mailbox = Bounded(capacity, overflow=overflow)  # type: ignore[arg-type]
