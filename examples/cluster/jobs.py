@@ -115,8 +115,8 @@ async def coordinate(system: ta.ActorSystem) -> Ledger:
     shared name until it is done."""
     coordinator = system.spawn(Coordinator, name="coordinator")
     with trio.fail_after(60):
-        while await coordinator.ask("workers") < WORKERS:
-            await trio.sleep(0.05)
+        workers = await coordinator.ask("workers")  # (after its on_start: spawned)
+        assert workers == WORKERS, workers
         while True:
             try:
                 jobs = await system.lookup("jobs")
