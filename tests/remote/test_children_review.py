@@ -1,0 +1,106 @@
+"""Review of children on other nodes (``Actor.spawn_remote``, issue 32 item 3): a
+reproducer of each defect found, over the in-memory bus under the MockClock.
+
+- ``test_a_child_stopped_before_its_anchor_started_leaves_no_instance_running``: a
+  child stopped before its anchor's ``on_start`` ran (stopped by its parent in the
+  handler that spawned it) left its first instance running on the other node.
+- ``test_a_resumed_child_that_cannot_get_a_fresh_instance_stops_with_the_error``:
+  ``Resume`` decided for a node's death, with no node left to place the fresh
+  instance on, left the child "running" with no instance for ever: its asks
+  waited for ever, its tells were held without bound.
+- ``test_tells_held_when_a_child_stops_draining_are_dead_letters``: tells held
+  while there was no instance were lost silently (no dead letter) when the child
+  stopped with ``drain=True``.
+- ``test_a_parent_node_wrongly_declared_down_fails_its_child_there`` (xfail): the
+  instance's node, having declared the parent's node down, stops the instance,
+  and the anchor never hears of it when the parent's node is heard again: the
+  child stays "running" for ever, its asks raise ActorStopped, its tells are dead
+  letters there, and its parent's strategy never decides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from test_children import Parent, Worker, cluster, eventually, live, transport
+
+import trio_actors as ta
+from trio_actors.remote import MemoryBus
+from trio_actors.remote._children import RemoteChildCell
+
+
+class SpawnsThenStops(ta.Actor):
+    """Spawns a child on b and stops it in the same handler."""
+
+    async def receive(self, message: Any) -> Any:
+        child = await self.spawn_remote(Worker, 0, on="b")
+        child.stop_nowait()
+        return child
+
+
+async def test_a_child_stopped_before_its_anchor_started_leaves_no_instance_running(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with cluster(ta.Cluster(bus=MemoryBus()), "ab", "b") as n:
+        a, b = n["a"], n["b"]
+        parent = a.spawn(SpawnsThenStops)
+        child = await parent.ask("go")
+        await child.wait_stopped()
+        await eventually(lambda: live(b) == 0)  # (its first instance was left running)
+
+
+async def test_a_resumed_child_that_cannot_get_a_fresh_instance_stops_with_the_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus()
+    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
+        a, b = n["a"], n["b"]
+        parent = a.spawn(Parent, [])
+        child = await parent.ask(("spawn", {"on": "b", "supervision": ta.Resume()}))
+        bus.disconnect(transport(b))  # (no node left to place a fresh instance on)
+        with trio.fail_after(60):  # (it waited for ever)
+            terminated = await child.wait_stopped()
+        assert isinstance(terminated.error, ta.NodeDown | ta.NotSpawnable)
+        with pytest.raises(ta.ActorStopped):
+            await child.ask("count")
+
+
+async def test_tells_held_when_a_child_stops_draining_are_dead_letters(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus()
+    async with cluster(ta.Cluster(bus=bus), "abc", "bc") as n:
+        a, b, c = n["a"], n["b"], n["c"]
+        parent = a.spawn(Parent, [])
+        child = await parent.ask(("spawn", {"supervision": ta.Restart()}))
+        assert await child.ask("where") == "b"
+        cell = child._cell
+        assert isinstance(cell, RemoteChildCell)
+        with bus.between_connections(transport(c)):  # (the fresh instance waits)
+            bus.disconnect(transport(b))
+            await eventually(lambda: child.statistics().failures == 1)
+            assert cell.target is None
+            for _ in range(3):
+                child.tell("add")  # (held)
+            await child.stop(drain=True)
+        assert not cell.held
+        assert a.statistics().dead_letters.stranded == 3  # (they were lost silently)
+
+
+@pytest.mark.xfail(strict=True, reason="not fixed: the anchor never hears of it")
+async def test_a_parent_node_wrongly_declared_down_fails_its_child_there(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus()
+    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
+        a, b = n["a"], n["b"]
+        parent = a.spawn(Parent, [])
+        child = await parent.ask(("spawn", {"on": "b", "supervision": ta.Stop()}))
+        with bus.losing(lambda subject, _: ".hb.a." in subject):  # (b hears no beat of a)
+            await eventually(lambda: live(b) == 0)  # (b stopped a's instances)
+        await trio.sleep(30)  # (a is heard again: both members of each other's)
+        with trio.fail_after(60):  # (the child stayed running, its instance gone)
+            await child.wait_stopped()
