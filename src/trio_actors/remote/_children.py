@@ -181,6 +181,9 @@ class RemoteChildCell(ActorCell):
     def begin_stop(self, *, drain: bool, cancel_handler: bool, stop_task: bool = True) -> None:
         if self.accepting:
             self.stop_drain = drain
+        first, self.first = self.first, None
+        if first is not None:  # (stopped before its anchor started: no on_stop stops it)
+            first.stop_nowait(drain=drain)
         super().begin_stop(drain=drain, cancel_handler=cancel_handler, stop_task=stop_task)
 
     def strand(self) -> None:
