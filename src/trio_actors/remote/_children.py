@@ -27,7 +27,8 @@ the node dies                    ``Terminated(NodeDown)``: a failure, decided al
 (decided) Restart                a fresh instance, placed by the same rule
 (decided) Resume                 a fresh instance too (the old one's state went with
                                  it, as an exit's in Erlang), not counted as a
-                                 restart
+                                 restart; if none can be placed, the child stops
+                                 with that error
 (decided) Stop / Escalate        the anchor stops (and its parent fails)
 the anchor stops or restarts     it stops the instance (its ``on_stop``, within the
                                  child's ``shutdown``)
@@ -48,7 +49,7 @@ import attrs
 import trio
 
 from .._core._cell import ActorCell
-from .._core._failure import handle_failure
+from .._core._failure import handle_failure, record_failure
 from .._core._foreign import current_task_of
 from .._core._state import ActorState
 from .._core._stopping import DEFAULT_SHUTDOWN
@@ -255,7 +256,15 @@ class Anchor(Actor):
         )
         handle_failure(cell, error, where)
         if cell.state is ActorState.RUNNING:  # (resumed: a fresh instance all the same)
-            self._attach(await self._spawn())
+            try:
+                instance = await self._spawn()
+            except Exception as failed:  # (none: a child cannot go on without one)
+                record_failure(cell, failed, "placing a fresh instance (resumed)")
+                if cell.stop_error is None:
+                    cell.stop_error = failed
+                cell.begin_stop(drain=False, cancel_handler=False)
+                return
+            self._attach(instance)
 
     async def on_stop(self) -> None:
         cell = self._child_cell()
