@@ -10,7 +10,7 @@ reproducer of each defect found, over the in-memory bus under the MockClock.
   waited for ever, its tells were held without bound.
 - ``test_tells_held_when_a_child_stops_draining_are_dead_letters``: tells held
   while there was no instance were lost silently (no dead letter) when the child
-  stopped with ``drain=True``.
+  stopped with ``drain=True``, and an ask waiting for an instance waited for ever.
 - ``test_a_parent_node_wrongly_declared_down_fails_its_child_there`` (xfail): the
   instance's node, having declared the parent's node down, stops the instance,
   and the anchor never hears of it when the parent's node is heard again: the
@@ -85,9 +85,22 @@ async def test_tells_held_when_a_child_stops_draining_are_dead_letters(
             assert cell.target is None
             for _ in range(3):
                 child.tell("add")  # (held)
-            await child.stop(drain=True)
+            async with trio.open_nursery() as nursery:
+                asked: list[BaseException] = []
+                nursery.start_soon(ask_into, child, asked)
+                await trio.sleep(1)  # (the ask waits for an instance)
+                await child.stop(drain=True)
         assert not cell.held
         assert a.statistics().dead_letters.stranded == 3  # (they were lost silently)
+        assert isinstance(asked[0], ta.ActorStopped)  # (it waited for ever)
+
+
+async def ask_into(child: ta.ActorRef, errors: list[BaseException]) -> None:
+    with trio.fail_after(60):
+        try:
+            await child.ask("count")
+        except ta.ActorError as error:
+            errors.append(error)
 
 
 @pytest.mark.xfail(strict=True, reason="not fixed: the anchor never hears of it")

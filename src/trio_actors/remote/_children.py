@@ -187,6 +187,13 @@ class RemoteChildCell(ActorCell):
             first.stop_nowait(drain=drain)
         super().begin_stop(drain=drain, cancel_handler=cancel_handler, stop_task=stop_task)
 
+    async def wait_drained(self) -> None:
+        """A drain ends when the anchor's own queue is handled (the kernel strands
+        nothing then); the tells still held have no instance to go to: stranded as
+        a stop's are, and what waits for an instance sees that it stopped."""
+        await super().wait_drained()
+        self.strand()  # (drained: nothing else is queued, and nothing serves it)
+
     def strand(self) -> None:
         """The child stops at once: the tells held for an instance are stranded with
         its own queue, and what waits for an instance sees that it stopped."""
