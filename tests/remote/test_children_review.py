@@ -11,6 +11,10 @@ reproducer of each defect found, over the in-memory bus under the MockClock.
 - ``test_tells_held_when_a_child_stops_draining_are_dead_letters``: tells held
   while there was no instance were lost silently (no dead letter) when the child
   stopped with ``drain=True``, and an ask waiting for an instance waited for ever.
+- ``test_tells_held_for_a_bounded_child_meet_its_overflow_policy``: tells held
+  while there was no instance grew without bound, whatever the child's
+  ``mailbox=Bounded(...)`` (the spec: a tell never grows memory without bound; past
+  the window, the target's overflow policy applies at the sender).
 - ``test_a_parent_node_wrongly_declared_down_fails_its_child_there`` (xfail): the
   instance's node, having declared the parent's node down, stops the instance,
   and the anchor never hears of it when the parent's node is heard again: the
@@ -101,6 +105,39 @@ async def ask_into(child: ta.ActorRef, errors: list[BaseException]) -> None:
             await child.ask("count")
         except ta.ActorError as error:
             errors.append(error)
+
+
+@pytest.mark.parametrize("overflow", ["drop_new", "drop_old", "fail"])
+async def test_tells_held_for_a_bounded_child_meet_its_overflow_policy(
+    autojump_clock: trio.testing.MockClock, overflow: str
+) -> None:
+    bus = MemoryBus()
+    async with cluster(ta.Cluster(bus=bus), "abc", "bc") as n:
+        a, b, c = n["a"], n["b"], n["c"]
+        parent = a.spawn(Parent, [])
+        options = {"mailbox": ta.Bounded(2, overflow=overflow), "supervision": ta.Restart()}
+        child = await parent.ask(("spawn", options))
+        assert await child.ask("where") == "b"
+        cell = child._cell
+        assert isinstance(cell, RemoteChildCell)
+        with bus.between_connections(transport(c)):  # (the fresh instance waits)
+            bus.disconnect(transport(b))
+            await eventually(lambda: child.statistics().failures == 1)
+            assert cell.target is None
+            raised = 0
+            for number in range(5):
+                try:
+                    child.tell(("n", number))
+                except ta.MailboxFull:
+                    raised += 1
+            assert len(cell.held) == 2  # (all five were held)
+            kept = [message[1] for message in cell.held]
+        if overflow == "fail":
+            assert (raised, kept) == (3, [0, 1])
+        else:
+            assert kept == ([0, 1] if overflow == "drop_new" else [3, 4])
+            assert a.statistics().dead_letters.overflow == 3
+        assert child.statistics().dead_letters.overflow == a.statistics().dead_letters.overflow
 
 
 @pytest.mark.xfail(strict=True, reason="not fixed: the anchor never hears of it")
