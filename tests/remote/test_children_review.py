@@ -24,7 +24,7 @@ reproducer of each defect found, over the in-memory bus under the MockClock.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import trio
@@ -109,7 +109,7 @@ async def ask_into(child: ta.ActorRef, errors: list[BaseException]) -> None:
 
 @pytest.mark.parametrize("overflow", ["drop_new", "drop_old", "fail"])
 async def test_tells_held_for_a_bounded_child_meet_its_overflow_policy(
-    autojump_clock: trio.testing.MockClock, overflow: str
+    autojump_clock: trio.testing.MockClock, overflow: Literal["drop_new", "drop_old", "fail"]
 ) -> None:
     bus = MemoryBus()
     async with cluster(ta.Cluster(bus=bus), "abc", "bc") as n:

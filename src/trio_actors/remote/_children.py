@@ -48,12 +48,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._core._bounded import full_text
 from .._core._cell import ActorCell
 from .._core._failure import handle_failure, record_failure
 from .._core._foreign import current_task_of
 from .._core._state import ActorState
 from .._core._stopping import DEFAULT_SHUTDOWN
-from .._errors import NodeDown
+from .._errors import MailboxFull, NodeDown, describe_value
 from .._placement import Placement
 from ..actors import Actor, ActorRef
 from ..lifecycle import Terminated
@@ -94,6 +95,7 @@ class RemoteChildCell(ActorCell):
         self.stop_drain = False  # (how it was stopped: the instance is stopped alike)
         self.first: ActorRef | None = None  # (the instance spawn_remote made: for on_start)
         self.node: Node | None = None  # (the parent's: set by spawn_child)
+        self.bounded: Bounded | None = None  # (the instance's mailbox: bounds what is held)
         self.ran_on: str | None = None  # the node of the last instance (tried first again)
 
     def refresh_tell_paths(self) -> None:
@@ -122,19 +124,50 @@ class RemoteChildCell(ActorCell):
 
     def tell(self, message: Any) -> None:
         """To the instance, or held for the next one (from another thread through
-        the system's foreign inbox, in order). Never a checkpoint."""
+        the system's foreign inbox, in order). Never a checkpoint.
+
+        Raises:
+            MailboxFull: held, past the capacity of the child's ``Bounded``
+                mailbox under ``overflow="fail"``.
+        """
         if get_ident() != self.dispatcher.thread_id:
             self.system._foreign.put(self, message)
         else:
-            self.tell_forwarded(message)
+            self._tell(message, raising=True)
 
     def tell_forwarded(self, message: Any) -> None:
+        self._tell(message, raising=False)  # (nobody to raise MailboxFull to)
+
+    def _tell(self, message: Any, *, raising: bool) -> None:
         if not self.accepting:
             self.tell_refused(message)
         elif self.target is None or self.held:
-            self.held.append(message)
+            self._hold(message, raising=raising)
         else:
             self.target.tell(message)
+
+    def _hold(self, message: Any, *, raising: bool) -> None:
+        """Hold ``message`` for the next instance -- within the capacity of the
+        child's ``Bounded`` mailbox, past which its overflow policy applies here, as
+        it would at the instance: held tells never grow without bound unless the
+        instance's mailbox would."""
+        held = self.held
+        bounded = self.bounded
+        if bounded is not None and len(held) >= bounded.capacity:
+            if bounded.overflow == "drop_old":
+                self._overflowed(held.popleft())
+            elif raising and bounded.overflow == "fail":
+                self.failed_back += 1
+                what = f"{describe_value(message)} was not held for its next instance"
+                raise MailboxFull(full_text(self.path, bounded, what))
+            else:
+                self._overflowed(message)
+                return
+        held.append(message)
+
+    def _overflowed(self, message: Any) -> None:
+        self.overflow_letters += 1
+        self.system.dead_letters.record(self.ref, message, "overflow")
 
     each_tell_tracked = True
 
@@ -313,5 +346,5 @@ async def spawn_child(
         raise
     cell = child._cell
     assert isinstance(cell, RemoteChildCell)
-    cell.first, cell.node = instance, node
+    cell.first, cell.node, cell.bounded = instance, node, mailbox
     return child
