@@ -15,6 +15,12 @@ reproducer of each defect found, over the in-memory bus under the MockClock.
   while there was no instance grew without bound, whatever the child's
   ``mailbox=Bounded(...)`` (the spec: a tell never grows memory without bound; past
   the window, the target's overflow policy applies at the sender).
+- ``test_when_its_node_leaves_the_cluster_a_restart_places_it_on_another``: an
+  instance's node leaving in order (its system's exit: a deploy, a SIGTERM) stopped
+  the instance as if it had stopped itself (``Terminated`` without an error), so
+  the child -- ``transient`` by default -- stopped for good, with no failure for
+  its parent's strategy to decide: a rolling restart of the cluster lost every
+  child on other nodes.
 - ``test_a_parent_node_wrongly_declared_down_fails_its_child_there`` (xfail): the
   instance's node, having declared the parent's node down, stops the instance,
   and the anchor never hears of it when the parent's node is heard again: the
@@ -26,13 +32,23 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import attrs
 import pytest
 import trio
 import trio.testing
-from test_children import Parent, Worker, cluster, eventually, live, transport
+from test_children import (
+    CLUSTER_TYPES,
+    Parent,
+    Worker,
+    cluster,
+    eventually,
+    live,
+    restarted,
+    transport,
+)
 
 import trio_actors as ta
-from trio_actors.remote import MemoryBus
+from trio_actors.remote import MemoryBus, Node
 from trio_actors.remote._children import RemoteChildCell
 
 
@@ -138,6 +154,26 @@ async def test_tells_held_for_a_bounded_child_meet_its_overflow_policy(
             assert kept == ([0, 1] if overflow == "drop_new" else [3, 4])
             assert a.statistics().dead_letters.overflow == 3
         assert child.statistics().dead_letters.overflow == a.statistics().dead_letters.overflow
+
+
+async def test_when_its_node_leaves_the_cluster_a_restart_places_it_on_another(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    base = attrs.evolve(ta.Cluster(bus=MemoryBus()), **CLUSTER_TYPES)
+    spawns = attrs.evolve(base, spawnable=[Worker])
+    async with (
+        ta.open_actor_system(cluster=base, node="a") as a,
+        ta.open_actor_system(cluster=spawns, node="c"),
+    ):
+        async with ta.open_actor_system(cluster=spawns, node="b"):
+            await eventually(lambda: len(Node.of(a).members()) == 3)
+            parent = a.spawn(Parent, [])
+            child = await parent.ask(("spawn", {"on": ta.RoundRobin()}))
+            assert await child.ask("where") == "b"
+        # (b has left: its actors stopped with its system)
+        await restarted(child, 1)  # (it stopped for good, with no failure)
+        assert await child.ask("where") == "c"
+        assert child.statistics().failures == 1
 
 
 @pytest.mark.xfail(strict=True, reason="not fixed: the anchor never hears of it")
