@@ -23,7 +23,8 @@ failure stops the instance,      ``Terminated(error)`` is a failure of the child
 with the error                   (``handle_failure``, where "on node b"): the
                                  parent's strategy decides
 the instance stops normally      the child stops (a ``permanent`` one is restarted)
-the node dies                    ``Terminated(NodeDown)``: a failure, decided alike
+the node dies, or leaves         ``Terminated(NodeDown)``: a failure, decided alike
+(its system's exit)
 (decided) Restart                a fresh instance, placed by the same rule
 (decided) Resume                 a fresh instance too (the old one's state went with
                                  it, as an exit's in Erlang), not counted as a
@@ -33,7 +34,7 @@ the node dies                    ``Terminated(NodeDown)``: a failure, decided al
 the anchor stops or restarts     it stops the instance (its ``on_stop``, within the
                                  child's ``shutdown``)
 the parent's node is down        the instance's node stops every instance the
-                                 parent's node made (``Spawning.peer_down``)
+                                 parent's node made (``Spawning.forget``)
 ===============================  ==================================================
 
 A failure reaches the parent once: one ``Terminated`` per instance.

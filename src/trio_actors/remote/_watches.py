@@ -304,6 +304,8 @@ class Watches:
         try:
             terminated = await new_ref(cell).wait_stopped()
             error = terminated.error
+            if error is None:  # (an instance of a child stopped by this node's exit)
+                error = self._node.spawning.left_behind(cell)
             answer = encode(None if error is None else self._node.codec.encode_error(error))
             for subject in list(self.watched.get(number, ())):
                 self._node.tells.publish(subject, answer)
