@@ -96,7 +96,7 @@ class RemoteChildCell(ActorCell):
         self.stop_drain = False  # (how it was stopped: the instance is stopped alike)
         self.first: ActorRef | None = None  # (the instance spawn_remote made: for on_start)
         self.node: Node | None = None  # (the parent's: set by spawn_child)
-        self.bounded: Bounded | None = None  # (the instance's mailbox: bounds what is held)
+        self.held_bound: Bounded | None = None  # (the instance's mailbox: what is held)
         self.ran_on: str | None = None  # the node of the last instance (tried first again)
 
     def refresh_tell_paths(self) -> None:
@@ -153,7 +153,7 @@ class RemoteChildCell(ActorCell):
         it would at the instance: held tells never grow without bound unless the
         instance's mailbox would."""
         held = self.held
-        bounded = self.bounded
+        bounded = self.held_bound
         if bounded is not None and len(held) >= bounded.capacity:
             if bounded.overflow == "drop_old":
                 self._overflowed(held.popleft())
@@ -347,5 +347,5 @@ async def spawn_child(
         raise
     cell = child._cell
     assert isinstance(cell, RemoteChildCell)
-    cell.first, cell.node, cell.bounded = instance, node, mailbox
+    cell.first, cell.node, cell.held_bound = instance, node, mailbox
     return child
