@@ -21,6 +21,11 @@ reproducer of each defect found, over the in-memory bus under the MockClock.
   the child -- ``transient`` by default -- stopped for good, with no failure for
   its parent's strategy to decide: a rolling restart of the cluster lost every
   child on other nodes.
+- ``test_a_child_whose_node_did_not_answer_its_stop_in_time_is_stopped_there_later``:
+  a child's stop whose instance's node was between two connections (its server
+  died; back a moment later) ran out of the child's ``shutdown`` and gave up: the
+  instance was left running there for good, supervised by nobody (its node never
+  declared the parent's node down).
 - ``test_a_parent_node_wrongly_declared_down_fails_its_child_there`` (xfail): the
   instance's node, having declared the parent's node down, stops the instance,
   and the anchor never hears of it when the parent's node is heard again: the
@@ -175,6 +180,20 @@ async def test_when_its_node_leaves_the_cluster_a_restart_places_it_on_another(
             assert await child.ask("where") == "c"
         assert child.statistics().failures >= 1
         assert child.statistics().state == "running"
+
+
+async def test_a_child_whose_node_did_not_answer_its_stop_in_time_is_stopped_there_later(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus()
+    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
+        a, b = n["a"], n["b"]
+        parent = a.spawn(Parent, [])
+        await parent.ask(("spawn", {"on": "b", "shutdown": 1}))
+        assert live(b) == 1
+        with bus.between_connections(transport(b)):  # (b's server died: it reconnects)
+            await parent.stop()  # (the child's stop cut short by its shutdown timeout)
+        await eventually(lambda: live(b) == 0)  # (left running, supervised by nobody)
 
 
 @pytest.mark.xfail(strict=True, reason="not fixed: the anchor never hears of it")
