@@ -32,7 +32,9 @@ the node dies, or leaves         ``Terminated(NodeDown)``: a failure, decided al
                                  with that error
 (decided) Stop / Escalate        the anchor stops (and its parent fails)
 the anchor stops or restarts     it stops the instance (its ``on_stop``, within the
-                                 child's ``shutdown``)
+                                 child's ``shutdown``; past it, a task of the node
+                                 goes on asking until the instance's node answers
+                                 or is down)
 the parent's node is down        the instance's node stops every instance the
                                  parent's node made (``Spawning.forget``)
 ===============================  ==================================================
@@ -43,6 +45,7 @@ A failure reaches the parent once: one ``Terminated`` per instance.
 from __future__ import annotations
 
 from collections import deque
+from contextlib import suppress
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +58,7 @@ from .._core._failure import handle_failure, record_failure
 from .._core._foreign import current_task_of
 from .._core._state import ActorState
 from .._core._stopping import DEFAULT_SHUTDOWN
-from .._errors import MailboxFull, NodeDown, describe_value
+from .._errors import ActorError, MailboxFull, NodeDown, describe_value
 from .._placement import Placement
 from ..actors import Actor, ActorRef
 from ..lifecycle import Terminated
@@ -311,7 +314,20 @@ class Anchor(Actor):
         cell = self._child_cell()
         instance = cell.detach()
         if instance is not None:
-            await instance.stop(drain=cell.stop_drain)
+            try:
+                await instance.stop(drain=cell.stop_drain)
+            except trio.Cancelled:  # (the shutdown timeout: its node did not answer)
+                assert cell.node is not None
+                cell.node.start(_stop_for_good, instance)
+                raise
+
+
+async def _stop_for_good(instance: ActorRef) -> None:
+    """Stop ``instance``, whose anchor's stop was cut short (a task of the node's:
+    its request goes again at the confirm rounds until its node answers or is
+    declared down) -- not left running there with nobody to supervise it."""
+    with suppress(ActorError):  # (NodeDown: it has stopped with its node)
+        await instance.stop()
 
 
 async def spawn_child(
