@@ -26,6 +26,10 @@ reproducer of each defect found, over the in-memory bus under the MockClock.
   died; back a moment later) ran out of the child's ``shutdown`` and gave up: the
   instance was left running there for good, supervised by nobody (its node never
   declared the parent's node down).
+- ``test_its_statistics_count_the_tells_held_for_its_next_instance``: the tells
+  held while there was no instance were in no count of ``statistics()``
+  (``mailbox_depth`` 0 with any number held), nor was the bound they are held
+  within.
 - ``test_a_parent_node_wrongly_declared_down_fails_its_child_there`` (xfail): the
   instance's node, having declared the parent's node down, stops the instance,
   and the anchor never hears of it when the parent's node is heard again: the
@@ -194,6 +198,26 @@ async def test_a_child_whose_node_did_not_answer_its_stop_in_time_is_stopped_the
         with bus.between_connections(transport(b)):  # (b's server died: it reconnects)
             await parent.stop()  # (the child's stop cut short by its shutdown timeout)
         await eventually(lambda: live(b) == 0)  # (left running, supervised by nobody)
+
+
+async def test_its_statistics_count_the_tells_held_for_its_next_instance(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus()
+    async with cluster(ta.Cluster(bus=bus), "abc", "bc") as n:
+        a, b, c = n["a"], n["b"], n["c"]
+        parent = a.spawn(Parent, [])
+        child = await parent.ask(("spawn", {"mailbox": ta.Bounded(10)}))
+        assert await child.ask("where") == "b"
+        with bus.between_connections(transport(c)):  # (the fresh instance waits)
+            bus.disconnect(transport(b))
+            await eventually(lambda: child.statistics().failures == 1)
+            for _ in range(3):
+                child.tell("add")  # (held)
+            counts = child.statistics()
+            assert (counts.mailbox_depth, counts.mailbox_capacity) == (3, 10)
+        assert await child.ask("count") == 3
+        assert child.statistics().mailbox_depth == 0
 
 
 @pytest.mark.xfail(strict=True, reason="not fixed: the anchor never hears of it")
