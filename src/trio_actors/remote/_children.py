@@ -65,6 +65,7 @@ from ..lifecycle import Terminated
 
 if TYPE_CHECKING:
     from .._core._envelope import Ask, Notice
+    from .._statistics import ActorStatistics
     from .._supervision import RestartType, Supervision
     from ..mailbox import Bounded
     from ._node import Node
@@ -123,6 +124,18 @@ class RemoteChildCell(ActorCell):
         if self.ready.is_set() and self.accepting:
             self.ready = trio.Event()
         return target
+
+    def snapshot(self) -> ActorStatistics:
+        """The anchor's statistics, with the tells held for the next instance in
+        ``mailbox_depth`` and the capacity they are held within (the instance's
+        ``Bounded`` mailbox's)."""
+        counts = super().snapshot()
+        bound = self.held_bound
+        return attrs.evolve(
+            counts,
+            mailbox_depth=counts.mailbox_depth + len(self.held),
+            mailbox_capacity=None if bound is None else bound.capacity,
+        )
 
     # --- what the ref does ------------------------------------------------------------
 
