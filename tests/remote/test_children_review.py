@@ -30,11 +30,13 @@ reproducer of each defect found, over the in-memory bus under the MockClock.
   held while there was no instance were in no count of ``statistics()``
   (``mailbox_depth`` 0 with any number held), nor was the bound they are held
   within.
-- ``test_a_parent_node_wrongly_declared_down_fails_its_child_there`` (xfail): the
-  instance's node, having declared the parent's node down, stops the instance,
-  and the anchor never hears of it when the parent's node is heard again: the
-  child stays "running" for ever, its asks raise ActorStopped, its tells are dead
-  letters there, and its parent's strategy never decides.
+- ``test_a_parent_node_wrongly_declared_down_fails_its_child_there``: the
+  instance's node, having declared the parent's node down (its heartbeats lost),
+  stopped the instance and dropped the parent's node's watch of it, so the anchor
+  never heard of it when the parent's node was heard again: the child stayed
+  "running" for ever, its asks raised ActorStopped, its tells were dead letters
+  there, and its parent's strategy never decided (also
+  ``test_a_parent_node_wrongly_declared_down_gets_a_fresh_instance_there``).
 """
 
 from __future__ import annotations
@@ -220,7 +222,6 @@ async def test_its_statistics_count_the_tells_held_for_its_next_instance(
         assert child.statistics().mailbox_depth == 0
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: the anchor never hears of it")
 async def test_a_parent_node_wrongly_declared_down_fails_its_child_there(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -231,6 +232,22 @@ async def test_a_parent_node_wrongly_declared_down_fails_its_child_there(
         child = await parent.ask(("spawn", {"on": "b", "supervision": ta.Stop()}))
         with bus.losing(lambda subject, _: ".hb.a." in subject):  # (b hears no beat of a)
             await eventually(lambda: live(b) == 0)  # (b stopped a's instances)
-        await trio.sleep(30)  # (a is heard again: both members of each other's)
         with trio.fail_after(60):  # (the child stayed running, its instance gone)
-            await child.wait_stopped()
+            terminated = await child.wait_stopped()
+        assert isinstance(terminated.error, ta.NodeDown)  # (a failure: Stop decided)
+
+
+async def test_a_parent_node_wrongly_declared_down_gets_a_fresh_instance_there(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus()
+    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
+        a, b = n["a"], n["b"]
+        parent = a.spawn(Parent, [])
+        child = await parent.ask(("spawn", {"on": "b"}))  # (the default: Restart)
+        child.tell("add")
+        with bus.losing(lambda subject, _: ".hb.a." in subject):  # (b hears no beat of a)
+            await eventually(lambda: child.statistics().failures == 1)
+        await eventually(lambda: live(b) == 1)  # (a is heard again: a fresh instance)
+        assert await child.ask("count") == 0
+        assert child.statistics().restarts >= 1

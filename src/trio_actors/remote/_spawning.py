@@ -44,6 +44,7 @@ import msgspec
 import trio
 
 from .._cluster import Cluster, spawnable_name
+from .._core._cell import ActorCell
 from .._errors import ActorStopped, NodeDown, NotPermitted, NotSpawnable
 from .._membership import Member
 from .._placement import FewestActors, Placement, RoundRobin
@@ -55,7 +56,6 @@ from ._remote_cell import RemoteCell
 from ._subjects import LOAD, SPAWN, encode
 
 if TYPE_CHECKING:
-    from .._core._cell import ActorCell
     from ..actors import ActorSystem
     from ._node import Node
     from ._subjects import Peer
@@ -411,7 +411,22 @@ class Spawning:
         for refusing in self._refusing.values():
             refusing.discard(peer)
         for ref in self._supervised.pop(peer, ()):
+            cell = ref._cell
+            if isinstance(cell, ActorCell) and cell.stop_error is None:
+                # (what its anchor hears, if the peer was down only here: a failure
+                # for its parent's strategy, not the instance stopping itself)
+                cell.stop_error = NodeDown(
+                    f"its parent's node {peer[0]!r} was declared down by node "
+                    f"{self._node.name!r}, which stopped it: nothing supervised it"
+                )
             ref.stop_nowait()
+
+    def supervised_of(self, peer: Peer) -> set[ActorCell]:
+        """The instances this node runs of ``peer``'s children (``forget`` stops
+        them: ``Watches.peer_down`` keeps their watches, to report their stop)."""
+        return {
+            ref._cell for ref in self._supervised.get(peer, ()) if isinstance(ref._cell, ActorCell)
+        }
 
     def left_behind(self, cell: ActorCell) -> NodeDown | None:
         """What the stop of ``cell`` at this node's exit is to the node of its
