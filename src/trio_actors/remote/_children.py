@@ -23,16 +23,20 @@ failure stops the instance,      ``Terminated(error)`` is a failure of the child
 with the error                   (``handle_failure``, where "on node b"): the
                                  parent's strategy decides
 the instance stops normally      the child stops (a ``permanent`` one is restarted)
-the node dies                    ``Terminated(NodeDown)``: a failure, decided alike
+the node dies, or leaves         ``Terminated(NodeDown)``: a failure, decided alike
+(its system's exit)
 (decided) Restart                a fresh instance, placed by the same rule
 (decided) Resume                 a fresh instance too (the old one's state went with
                                  it, as an exit's in Erlang), not counted as a
-                                 restart
+                                 restart; if none can be placed, the child stops
+                                 with that error
 (decided) Stop / Escalate        the anchor stops (and its parent fails)
 the anchor stops or restarts     it stops the instance (its ``on_stop``, within the
-                                 child's ``shutdown``)
+                                 child's ``shutdown``; past it, a task of the node
+                                 goes on asking until the instance's node answers
+                                 or is down)
 the parent's node is down        the instance's node stops every instance the
-                                 parent's node made (``Spawning.peer_down``)
+                                 parent's node made (``Spawning.forget``)
 ===============================  ==================================================
 
 A failure reaches the parent once: one ``Terminated`` per instance.
@@ -41,24 +45,27 @@ A failure reaches the parent once: one ``Terminated`` per instance.
 from __future__ import annotations
 
 from collections import deque
+from contextlib import suppress
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from .._core._bounded import full_text
 from .._core._cell import ActorCell
-from .._core._failure import handle_failure
+from .._core._failure import handle_failure, record_failure
 from .._core._foreign import current_task_of
 from .._core._state import ActorState
 from .._core._stopping import DEFAULT_SHUTDOWN
-from .._errors import NodeDown
+from .._errors import ActorError, MailboxFull, NodeDown, describe_value
 from .._placement import Placement
 from ..actors import Actor, ActorRef
 from ..lifecycle import Terminated
 
 if TYPE_CHECKING:
     from .._core._envelope import Ask, Notice
+    from .._statistics import ActorStatistics
     from .._supervision import RestartType, Supervision
     from ..mailbox import Bounded
     from ._node import Node
@@ -93,6 +100,7 @@ class RemoteChildCell(ActorCell):
         self.stop_drain = False  # (how it was stopped: the instance is stopped alike)
         self.first: ActorRef | None = None  # (the instance spawn_remote made: for on_start)
         self.node: Node | None = None  # (the parent's: set by spawn_child)
+        self.held_bound: Bounded | None = None  # (the instance's mailbox: what is held)
         self.ran_on: str | None = None  # the node of the last instance (tried first again)
 
     def refresh_tell_paths(self) -> None:
@@ -117,23 +125,66 @@ class RemoteChildCell(ActorCell):
             self.ready = trio.Event()
         return target
 
+    def snapshot(self) -> ActorStatistics:
+        """The anchor's statistics, with the tells held for the next instance in
+        ``mailbox_depth`` and the capacity they are held within (the instance's
+        ``Bounded`` mailbox's)."""
+        counts = super().snapshot()
+        bound = self.held_bound
+        return attrs.evolve(
+            counts,
+            mailbox_depth=counts.mailbox_depth + len(self.held),
+            mailbox_capacity=None if bound is None else bound.capacity,
+        )
+
     # --- what the ref does ------------------------------------------------------------
 
     def tell(self, message: Any) -> None:
         """To the instance, or held for the next one (from another thread through
-        the system's foreign inbox, in order). Never a checkpoint."""
+        the system's foreign inbox, in order). Never a checkpoint.
+
+        Raises:
+            MailboxFull: held, past the capacity of the child's ``Bounded``
+                mailbox under ``overflow="fail"``.
+        """
         if get_ident() != self.dispatcher.thread_id:
             self.system._foreign.put(self, message)
         else:
-            self.tell_forwarded(message)
+            self._tell(message, raising=True)
 
     def tell_forwarded(self, message: Any) -> None:
+        self._tell(message, raising=False)  # (nobody to raise MailboxFull to)
+
+    def _tell(self, message: Any, *, raising: bool) -> None:
         if not self.accepting:
             self.tell_refused(message)
         elif self.target is None or self.held:
-            self.held.append(message)
+            self._hold(message, raising=raising)
         else:
             self.target.tell(message)
+
+    def _hold(self, message: Any, *, raising: bool) -> None:
+        """Hold ``message`` for the next instance -- within the capacity of the
+        child's ``Bounded`` mailbox, past which its overflow policy applies here, as
+        it would at the instance: held tells never grow without bound unless the
+        instance's mailbox would."""
+        held = self.held
+        bounded = self.held_bound
+        if bounded is not None and len(held) >= bounded.capacity:
+            if bounded.overflow == "drop_old":
+                self._overflowed(held.popleft())
+            elif raising and bounded.overflow == "fail":
+                self.failed_back += 1
+                what = f"{describe_value(message)} was not held for its next instance"
+                raise MailboxFull(full_text(self.path, bounded, what))
+            else:
+                self._overflowed(message)
+                return
+        held.append(message)
+
+    def _overflowed(self, message: Any) -> None:
+        self.overflow_letters += 1
+        self.system.dead_letters.record(self.ref, message, "overflow")
 
     each_tell_tracked = True
 
@@ -181,7 +232,17 @@ class RemoteChildCell(ActorCell):
     def begin_stop(self, *, drain: bool, cancel_handler: bool, stop_task: bool = True) -> None:
         if self.accepting:
             self.stop_drain = drain
+        first, self.first = self.first, None
+        if first is not None:  # (stopped before its anchor started: no on_stop stops it)
+            first.stop_nowait(drain=drain)
         super().begin_stop(drain=drain, cancel_handler=cancel_handler, stop_task=stop_task)
+
+    async def wait_drained(self) -> None:
+        """A drain ends when the anchor's own queue is handled (the kernel strands
+        nothing then); the tells still held have no instance to go to: stranded as
+        a stop's are, and what waits for an instance sees that it stopped."""
+        await super().wait_drained()
+        self.strand()  # (drained: nothing else is queued, and nothing serves it)
 
     def strand(self) -> None:
         """The child stops at once: the tells held for an instance are stranded with
@@ -252,13 +313,34 @@ class Anchor(Actor):
         )
         handle_failure(cell, error, where)
         if cell.state is ActorState.RUNNING:  # (resumed: a fresh instance all the same)
-            self._attach(await self._spawn())
+            try:
+                instance = await self._spawn()
+            except Exception as failed:  # (none: a child cannot go on without one)
+                record_failure(cell, failed, "placing a fresh instance (resumed)")
+                if cell.stop_error is None:
+                    cell.stop_error = failed
+                cell.begin_stop(drain=False, cancel_handler=False)
+                return
+            self._attach(instance)
 
     async def on_stop(self) -> None:
         cell = self._child_cell()
         instance = cell.detach()
         if instance is not None:
-            await instance.stop(drain=cell.stop_drain)
+            try:
+                await instance.stop(drain=cell.stop_drain)
+            except trio.Cancelled:  # (the shutdown timeout: its node did not answer)
+                assert cell.node is not None
+                cell.node.start(_stop_for_good, instance)
+                raise
+
+
+async def _stop_for_good(instance: ActorRef) -> None:
+    """Stop ``instance``, whose anchor's stop was cut short (a task of the node's:
+    its request goes again at the confirm rounds until its node answers or is
+    declared down) -- not left running there with nobody to supervise it."""
+    with suppress(ActorError):  # (NodeDown: it has stopped with its node)
+        await instance.stop()
 
 
 async def spawn_child(
@@ -294,5 +376,5 @@ async def spawn_child(
         raise
     cell = child._cell
     assert isinstance(cell, RemoteChildCell)
-    cell.first, cell.node = instance, node
+    cell.first, cell.node, cell.held_bound = instance, node, mailbox
     return child

@@ -44,6 +44,7 @@ import msgspec
 import trio
 
 from .._cluster import Cluster, spawnable_name
+from .._core._cell import ActorCell
 from .._errors import ActorStopped, NodeDown, NotPermitted, NotSpawnable
 from .._membership import Member
 from .._placement import FewestActors, Placement, RoundRobin
@@ -165,7 +166,15 @@ class Spawning:
     """One node's side of remote spawns: what it may spawn for the others, and the
     spawns it asks of them."""
 
-    __slots__ = ("_node", "_on_the_way", "_refusing", "_supervised", "_turns", "spawnable")
+    __slots__ = (
+        "_leaving",
+        "_node",
+        "_on_the_way",
+        "_refusing",
+        "_supervised",
+        "_turns",
+        "spawnable",
+    )
 
     def __init__(self, node: Node, spawnable: dict[str, type[Actor]]) -> None:
         self._node = node
@@ -178,6 +187,7 @@ class Spawning:
         # The instances this node runs of other nodes' children, by the parent's node:
         # stopped when it is down (their anchors are gone with it).
         self._supervised: dict[Peer, list[ActorRef]] = {}
+        self._leaving: set[object] | None = None  # (their cells, at this node's exit)
 
     # --- asking another node -------------------------------------------------------
 
@@ -401,7 +411,36 @@ class Spawning:
         for refusing in self._refusing.values():
             refusing.discard(peer)
         for ref in self._supervised.pop(peer, ()):
+            cell = ref._cell
+            if isinstance(cell, ActorCell) and cell.stop_error is None:
+                # (what its anchor hears, if the peer was down only here: a failure
+                # for its parent's strategy, not the instance stopping itself)
+                cell.stop_error = NodeDown(
+                    f"its parent's node {peer[0]!r} was declared down by node "
+                    f"{self._node.name!r}, which stopped it: nothing supervised it"
+                )
             ref.stop_nowait()
+
+    def supervised_of(self, peer: Peer) -> set[ActorCell]:
+        """The instances this node runs of ``peer``'s children (``forget`` stops
+        them: ``Watches.peer_down`` keeps their watches, to report their stop)."""
+        return {
+            ref._cell for ref in self._supervised.get(peer, ()) if isinstance(ref._cell, ActorCell)
+        }
+
+    def left_behind(self, cell: ActorCell) -> NodeDown | None:
+        """What the stop of ``cell`` at this node's exit is to the node of its
+        parent, if it is an instance of another node's child: its node's leaving is
+        a failure there for its parent's strategy to decide (a fresh instance placed
+        on another node), not the instance stopping itself (``_watches.py`` reports
+        it). Never a checkpoint."""
+        if not self._node.system._closed:
+            return None
+        if self._leaving is None:  # (once: a closed system spawns no more)
+            self._leaving = {ref._cell for refs in self._supervised.values() for ref in refs}
+        if cell not in self._leaving:
+            return None
+        return NodeDown(f"node {self._node.name!r} left the cluster: its actors stopped")
 
     def _supervised_by(self, reply: str) -> list[ActorRef]:
         """The instances of the children of the node whose spawn came with

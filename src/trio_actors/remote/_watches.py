@@ -211,7 +211,13 @@ class Watches:
         its watches of actors here are dropped (nobody is left to tell)."""
         for remote in [w for w in self.watching.values() if w.cell.peer == peer]:
             self.terminated(remote, NodeDown(said))
-        for subjects in self.watched.values():
+        # (the instances of its children stop now: their stop is still reported to
+        # it, in case it is down only here -- their anchors then hear of it)
+        instances = self._node.spawning.supervised_of(peer)
+        cells = self._node.exports.cells
+        for number, subjects in self.watched.items():
+            if instances and cells.get(number) in instances:
+                continue
             for subject in [s for s, watcher in subjects.items() if watcher == peer]:
                 del subjects[subject]
                 self._held.discard(subject)
@@ -304,6 +310,8 @@ class Watches:
         try:
             terminated = await new_ref(cell).wait_stopped()
             error = terminated.error
+            if error is None:  # (an instance of a child stopped by this node's exit)
+                error = self._node.spawning.left_behind(cell)
             answer = encode(None if error is None else self._node.codec.encode_error(error))
             for subject in list(self.watched.get(number, ())):
                 self._node.tells.publish(subject, answer)
