@@ -86,7 +86,8 @@ _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int, Over
 _NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM})
 _KINDS: Final = frozenset({TELL, ASK, CANCEL, STOP, WATCH, CONFIRM, SENDS})
 _TELLS: Final = frozenset({TELL, SENDS})
-_ANNOUNCEMENTS: Final = frozenset({0, 1, 2})  # (claim, release, ask for names: _names.py)
+# (claim, release, ask for names: _names.py; a shared name's claim, release: _groups.py)
+_ANNOUNCEMENTS: Final = frozenset({0, 1, 2, 3, 4})
 _NO_BODY: Final = msgspec.Raw(b"")
 _NOT_NUMBERED = "its subject does not end in a number this node gave"
 

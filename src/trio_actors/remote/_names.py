@@ -54,6 +54,8 @@ __all__ = ["ClusterNames"]
 CLAIM: Final = 0
 RELEASE: Final = 1
 ASK_FOR_NAMES: Final = 2  # (to the node named in it: announce all yours again)
+SHARED_CLAIM: Final = 3  # (a shared name: the node serves it, _groups.py)
+SHARED_RELEASE: Final = 4  # (a shared name: the node serves it no more)
 
 _log = logging.getLogger("trio_actors")
 _encode = msgspec.msgpack.Encoder().encode
@@ -186,6 +188,13 @@ class ClusterNames:
         self._announced_at = trio.current_time()
         for name, ref in node.system.registered().items():
             self.claim(name, node.ref_to_wire(ref))
+        node.groups.announce_all()
+
+    def announce_shared(self, name: str, *, served: bool) -> None:
+        """Say that this node serves shared name ``name`` (``served``), or no more."""
+        node = self._node
+        kind = SHARED_CLAIM if served else SHARED_RELEASE
+        self._announce(kind, name, (node.name, node.incarnation, "", 0, 0))
 
     def ask_for_names(self, peer: Peer) -> None:
         """Ask ``peer`` to claim all its names again (this node has just met it)."""
@@ -195,6 +204,7 @@ class ClusterNames:
         """``peer`` is down: its names are free."""
         for name in [n for n, wire in self.held.items() if (wire[0], wire[1]) == peer]:
             del self.held[name]
+        self._node.groups.forget(peer)
 
     def _announce(self, kind: int, name: str, wire: WireRef) -> None:
         self._publish(self._subject, _encode((kind, name, *wire)))
@@ -219,6 +229,9 @@ class ClusterNames:
                 "a name's claim by a node the peer table has no room for",
                 self._subject,
             )
+            return
+        if kind in (SHARED_CLAIM, SHARED_RELEASE):
+            node.groups.on_announcement(name, peer, served=kind == SHARED_CLAIM)
             return
         if kind == RELEASE:
             held = self.held.get(name)

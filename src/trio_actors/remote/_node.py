@@ -32,6 +32,7 @@ from ._codec import Codec
 from ._confirm import Confirmations
 from ._exports import Exports
 from ._frames import Envelope, Frames
+from ._groups import Groups
 from ._heartbeats import Heartbeats
 from ._inbound import Answers
 from ._link import Link
@@ -133,6 +134,7 @@ class Node:
             on_gone=membership.gone,
         )
         self.names = ClusterNames(self, self.tells.publish)  # the cluster's names
+        self.groups = Groups(self)  # (names served by many actors: _groups.py)
         self.answers = Answers(self)  # (asks and stops from other nodes)
         self.heartbeats = Heartbeats(self)  # (the peer table's input)
         frames, heartbeats = self.frames, self.heartbeats
@@ -232,6 +234,7 @@ class Node:
             pickle=cluster.pickle,
             ref_to_wire=self.exports.ref_to_wire,
             ref_from_wire=self.exports.ref_from_wire,
+            shared_ref=lambda name: self.groups.ref(name),
         )
 
     def start(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
@@ -260,6 +263,7 @@ class Node:
             nursery.start_soon(self.heartbeats.beat)
             nursery.start_soon(self.tells.run)
             nursery.start_soon(self.confirmations.run)
+            nursery.start_soon(self.groups.run)
 
     # --- peers: what the peer table makes the node do --------------------------------
 
@@ -346,25 +350,42 @@ class Node:
             ActorError: called from another thread.
         """
         self.check_thread("registered", of="system.node")
-        return self.names.registered()
+        return dict(sorted({**self.names.registered(), **self.groups.registered()}.items()))
 
     def claimed(self, name: str, cell: ActorCell) -> None:
         """A local actor takes ``name`` (see ``ClusterNames.claimed``).
 
         Raises:
-            ValueError: another node holds ``name``.
+            ValueError: another node holds ``name`` (or serves it as shared).
         """
+        self.groups.check_single(name)
         self.names.claimed(name, cell)
 
     def released(self, name: str) -> None:
         self.names.released(name)
 
+    def claimed_shared(self, name: str, cell: ActorCell) -> None:
+        """A local actor serves shared ``name`` (see ``Groups.claimed``).
+
+        Raises:
+            ValueError: another node holds ``name`` alone.
+        """
+        self.groups.claimed(name, cell)
+
+    def released_shared(self, name: str, cell: ActorCell) -> None:
+        self.groups.released(name, cell)
+
     async def lookup(self, name: str) -> ActorRef:
-        """The ref registered as ``name`` on any node. A checkpoint.
+        """The ref registered as ``name`` on any node (a shared name's: its group's).
+        A checkpoint.
 
         Raises:
             ActorNotFound: no node has it.
         """
+        group = self.groups.find(name)
+        if group is not None:
+            await trio.lowlevel.checkpoint()
+            return group
         return await self.requests.lookup(name)
 
     # --- receiving (called by the connection's reader, in order) --------------------
@@ -431,6 +452,7 @@ class Node:
             unsubscribe()
         self._unsubscribes.clear()
         self.names.close()
+        self.groups.close()
         self.requests.close()
         self.membership.close()
 
