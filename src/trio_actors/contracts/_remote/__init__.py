@@ -1,4 +1,4 @@
-"""Contracts RT1--RT33: what holds across nodes (listed in ``docs/contracts.rst``).
+"""Contracts RT1--RT34: what holds across nodes (listed in ``docs/contracts.rst``).
 
 Each runs two or three nodes of one cluster in one ``trio.run`` over the in-memory
 bus (:class:`trio_actors.remote.MemoryBus`: subjects, per-publisher order,
@@ -18,9 +18,18 @@ By group, as the contracts in one system are:
 * ``_backpressure``: RT32 ``send`` to a slow bounded actor on another node;
 * ``_membership``: RT33 membership converges after a join, a clean leave and a
   death;
+* ``_shared_names``: RT34 a shared name spreads its messages and loses none when a
+  member's node dies;
 * ``_nodes`` and ``_actors``: the nodes they run on and the actors they share.
 """
 
-from . import _backpressure, _cancellation, _membership, _messaging, _node_death
+from . import _backpressure, _cancellation, _membership, _messaging, _node_death, _shared_names
 
-del _backpressure, _cancellation, _membership, _messaging, _node_death  # (for registration)
+del (
+    _backpressure,
+    _cancellation,
+    _membership,
+    _messaging,
+    _node_death,
+    _shared_names,
+)  # (registered)
