@@ -136,7 +136,7 @@ def _check_accounted(
     accounted = Counter(done + dead + in_doubt)
     missing = sorted(set(told) - set(accounted))
     require(not missing, f"tells silently gone: {missing}")
-    require(in_doubt, "no tell was in flight to the dead node: the program did not run")
+    require(bool(in_doubt), "no tell was in flight to the dead node: the program did not run")
     twice = sorted(number for number, count in accounted.items() if count > 1)
     require(not twice, f"tells both handled and given back (or twice): {twice}")
 
