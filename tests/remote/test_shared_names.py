@@ -15,7 +15,7 @@ import trio.testing
 
 import trio_actors as ta
 from helpers import Echo
-from trio_actors.remote import MemoryBus, Node
+from trio_actors.remote import MemoryBus, Node, _groups
 
 HEARTBEAT = 1.0
 MISSED = 3
@@ -209,3 +209,196 @@ async def test_a_member_leaves_when_its_actor_stops(
         await first.stop()
         answers = {await group.ask("where") for _ in range(50)}
         assert answers == {("a", "second")}
+
+
+class Keeper(ta.Actor):
+    """Keeps what it handles (after ``seconds`` of trio time each); ``"seen"``
+    answers with the list."""
+
+    def __init__(self, seconds: float = 0.0, seen: list[Any] | None = None) -> None:
+        self.seconds = seconds
+        self.seen: list[Any] = [] if seen is None else seen
+
+    async def receive(self, message: Any) -> Any:
+        if message == "seen":
+            return list(self.seen)
+        await trio.sleep(self.seconds)
+        self.seen.append(message)
+        node = self.system.node
+        assert node is not None
+        return (node.name, self.ref.name)
+
+
+async def test_asks_a_dead_node_took_end_with_node_down_and_its_tells_come_back_in_doubt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus()
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "b") as b, node(cluster, "c") as c:
+        seen_there: dict[str, list[Any]] = {"a": [], "b": []}
+        keepers = {
+            name: system.spawn(Keeper, 0.1, seen_there[name])
+            for name, system in [("a", a), ("b", b)]
+        }
+        a.register("work", keepers["a"], shared=True)
+        b.register("work", keepers["b"], shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+        ended: list[str] = []
+
+        async def ask(number: int) -> None:
+            try:
+                ended.append((await group.ask(("asked", number)))[0])
+            except ta.NodeDown as error:
+                ended.append("NodeDown" if "shared:work (taken by b:" in str(error) else "?")
+
+        async with trio.open_nursery() as nursery:
+            for number in range(20):
+                group.tell(("told", number))
+                nursery.start_soon(ask, number)
+            await trio.sleep(0.35)  # (each node has handled about three)
+            seen_by_b = list(seen_there["b"])  # (what b handled before it died)
+            bus.disconnect(Node.of(b).transport)  # type: ignore[arg-type]
+        assert len(ended) == 20
+        assert ended.count("NodeDown") >= 1, Counter(ended)
+        assert "a" in ended
+        seen_by_a = seen_there["a"]
+        in_doubt = [d.message for d in c.dead_letters.recent if d.reason == "in-doubt"]
+        assert in_doubt
+        assert all(message[0] == "told" for message in in_doubt)
+        assert Node.of(c).unconfirmed == len(in_doubt)
+        told_handled = [m for m in [*seen_by_a, *seen_by_b] if m[0] == "told"]
+        assert sorted(n for _, n in told_handled + in_doubt) == list(range(20))  # (exactly)
+        assert Node.of(c).groups.in_flight == 0
+        assert Node.of(c).requests.waiting == {}
+
+
+class _StopsAfterRouting(MemoryBus):
+    """Begins the stop of ``victim`` just after a message to a shared name was
+    routed: the server chose its member before it left."""
+
+    victim: ta.ActorRef | None = None
+
+    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+        super()._route(subject, payload, reply)
+        if ".shared." in subject and self.victim is not None:
+            self.victim.stop_nowait()
+            self.victim = None
+
+
+async def test_a_message_to_a_member_that_began_to_stop_goes_to_another_member_here(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bus = _StopsAfterRouting()
+    cluster = cluster_on(bus)
+    passed_on = 0
+    take = _groups.Groups._take
+
+    def counting(self: Any, name: str, chosen: Any, *args: Any) -> None:
+        nonlocal passed_on
+        passed_on += not chosen.accepting
+        take(self, name, chosen, *args)
+
+    monkeypatch.setattr(_groups.Groups, "_take", counting)
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        for round_ in range(10):
+            first, second = a.spawn(Keeper, name=f"x{round_}"), a.spawn(Keeper, name=f"y{round_}")
+            a.register("work", first, shared=True)
+            a.register("work", second, shared=True)
+            await trio.sleep(HEARTBEAT / 5)
+            group = await c.lookup("work")
+            bus.victim = first
+            assert await group.ask("where") == ("a", f"y{round_}")
+            group.tell("told")
+            await trio.sleep(HEARTBEAT / 5)
+            assert await second.ask("seen") == ["where", "told"]
+            await second.stop()
+        assert passed_on >= 2  # (the server chose the one stopping, and it was passed on)
+        assert c.dead_letters.count == 0
+
+
+async def test_a_member_that_began_to_stop_with_none_beside_it_is_not_served_and_sent_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = _StopsAfterRouting()
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "b") as b, node(cluster, "c") as c:
+        for round_ in range(6):
+            here, there = a.spawn(Keeper), b.spawn(Keeper)
+            a.register("work", here, shared=True)
+            b.register("work", there, shared=True)
+            await trio.sleep(HEARTBEAT / 5)
+            group = await c.lookup("work")
+            bus.victim = here  # (if the server chose a, a says "not served here")
+            assert (await group.ask(round_))[0] == "b"
+            await there.stop()
+        # With no member left anywhere, a message sent again finds none: not found.
+        only = a.spawn(Keeper)
+        a.register("work", only, shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        bus.victim = only
+        with pytest.raises(ta.ActorNotFound):
+            await group.ask("where")
+
+
+async def test_an_ask_cancelled_before_or_after_it_was_taken_is_withdrawn_there(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        member = a.spawn(Keeper, 1.0)
+        a.register("work", member, shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+        group.tell("busy")  # (the member works on it for a second)
+        with trio.move_on_after(0):  # (cancelled before any answer: not taken yet)
+            await group.ask("before")
+        with trio.move_on_after(0.5):  # (cancelled once taken, while it waits there)
+            await group.ask("after")
+        await trio.sleep(3 * HEARTBEAT)
+        assert await member.ask("seen") == ["busy"]  # (neither was handled)
+        assert Node.of(a).answers.owed == {}
+        assert Node.of(c).requests.waiting == {}
+        assert Node.of(c).groups.untaken == {}
+
+
+async def test_a_message_whose_taker_is_never_heard_ends_after_the_bound(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus()
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        a.register("work", a.spawn(Keeper), shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+        start = trio.current_time()
+        with bus.losing(lambda subject, payload: subject.startswith("ta.trio-actors.r.c.")):
+            with pytest.raises(ta.ConnectionInterrupted, match="no member of shared name"):
+                await group.ask("lost")
+            assert HEARTBEAT * MISSED <= trio.current_time() - start <= HEARTBEAT * (MISSED + 1)
+            group.tell("lost too")
+            await trio.sleep(HEARTBEAT * (MISSED + 1))
+        assert [(d.message, d.reason) for d in c.dead_letters.recent] == [("lost too", "in-doubt")]
+        assert Node.of(c).unconfirmed == 1
+
+
+async def test_tells_in_flight_are_bounded_and_send_waits_for_room(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_groups, "TELLS_IN_FLIGHT", 5)
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        member = a.spawn(Keeper, 1.0)
+        a.register("work", member, shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+        for number in range(5):
+            group.tell(number)
+        with pytest.raises(ta.MailboxFull, match="5 tells through shared names"):
+            group.tell(5)
+        start = trio.current_time()
+        await group.send(5)  # (waits until the first has been handled there)
+        assert 1.0 <= trio.current_time() - start < 1.1
+        await trio.sleep(7.0)
+        assert await member.ask("seen") == [0, 1, 2, 3, 4, 5]
+        assert c.dead_letters.count == 0
