@@ -402,3 +402,21 @@ async def test_tells_in_flight_are_bounded_and_send_waits_for_room(
         await trio.sleep(7.0)
         assert await member.ask("seen") == [0, 1, 2, 3, 4, 5]
         assert c.dead_letters.count == 0
+
+
+async def test_a_node_that_has_not_heard_the_name_yet_finds_its_group_by_asking_the_members(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = MemoryBus()
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        await trio.sleep(HEARTBEAT / 5)
+        # (c hears no announcement of a's: as if it had not reached c yet)
+        with bus.losing(lambda subject, payload: ".names." in subject):
+            a.register("work", a.spawn(Where, name="w"), shared=True)
+        assert c.node is not None
+        assert "work" not in c.node.registered()
+        group = await c.lookup("work")
+        assert await group.ask("where") == ("a", "w")
+        with pytest.raises(ta.ActorNotFound):
+            await c.lookup("nobody")

@@ -101,7 +101,12 @@ SENT_AGAIN_AT_MOST: Final = 3
 """Times a message is sent again after a member's node answered "not served
 here" (its actor stopped after the server chose it)."""
 
-_KINDS: Final = frozenset({ASK, TELL, SENDS})
+PROBE: Final = 100
+"""A message to a shared name that asks only whether a member serves it (a lookup
+by a node that has not heard the name's announcement yet): answered *taken*, and
+given to no actor."""
+
+_KINDS: Final = frozenset({ASK, TELL, SENDS, PROBE})
 _message = msgspec.msgpack.Decoder(tuple[int, msgspec.Raw])
 _NOT_SERVED: Final = encode((False, NONE))
 _ENDED: Final = encode((True, NONE))
@@ -245,6 +250,10 @@ class Sent:
             node.refused("replies", error, self.reply_subject)
             return
         waiter = self.waiter
+        if self.kind == PROBE:  # (a member serves it: all a probe asks)
+            waiter.reply = reply
+            waiter.end()
+            return
         if type(member) is RemoteCell:
             waiter.peer = member.peer
             waiter.resend = (member, self.kind, self.body)  # (confirmed in rounds, never resent)
@@ -277,13 +286,13 @@ class Sent:
         if self.done:
             return
         groups = self.groups
-        if self.kind == ASK and not self.cancelled:
+        if self.kind in (ASK, PROBE) and not self.cancelled:
             groups.untaken.pop(self.number, None)
             return  # (its task reads the end, and forgets the request)
         self.done = True
         groups.untaken.pop(self.number, None)
         groups.node.requests.waiting.pop(self.number, None)
-        if self.kind != ASK:
+        if self.kind in (TELL, SENDS):
             groups.tell_ended(self)
 
 
@@ -490,6 +499,8 @@ class Groups:
             return
         wire = node.ref_to_wire(new_ref(cell))
         node.tells.publish(answer, encode((True, msgspec.Raw(encode(wire)))))
+        if kind == PROBE:
+            return
         if kind == ASK:
             node.answers.receive_ask(cell, cell.path, body, answer)
             return
@@ -627,6 +638,20 @@ class Groups:
                 node.requests.waiting.pop(sent.number, None)
                 self.untaken.pop(sent.number, None)
         return self._answer(sent)
+
+    async def probe(self, name: str) -> ActorRef | None:
+        """The group's ref if a member serves ``name`` now, asked of the members
+        themselves (:data:`PROBE`); ``None`` if none does, or none answered within
+        the bound. A checkpoint."""
+        node = self.node
+        sent = self._send(self.ref(name)._cell, PROBE, encode(None), None)  # type: ignore[arg-type]
+        try:
+            await sent.waiter.event.wait()
+        finally:
+            node.requests.waiting.pop(sent.number, None)
+            self.untaken.pop(sent.number, None)
+        reply = sent.waiter.reply
+        return self.ref(name) if reply is not None and reply.ok else None
 
     def _answer(self, sent: Sent) -> Any:
         waiter, node, path = sent.waiter, self.node, sent.cell.path

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import trio
 
 from .._cluster import Cluster
-from .._errors import ActorError
+from .._errors import ActorError, ActorNotFound
 from .._membership import DEFAULT_EVENTS_CAPACITY, Member, MembershipEvents
 from .._statistics import NodeStatistics
 from ..nats import Disconnected, Reconnected
@@ -386,7 +386,14 @@ class Node:
         if group is not None:
             await trio.lowlevel.checkpoint()
             return group
-        return await self.requests.lookup(name)
+        try:
+            return await self.requests.lookup(name)
+        except ActorNotFound:
+            # (a shared name this node has not heard of yet: its members say so)
+            group = None if self.closed else await self.groups.probe(name)
+            if group is None:
+                raise
+            return group
 
     # --- receiving (called by the connection's reader, in order) --------------------
 
