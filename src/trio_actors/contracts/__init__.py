@@ -2,7 +2,7 @@
 
 Each contract takes a :class:`~trio_actors.ServingPolicy`, runs its own
 ``trio.run`` under a ``MockClock`` and reports pass or fail with a reason. T1--T33
-hold in one system; RT1--RT33 across nodes (over an in-memory bus), registered where
+hold in one system; RT1--RT34 across nodes (over an in-memory bus), registered where
 the ``cluster`` extra is installed. They are
 run by pytest (default policy), by ``trio-actors contracts`` (any policy) and by the
 sweep tool (every candidate policy).
