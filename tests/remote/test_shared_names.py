@@ -420,3 +420,21 @@ async def test_a_node_that_has_not_heard_the_name_yet_finds_its_group_by_asking_
         assert await group.ask("where") == ("a", "w")
         with pytest.raises(ta.ActorNotFound):
             await c.lookup("nobody")
+
+
+async def test_a_node_that_leaves_waits_for_its_tells_to_shared_names_to_end(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = cluster_on(MemoryBus())
+    seen: list[Any] = []
+    async with node(cluster, "a") as a:
+        a.register("work", a.spawn(Keeper, 0.1, seen), shared=True)
+        async with node(cluster, "c") as c:
+            await trio.sleep(HEARTBEAT / 5)
+            group = await c.lookup("work")
+            for number in range(10):
+                group.tell(number)
+        # (c left once the ten had been handled: none in doubt)
+        assert seen == list(range(10))
+        assert c.dead_letters.count == 0
+        assert Node.of(c).unconfirmed == 0

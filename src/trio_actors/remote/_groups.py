@@ -326,6 +326,7 @@ class Groups:
 
     __slots__ = (
         "_cells",
+        "_none_in_flight",
         "_room",
         "_served",
         "elsewhere",
@@ -343,6 +344,7 @@ class Groups:
         self.elsewhere: dict[str, set[Peer]] = {}
         self.in_flight = 0
         self._room = trio.Event()
+        self._none_in_flight: trio.Event | None = None  # (all_ended() waits for it)
         self.untaken: dict[int, Sent] = {}
         self.taken_here: set[str] = set()
 
@@ -591,6 +593,8 @@ class Groups:
         self.in_flight -= 1
         if self.in_flight < TELLS_IN_FLIGHT:
             self._room.set()
+        if not self.in_flight and self._none_in_flight is not None:
+            self._none_in_flight.set()
         waiter, node = sent.waiter, self.node
         reply = waiter.reply
         ref = new_ref(sent.cell)
@@ -605,6 +609,15 @@ class Groups:
         else:  # (its taker died or was lost, or this node left, first)
             node.tells.fates.unconfirmed += 1
             node.system.dead_letters.record(ref, sent.message, "in-doubt")
+
+    async def all_ended(self, within: float) -> None:
+        """Wait until every tell through a shared name has ended (its taker said so,
+        or it is a dead letter here), at most ``within`` seconds. A checkpoint if
+        some are in flight."""
+        if self.in_flight:
+            self._none_in_flight = trio.Event()
+            with trio.move_on_after(within):
+                await self._none_in_flight.wait()
 
     async def ask(self, cell: GroupCell, message: Any) -> Any:
         """An ask to a shared name (``ActorRef.ask``): to one member. A checkpoint.

@@ -429,8 +429,9 @@ class Node:
     async def leave(self, *, within: float = _LEAVE_WITHIN) -> None:
         """Leave the cluster in order (its actors have stopped): take no more
         messages, send the answers still being made (an ask that came in while
-        the actors stopped is answered, if only with ``ActorStopped``) and the
-        stops of actors other nodes watch -- waiting at most ``within`` seconds --
+        the actors stopped is answered, if only with ``ActorStopped``), the
+        stops of actors other nodes watch, and the tells to shared names still in
+        flight are given their ends -- waiting at most ``within`` seconds --
         then :meth:`close` (also when a cancellation
         or a Ctrl-C ends the wait). A checkpoint."""
         if self.closed:
@@ -442,6 +443,7 @@ class Node:
             await self.answers.all_answered(within)
             await self.watches.all_reported(max(0.0, deadline - trio.current_time()))
             await self.tells.fates.all_acknowledged(max(0.0, deadline - trio.current_time()))
+            await self.groups.all_ended(max(0.0, deadline - trio.current_time()))
             await trio.lowlevel.checkpoint()
         finally:
             self.close()
