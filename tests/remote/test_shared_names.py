@@ -438,3 +438,31 @@ async def test_a_node_that_leaves_waits_for_its_tells_to_shared_names_to_end(
         assert seen == list(range(10))
         assert c.dead_letters.count == 0
         assert Node.of(c).unconfirmed == 0
+
+
+async def test_messages_handled_for_many_heartbeats_end_once_handled_not_in_doubt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The confirm rounds ask the taker's node about a message it took and still
+    works on (here, and on another node): it holds it, so it is not lost."""
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        for system in (a, c):
+            system.register("slow", system.spawn(Keeper, 10 * HEARTBEAT), shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("slow")
+        answers = []
+        async with trio.open_nursery() as nursery:
+            for number in range(4):
+                group.tell(number)
+
+            async def ask() -> None:
+                answers.append((await group.ask("where"))[0])
+
+            for _ in range(4):
+                nursery.start_soon(ask)
+        await trio.sleep(60 * HEARTBEAT)
+        assert len(answers) == 4
+        assert c.dead_letters.count == 0
+        assert Node.of(c).unconfirmed == 0
+        assert Node.of(c).groups.in_flight == 0

@@ -232,7 +232,10 @@ class Sent:
         if not reply.ok:
             if self.again < SENT_AGAIN_AT_MOST and not node.closed:
                 self.again += 1
-                groups.publish(self)  # (another member, the server's choice again)
+                try:
+                    groups.publish(self)  # (another member, the server's choice again)
+                except Exception as error:  # (in the connection's reader: never raised)
+                    self.waiter.fail(f"it could not be sent again: {error}", interrupted=True)
             else:
                 self.waiter.reply = reply  # (no member served it: as no-responders)
                 self.waiter.end()
