@@ -466,3 +466,48 @@ async def test_messages_handled_for_many_heartbeats_end_once_handled_not_in_doub
         assert c.dead_letters.count == 0
         assert Node.of(c).unconfirmed == 0
         assert Node.of(c).groups.in_flight == 0
+
+
+async def test_nothing_sent_to_a_shared_name_ends_its_members_node(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Random and malformed frames on a shared name's subject -- random bytes,
+    unknown kinds, reply subjects that are not the sender's, bodies that do not
+    decode -- are counted as bad input or end as dead letters there; the node serves
+    on."""
+    import random
+
+    import msgspec
+
+    encode = msgspec.msgpack.encode
+    bus = MemoryBus()
+    cluster = cluster_on(bus)
+    chance = random.Random(32)
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        a.register("work", a.spawn(Where, name="w"), shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        subject = Node.of(c).subjects.to_shared("work", "c")
+        own_reply = f"{Node.of(c).requests.subject[:-4]}.-.999"
+        frames: list[tuple[bytes, str | None]] = []
+        for _ in range(300):
+            frames.append((chance.randbytes(chance.randrange(12)), own_reply))
+        for kind in (-1, 4, 7, 99, 2**40):
+            frames.append((encode([kind, None]), own_reply))
+        for reply in (None, "", "ta.trio-actors.r.x.y.-.1", f"{own_reply}.more", "a b"):
+            frames.append((encode([1, None]), reply))
+        undecodable = msgspec.msgpack.encode(msgspec.msgpack.Ext(120, b"?"))
+        for kind in (0, 1, 6):  # (tell, ask, send: a body that does not decode)
+            frames.append((encode([kind, msgspec.Raw(undecodable)]), own_reply))
+        transport = Node.of(c).transport
+        before = a.node.statistics().bad_input if a.node is not None else None
+        for payload, reply in frames:
+            transport.publish(subject, payload, reply=reply)
+        await trio.sleep(HEARTBEAT)
+        assert a.node is not None
+        after = a.node.statistics().bad_input
+        assert before is not None
+        counted = after.messages + after.lookups + after.forged
+        assert counted - (before.messages + before.lookups + before.forged) >= 300
+        assert [d.reason for d in a.dead_letters.recent] == ["undecodable"] * 2  # (tell, send)
+        group = await c.lookup("work")
+        assert await group.ask("where") == ("a", "w")
