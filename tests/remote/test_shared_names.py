@@ -511,3 +511,33 @@ async def test_nothing_sent_to_a_shared_name_ends_its_members_node(
         assert [d.reason for d in a.dead_letters.recent] == ["undecodable"] * 2  # (tell, send)
         group = await c.lookup("work")
         assert await group.ask("where") == ("a", "w")
+
+
+class _UnregistersAfterRouting(MemoryBus):
+    """Takes ``victim`` out of the shared name just after a message to it was routed."""
+
+    victim: tuple[ta.ActorSystem, ta.ActorRef] | None = None
+
+    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+        super()._route(subject, payload, reply)
+        if ".shared." in subject and self.victim is not None:
+            system, ref = self.victim
+            system.unregister("work", ref)
+            self.victim = None
+
+
+async def test_a_message_to_a_member_unregistered_after_the_choice_goes_to_a_member(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bus = _UnregistersAfterRouting()
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        for round_ in range(8):
+            first, second = a.spawn(Keeper, name=f"x{round_}"), a.spawn(Keeper, name=f"y{round_}")
+            a.register("work", first, shared=True)
+            a.register("work", second, shared=True)
+            await trio.sleep(HEARTBEAT / 5)
+            group = await c.lookup("work")
+            bus.victim = (a, first)
+            assert await group.ask("where") == ("a", f"y{round_}")  # (never the one that left)
+            a.unregister("work")

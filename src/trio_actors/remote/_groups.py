@@ -493,12 +493,14 @@ class Groups:
         self, name: str, chosen: ActorCell, kind: int, body: msgspec.Raw, answer: str
     ) -> None:
         """The server chose ``chosen`` for a message: say *taken*, then give it to the
-        actor -- or to another member here if it has begun to stop; with none, say
-        *not served here*. Called by the connection's reader."""
+        actor -- or to another member here if it has left the name since (it began
+        to stop, or was unregistered); with none, say *not served here*. Called by
+        the connection's reader."""
         node = self.node
         cell: ActorCell | None = chosen
-        if not chosen.accepting:
-            cell = next((c for c in self._served.get(name, ()) if c.accepting), None)
+        members = self._served.get(name, {})
+        if not chosen.accepting or chosen not in members:  # (it left after the choice)
+            cell = next((c for c in members if c.accepting), None)
         if cell is None:
             node.tells.publish(answer, _NOT_SERVED)
             return
