@@ -5,7 +5,7 @@ in-memory bus (its queue groups), under the MockClock."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -541,3 +541,33 @@ async def test_a_message_to_a_member_unregistered_after_the_choice_goes_to_a_mem
             bus.victim = (a, first)
             assert await group.ask("where") == ("a", f"y{round_}")  # (never the one that left)
             a.unregister("work")
+
+
+async def test_the_memory_bus_gives_each_message_to_one_member_of_each_queue_group(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """As a NATS server does: every plain subscription gets the message, each queue
+    group one of its members (the bus's seeded choice); no-responders only when
+    nothing at all subscribes."""
+    bus = MemoryBus(seed=7)
+    got: dict[str, list[bytes]] = {}
+
+    def keep(key: str) -> Callable[[Any], None]:
+        return lambda message: got.setdefault(key, []).append(bytes(message.data))
+
+    async with bus.connect("one") as one, bus.connect("two") as two:
+        one.subscribe("s.*", keep("plain"))
+        one.subscribe("s.*", keep("g1-one"), queue="g1")
+        two.subscribe("s.*", keep("g1-two"), queue="g1")
+        two.subscribe("s.x", keep("g2-two"), queue="g2")
+        one.subscribe("r", keep("replies"))
+        for number in range(100):
+            one.publish("s.x", b"%d" % number)
+        two.publish("nobody", b"?", reply="r")
+        two.publish("s.y", b"!", reply="r")
+        await trio.sleep(0.1)
+    assert len(got["plain"]) == 101  # (s.x a hundred times, and s.y)
+    assert len(got["g1-one"]) + len(got["g1-two"]) == 101  # (one of the group each)
+    assert got["g1-one"] and got["g1-two"]  # (both chosen, now and then)
+    assert len(got["g2-two"]) == 100  # (the only member of its group)
+    assert got["replies"] == [b""]  # (no-responders for "nobody" only)
