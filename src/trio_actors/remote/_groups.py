@@ -117,7 +117,7 @@ class GroupCell:
     one member (``_groups.py``). One per name per node (kept weakly), so refs to a
     group are equal and hash alike. Implements the kernel's ``ForeignCell``."""
 
-    __slots__ = ("__weakref__", "dispatcher", "groups", "shared_name")
+    __slots__ = ("__weakref__", "dispatcher", "groups", "shared_name", "subject")
 
     remote: Literal[True] = True
     fast_tell: Literal[False] = False
@@ -127,6 +127,8 @@ class GroupCell:
         self.groups = groups
         self.shared_name = name  # (the codec sends a group's ref as this name)
         self.dispatcher = groups.node.system._dispatcher
+        node = groups.node
+        self.subject = node.subjects.to_shared(name, node.name)  # (where its messages go)
 
     @property
     def name(self) -> str:
@@ -332,6 +334,7 @@ class Groups:
         "_none_in_flight",
         "_room",
         "_served",
+        "_taken",
         "elsewhere",
         "in_flight",
         "node",
@@ -344,6 +347,8 @@ class Groups:
         self._cells: weakref.WeakValueDictionary[str, GroupCell] = weakref.WeakValueDictionary()
         # (name -> its members here -> what ends the member's subscription)
         self._served: dict[str, dict[ActorCell, Callable[[], None]]] = {}
+        # (each member's "taken" answer, made once: its ref does not change)
+        self._taken: weakref.WeakKeyDictionary[ActorCell, bytes] = weakref.WeakKeyDictionary()
         self.elsewhere: dict[str, set[Peer]] = {}
         self.in_flight = 0
         self._room = trio.Event()
@@ -504,8 +509,11 @@ class Groups:
         if cell is None:
             node.tells.publish(answer, _NOT_SERVED)
             return
-        wire = node.ref_to_wire(new_ref(cell))
-        node.tells.publish(answer, encode((True, msgspec.Raw(encode(wire)))))
+        taken = self._taken.get(cell)
+        if taken is None:
+            wire = node.ref_to_wire(new_ref(cell))
+            taken = self._taken[cell] = encode((True, msgspec.Raw(encode(wire))))
+        node.tells.publish(answer, taken)
         if kind == PROBE:
             return
         if kind == ASK:
@@ -523,13 +531,13 @@ class Groups:
     # --- sending ----------------------------------------------------------------------
 
     def subject_of(self, sent: Sent) -> str:
-        return self.node.subjects.to_shared(sent.cell.shared_name, self.node.name)
+        return sent.cell.subject
 
     def publish(self, sent: Sent) -> None:
         """Send ``sent``'s message to its name's members (the server chooses one).
         May raise what the connection refuses."""
         data = encode((sent.kind, msgspec.Raw(sent.body)))
-        self.node.tells.out(self.subject_of(sent), data, sent.reply_subject)
+        self.node.tells.out(sent.cell.subject, data, sent.reply_subject)
 
     def _send(self, cell: GroupCell, kind: int, body: bytes, message: Any) -> Sent:
         requests = self.node.requests
