@@ -23,6 +23,9 @@ subject (``_subjects.py``)                parsed as
 ``P.hb.<node>.<incarnation>``             ``((node, incarnation), "beat" | "bye" | "hello")``
 ``P.names.<from>.<inc>``                  ``(kind, name, node, incarnation, path, n)``
 ``P.name.<hex>.<sender>``                 the subject to answer on
+``P.shared.<hex>.<sender>``               ``(kind, body, the subject to answer on)``
+                                          (``_groups.py``'s parser, which uses
+                                          :meth:`Frames.lookup`)
 ``$SYS.ACCOUNT.*.DISCONNECT``             the node it was, or ``None`` (not a node's)
 ========================================  ==========================================
 
