@@ -572,3 +572,26 @@ async def test_the_memory_bus_gives_each_message_to_one_member_of_each_queue_gro
     assert got["g1-two"]
     assert len(got["g2-two"]) == 100  # (the only member of its group)
     assert got["replies"] == [b""]  # (no-responders for "nobody" only)
+
+
+async def test_tells_from_another_thread_reach_the_group_in_that_threads_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        member = a.spawn(Where)
+        a.register("work", member, shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+
+        def from_a_thread() -> None:
+            for number in range(50):
+                group.tell(("tell", number))
+            with pytest.raises(TypeError, match="cannot send"):
+                group.tell(object())  # (encoded in the thread: raised there)
+
+        await trio.to_thread.run_sync(from_a_thread)
+        await trio.sleep(HEARTBEAT / 5)
+        assert await member.ask("told") == list(range(50))
+        assert Node.of(c).groups.in_flight == 0
+        assert c.dead_letters.count == 0

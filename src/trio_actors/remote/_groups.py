@@ -55,6 +55,8 @@ and with their node (its subscriptions end with its connection).
 
 from __future__ import annotations
 
+import logging
+import threading
 import weakref
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -87,6 +89,7 @@ if TYPE_CHECKING:
     from ..actors import ActorRef
     from ..lifecycle import Terminated
     from ..nats import Msg
+    from ._codec import Codec
     from ._node import Node
     from ._requests import _Waiter
 
@@ -108,6 +111,7 @@ given to no actor."""
 
 _KINDS: Final = frozenset({ASK, TELL, SENDS, PROBE})
 _message = msgspec.msgpack.Decoder(tuple[int, msgspec.Raw])
+_log = logging.getLogger("trio_actors")
 _NOT_SERVED: Final = encode((False, NONE))
 _ENDED: Final = encode((True, NONE))
 
@@ -331,6 +335,7 @@ class Groups:
 
     __slots__ = (
         "_cells",
+        "_codecs_elsewhere",
         "_none_in_flight",
         "_room",
         "_served",
@@ -349,6 +354,7 @@ class Groups:
         self._served: dict[str, dict[ActorCell, Callable[[], None]]] = {}
         # (each member's "taken" answer, made once: its ref does not change)
         self._taken: weakref.WeakKeyDictionary[ActorCell, bytes] = weakref.WeakKeyDictionary()
+        self._codecs_elsewhere = threading.local()  # (one per other thread that tells)
         self.elsewhere: dict[str, set[Peer]] = {}
         self.in_flight = 0
         self._room = trio.Event()
@@ -556,20 +562,39 @@ class Groups:
     def tell(self, cell: GroupCell, message: Any) -> None:
         """A tell to a shared name (``ActorRef.tell``): encoded (``TypeError`` now if
         it cannot cross), sent, held until its taker says it ended. Never a
-        checkpoint, never blocks.
+        checkpoint, never blocks. From another thread: encoded there, sent from the
+        node's thread in that thread's order; what it then meets has nobody to be
+        raised to -- past :data:`TELLS_IN_FLIGHT`, a dead letter ``"overflow"``; a
+        connection that refuses it, ``"unreachable"`` (and a warning in the log).
 
         Raises:
             MailboxFull: :data:`TELLS_IN_FLIGHT` tells through shared names are in
                 flight already.
-            ActorError: from another thread.
         """
         node = self.node
         if get_ident() != node.thread_id:
-            raise ActorError(
-                f"tell() of {cell.path} (a shared name) from another thread; use "
-                "trio.from_thread.run_sync(ref.tell, message)"
-            )
-        body = node.codec.encode(message)
+            codec: Codec | None = getattr(self._codecs_elsewhere, "codec", None)
+            if codec is None:
+                codec = self._codecs_elsewhere.codec = node.new_codec()
+            body = codec.encode(message)
+            node.trio_token.run_sync_soon(self._told_elsewhere, cell, message, body)
+            return
+        self._tell_encoded(cell, message, node.codec.encode(message))
+
+    def _told_elsewhere(self, cell: GroupCell, message: Any, body: bytes) -> None:
+        """A tell from another thread, in the node's thread: nothing may escape."""
+        node = self.node
+        try:
+            self._tell_encoded(cell, message, body)
+        except MailboxFull as error:
+            _log.warning("node %s: %s", node.name, error)
+            node.system.dead_letters.record(new_ref(cell), message, "overflow")
+        except Exception as error:
+            _log.warning("node %s: a tell to %s not sent: %s", node.name, cell.path, error)
+            node.system.dead_letters.record(new_ref(cell), message, "unreachable")
+
+    def _tell_encoded(self, cell: GroupCell, message: Any, body: bytes) -> None:
+        node = self.node
         if node.closed:
             node.system.dead_letters.record(new_ref(cell), message, "unreachable")
             return
