@@ -4,6 +4,7 @@ in-memory bus (its queue groups), under the MockClock."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -595,3 +596,28 @@ async def test_tells_from_another_thread_reach_the_group_in_that_threads_order(
         assert await member.ask("told") == list(range(50))
         assert Node.of(c).groups.in_flight == 0
         assert c.dead_letters.count == 0
+
+
+@pytest.mark.parametrize("heard_first", ["the single claim", "the shared claim"])
+async def test_a_name_registered_both_ways_before_either_heard_keeps_the_single_one(
+    autojump_clock: trio.testing.MockClock, heard_first: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="trio_actors")
+    bus = MemoryBus()
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "b") as b, node(cluster, "c") as c:
+        await trio.sleep(HEARTBEAT / 5)
+        single, member = a.spawn(Where, name="single"), b.spawn(Where, name="member")
+        with bus.losing(lambda subject, payload: ".names." in subject):
+            a.register("x", single)
+            b.register("x", member, shared=True)  # (neither hears the other)
+        # One of them says its names again (as when it meets a node): the other hears.
+        Node.of(a if heard_first == "the single claim" else b).names.announce_all_soon()
+        await trio.sleep(HEARTBEAT / 2)
+        assert a.registered() == {"x": single}
+        assert "x" not in Node.of(b).groups._served  # (b's member left it)
+        for system in (a, b, c):
+            assert system.node is not None
+            assert set(system.node.registered()) == {"x"}
+            assert await (await system.lookup("x")).ask("where") == ("a", "single")
+        assert "the single registration keeps it" in caplog.text

@@ -413,8 +413,30 @@ class Groups:
                 f"node {wire[0]!r} ({wire[1]}); a name is shared or single, never both"
             )
 
+    def serves(self, name: str) -> bool:
+        """Whether a member here serves shared ``name``."""
+        return name in self._served
+
+    def withdraw(self, name: str, peer: Peer) -> None:
+        """``peer`` holds ``name`` alone, claimed before this node's members were
+        heard: the single registration keeps it, the members here leave it (the
+        same on every node, whichever heard first)."""
+        _log.warning(
+            "name %r was registered shared on node %r and alone on node %r (%s) before "
+            "either heard of the other: the single registration keeps it, so this node's "
+            "members leave it (the actors go on without the name)",
+            name,
+            self.node.name,
+            peer[0],
+            peer[1],
+        )
+        self.node.system.unregister(name)
+
     def on_announcement(self, name: str, peer: Peer, *, served: bool) -> None:
-        """``peer`` serves shared ``name`` (``served``), or no more (``_names.py``)."""
+        """``peer`` serves shared ``name`` (``served``), or no more (``_names.py``).
+        Where this node holds ``name`` alone, its claim is said again (``peer``
+        withdraws its members when it hears it) and ``peer`` is not counted as
+        serving it."""
         if not served:
             peers = self.elsewhere.get(name)
             if peers is not None:
@@ -423,6 +445,10 @@ class Groups:
                     del self.elsewhere[name]
             return
         node = self.node
+        registered = node.system.registered().get(name)
+        if registered is not None:  # (held alone here: see withdraw())
+            node.names.claim(name, node.ref_to_wire(registered))
+            return
         if name not in self.elsewhere and len(self.elsewhere) >= node.cluster.limits.names:
             node.refused("over_limit", "more shared names than InputLimits.names", "names")
             return

@@ -19,7 +19,10 @@ node whose ``(name, incarnation)`` sorts first keeps the name, the other node
 withdraws its registration and says so in the log (a warning naming both nodes) --
 as Erlang's ``global`` resolves a name registered twice when two clusters meet,
 where it ends one of the two processes by default; here the actor lives on,
-without the name.
+without the name. A name registered *shared* on one node and alone on another
+before either heard the other (``_groups.py``) is reconciled the same way on every
+node too: the single registration keeps it, and the node serving it shared
+withdraws its members from it (a warning naming both nodes).
 
 What another node's announcements make this node do is bounded: the view holds at
 most ``InputLimits.names`` names (a claim past it is counted and ignored), and this
@@ -237,6 +240,10 @@ class ClusterNames:
             held = self.held.get(name)
             if held is not None and (held[0], held[1]) == peer:
                 del self.held[name]
+            return
+        if node.groups.serves(name):  # (shared here, single there: the single one keeps it)
+            node.groups.withdraw(name, peer)
+            self.held[name] = wire
             return
         if name in node.system.registered():
             if peer < me:
