@@ -34,23 +34,31 @@ than that), while ``send`` waits for room. An **ask** is cancellable: before
 above), which is then sent the ``CANCEL``; after, the ``CANCEL`` goes at once --
 so it ends exactly as an ask to one actor of another node.
 
-**A member that stopped.** The server may give a message to a member whose actor
-began to stop after its choice (its subscription was not yet gone): its node
-gives it to another of its members of the name, or, if it has none, answers
-**not served here**, and the sender sends it again (at most
+**A member that left.** The server may give a message to a member whose actor
+began to stop, or was unregistered, after its choice (its subscription was not
+yet gone): its node gives it to another of its members of the name, or, if it has
+none, answers **not served here**, and the sender sends it again (at most
 :data:`SENT_AGAIN_AT_MOST` times; then it ends as with no member).
 
 **Ordering.** None across members. From one sender to one member, messages are
 handled in the order they were sent (one publisher to one subscription, queued
-in arrival order) -- unless a member that stopped passed one on to another.
+in arrival order) -- unless a member that left passed one on to another.
 
 **The view.** A node announces that it serves a shared name (its first member)
 and no more (its last member left) on ``P.names`` (``_names.py``: a shared
 claim, a shared release; all again when it meets a node), so every node knows
 which names are shared and where: ``register`` refuses a name the other way
 (``ValueError`` naming the node), ``lookup`` gives the group at once, and
-``system.node.registered()`` lists it. The members leave with their actors,
-and with their node (its subscriptions end with its connection).
+``system.node.registered()`` lists it. A node that has not heard of a name yet
+finds it by asking the members themselves (:data:`PROBE`), after a lookup of a
+single name finds nothing. Registered both ways before either node heard the
+other, the single registration keeps the name (:meth:`Groups.withdraw`). The
+members leave with their actors, and with their node (its subscriptions end with
+its connection).
+
+**Threads.** A tell from another thread is encoded there and sent from the node's
+thread, in that thread's order (what it then meets is a dead letter); ``ask`` and
+``send`` belong to the node's trio run, as for any remote ref.
 """
 
 from __future__ import annotations
