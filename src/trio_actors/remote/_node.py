@@ -386,11 +386,16 @@ class Node:
         if group is not None:
             await trio.lowlevel.checkpoint()
             return group
+        began = trio.current_time()
         try:
             return await self.requests.lookup(name)
         except ActorNotFound:
-            # (a shared name this node has not heard of yet: its members say so)
-            group = None if self.closed else await self.groups.probe(name)
+            # A shared name this node has not heard of yet: its members say so --
+            # asked when the lookup found no holder, not when it waited its bound
+            # out (a lookup stays within one bound).
+            bound = self.cluster.heartbeat * self.cluster.heartbeats_missed
+            waited_out = trio.current_time() - began >= bound
+            group = None if self.closed or waited_out else await self.groups.probe(name)
             if group is None:
                 raise
             return group
