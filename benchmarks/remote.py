@@ -1,4 +1,4 @@
-"""Actors across nodes (issues 18 and 31): R1, R2, R3 and R6 of the remote
+r"""Actors across nodes (issues 18, 31 and 32): R1, R2, R3, R6 and R7 of the remote
 specification, each beside its floor in the same run -- the raw NATS client through
 the same server, or (R6) the same actor in one process.
 
@@ -44,6 +44,20 @@ counting subscriber. Every value is seconds per round trip or per message.
 ``R3-one-node``
     the same jobs, all to the near node's burner: one node, one core.
     Target: ``R3-two-nodes`` throughput >= 1.5 x this.
+``R7-two-nodes``
+    R3's fan-out through a shared name (``remote/_groups.py``): a burner on each
+    node registered ``shared=True`` as ``burners`` (the far node's from its start,
+    the near node's for the benchmark), the near node tells :data:`WORK` jobs to the
+    group -- each to one member, the NATS server's choice; past
+    ``remote/_groups.TELLS_IN_FLIGHT`` jobs in flight, ``send`` waits for room -- and waits
+    until every one has been said to have ended (``groups.in_flight == 0``), then
+    checks the two burners' counts add up.
+``R7-one-node``
+    the same through a shared name served only by the near node's burner
+    (``burners-here``): every job takes the same path, through the server, to one
+    node, one core.
+    Target: ``R7-two-nodes`` throughput >= 1.5 x this (and, reported beside it,
+    against ``R3-one-node``: local tells, no shared name).
 ``R6-remote-send``
     :data:`SENDS` ``await slow.send(number)`` from the near node to the far node's
     slow actor -- :data:`SLOW` seconds of busy CPU per message (a loop on
@@ -94,6 +108,7 @@ import trio
 import trio_actors as ta
 from benchmarks.nats_client import helper, nats_server
 from trio_actors import nats
+from trio_actors.remote import Node
 
 PAYLOAD = b"0123456789abcdef"
 ROUND_TRIPS = 2_000
@@ -167,6 +182,9 @@ async def _far_node(url: str) -> None:
         system.register("counter", system.spawn(Counter, name="counter"))
         system.register("burner", system.spawn(Burner, name="burner"))
         system.register("slow", system.spawn(Slow, name="slow"))
+        shared = system.spawn(Burner, name="shared-burner")
+        system.register("burners", shared, shared=True)  # (R7: one member of the group)
+        system.register("burners-far", shared)  # (R7: its count)
         assert system.node is not None
         await system.node.flush()
         print("ready", flush=True)
@@ -308,6 +326,48 @@ def one_node(loops: int, size: int, url: str) -> float:
     return _fan_out(loops, size, url, nodes=1)
 
 
+def _shared_fan_out(loops: int, size: int, url: str, *, nodes: int) -> float:
+    async def main() -> float:
+        async with ta.open_actor_system(cluster=url, node="near") as system:
+            here = system.spawn(Burner)
+            name = "burners" if nodes == 2 else "burners-here"
+            system.register(name, here, shared=True)
+            burners = [here]
+            if nodes == 2:
+                burners.append(await system.lookup("burners-far"))
+            groups = Node.of(system).groups
+            assert system.node is not None
+            await system.node.flush()
+            group = await system.lookup(name)
+            done = sum([await burner.ask("count") for burner in burners])
+            start = time.perf_counter()
+            for _ in range(loops):
+                for number in range(size):
+                    try:
+                        group.tell(number)
+                    except ta.MailboxFull:  # (TELLS_IN_FLIGHT in flight: wait for room)
+                        await group.send(number)
+                # (each job is said to have ended once handled: polled, at most a
+                # millisecond late per round of 10,000 jobs)
+                while groups.in_flight:  # noqa: ASYNC110
+                    await trio.sleep(0.001)
+                done += size
+                got = sum([await burner.ask("count") for burner in burners])
+                if got != done:
+                    raise AssertionError(f"R7: the burners did {got}, not {done}")
+            return time.perf_counter() - start
+
+    return trio.run(main)
+
+
+def shared_two_nodes(loops: int, size: int, url: str) -> float:
+    return _shared_fan_out(loops, size, url, nodes=2)
+
+
+def shared_one_node(loops: int, size: int, url: str) -> float:
+    return _shared_fan_out(loops, size, url, nodes=1)
+
+
 def remote_sends(loops: int, size: int, url: str, *, how: str = "send") -> float:
     async def main() -> float:
         async with ta.open_actor_system(cluster=url, node="near") as system:
@@ -420,6 +480,8 @@ BENCHES = [
     Bench("R2-lone-floor", raw_lone_publish, "tells", "message"),
     Bench("R3-two-nodes", two_nodes, "work", "job"),
     Bench("R3-one-node", one_node, "work", "job"),
+    Bench("R7-two-nodes", shared_two_nodes, "work", "job"),
+    Bench("R7-one-node", shared_one_node, "work", "job"),
     Bench("R6-remote-send", remote_sends, "sends", "message"),
     Bench("R6-floor", local_tells, "sends", "message"),
     Bench("R6-remote-tell", remote_tells_to_slow, "sends", "message"),

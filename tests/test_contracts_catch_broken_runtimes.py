@@ -47,6 +47,7 @@ from trio_actors.remote import (
     _children,
     _codec,
     _fates,
+    _groups,
     _inbound,
     _link,
     _members,
@@ -829,6 +830,37 @@ def silence_never_noticed(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_peers.Peers, "check", lambda self, waiting: None)
 
 
+def shared_tells_ended_when_taken(mp: pytest.MonkeyPatch) -> None:
+    """A member's node says a tell to a shared name ended as soon as it takes it,
+    not once it has been handled: those in its mailbox die with it, unaccounted."""
+    take = _groups.Groups._take
+
+    def taken_is_ended(
+        self: Any, name: str, chosen: Any, kind: int, body: Any, answer: str
+    ) -> None:
+        take(self, name, chosen, kind, body, answer)
+        if kind != _subjects.ASK:
+            self.node.tells.publish(answer, _groups._ENDED)
+
+    mp.setattr(_groups.Groups, "_take", taken_is_ended)
+
+
+def shared_tells_in_doubt_vanish(mp: pytest.MonkeyPatch) -> None:
+    """A tell to a shared name whose taker died is forgotten, not given back."""
+
+    def tell_ended(self: Any, sent: Any) -> None:
+        self.in_flight -= 1
+
+    mp.setattr(_groups.Groups, "tell_ended", tell_ended)
+
+
+def shared_name_without_a_queue_group(mp: pytest.MonkeyPatch) -> None:
+    """Each member subscribes in a queue group of its own: every member gets every
+    message to the name."""
+    groups = iter(range(1_000_000))
+    mp.setattr(_subjects.Subjects, "shared_group", staticmethod(lambda name: str(next(groups))))
+
+
 def remote_child_failures_decided_twice(mp: pytest.MonkeyPatch) -> None:
     """A remote child's failure goes through its parent's strategy twice."""
     real = _failure.handle_failure
@@ -960,6 +992,11 @@ MUTANTS: dict[str, list[Mutant]] = {
         remote_sends_to_pools_meet_the_overflow_policy,
     ],
     "RT33": [members_never_reported_down, hellos_not_answered, silence_never_noticed],
+    "RT34": [
+        shared_tells_ended_when_taken,
+        shared_tells_in_doubt_vanish,
+        shared_name_without_a_queue_group,
+    ],
     "RT35": [remote_child_failures_decided_twice, remote_children_restart_themselves],
     "RT36": [remote_child_node_death_taken_as_a_stop, remote_child_restarted_where_it_ran],
 }

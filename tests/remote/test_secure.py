@@ -341,3 +341,31 @@ def test_the_node_command_shows_the_runtimes_warnings(tmp_path: Path) -> None:
         )
     assert done.returncode == 0, done.stderr
     assert "WARNING: heard from the runtime" in done.stderr
+
+
+async def test_shared_names_work_with_each_nodes_own_credentials(tmp_path: Path) -> None:
+    """The permissions ``trio-actors secure`` writes let nodes serve a shared name in
+    its queue group, and tell, ask and probe it, with no error from the server."""
+    with secure_server(tmp_path) as (server, out), trio.fail_after(60):
+        async with (
+            ta.open_actor_system(cluster=configured(out, "a", server), node="a") as a,
+            ta.open_actor_system(cluster=configured(out, "b", server), node="b") as b,
+            ta.open_actor_system(cluster=configured(out, "c", server), node="c") as c,
+        ):
+            a.register("work", a.spawn(Echo), shared=True)
+            b.register("work", b.spawn(Echo), shared=True)
+            await Node.of(a).flush()
+            await Node.of(b).flush()
+            group = await c.lookup("work")
+            assert [await group.ask(number) for number in range(20)] == list(range(20))
+            for number in range(20):
+                group.tell(number)
+            for _ in range(200):  # (each tell said to have ended: a few ms)
+                if not Node.of(c).groups.in_flight:
+                    break
+                await trio.sleep(0.05)
+            assert Node.of(c).groups.in_flight == 0
+            assert await Node.of(c).groups.probe("work") == group
+            assert c.dead_letters.count == 0
+            assert (server_errors(a), server_errors(b), server_errors(c)) == (0, 0, 0)
+            assert sum(Node.of(s).statistics().bad_input.total for s in (a, b, c)) == 0

@@ -104,7 +104,8 @@ class ClusterNode(Protocol):
     def registered(self) -> dict[str, ActorRef]:
         """Every name registered in the cluster, as this node knows it: this
         system's own and those the members hold (their claims, already exchanged:
-        nothing is asked). Never a checkpoint."""
+        nothing is asked), and the shared names served here or by a member, each
+        with its group's ref. Never a checkpoint."""
         ...
 
 

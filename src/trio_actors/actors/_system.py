@@ -114,7 +114,7 @@ class ActorSystem:
     # --- the registry (_core/_registry.py) ------------------------------------------
 
     @enable_ki_protection
-    def register(self, name: str, ref: ActorRef) -> None:
+    def register(self, name: str, ref: ActorRef, *, shared: bool = False) -> None:
         """Register ``ref``'s actor under ``name``, for :meth:`lookup`. Synchronous;
         never a checkpoint.
 
@@ -123,11 +123,19 @@ class ActorSystem:
         the same actor under the same name again changes nothing; an actor may
         hold several names.
 
+        ``shared=True`` (on a node only): the name is served by *every* actor
+        registered under it so, on this node and on others -- a lookup gives a ref
+        to the group, whose each tell or ask goes to one member, the NATS server's
+        choice (``docs/remote.rst``, "Names served by many actors"). A member
+        leaves when its actor begins to stop, or with :meth:`unregister`.
+
         Raises:
             TypeError: ``name`` is not a str, or ``ref`` is not an ``ActorRef``.
             ValueError: ``name`` is empty, or another live actor holds it -- on a
                 node, here or on any node of the cluster this node has heard of
-                (names are cluster-wide: see :doc:`/remote`).
+                (names are cluster-wide: see :doc:`/remote`); or it is held the
+                other way, shared or single (the message names the node); or
+                ``shared`` on a system that is not a node.
             ActorStopped: the actor is stopping or has stopped.
             ActorError: ``ref`` belongs to another system, or the call comes from
                 another thread.
@@ -136,19 +144,23 @@ class ActorSystem:
         cell = cell_of_ref(ref, "register()")
         if getattr(cell, "system", None) is not self:
             raise wrong_system("register")
-        self._registry.register(name, cell)
+        self._registry.register(name, cell, shared=bool(shared))
 
     @enable_ki_protection
-    def unregister(self, name: str) -> None:
-        """Free ``name``. Synchronous; never a checkpoint.
+    def unregister(self, name: str, ref: ActorRef | None = None) -> None:
+        """Free ``name``; for a shared name, ``ref``'s actor leaves it (without
+        ``ref``: every actor of this system serving it). Synchronous; never a
+        checkpoint.
 
         Raises:
-            ActorNotFound: no actor is registered under ``name``.
+            ActorNotFound: no actor is registered under ``name`` (or ``ref``'s
+                actor does not hold it).
             TypeError: ``name`` is not a str.
             ActorError: called from another thread.
         """
         self._check_thread("unregister")
-        self._registry.unregister(name)
+        cell = None if ref is None else cell_of_ref(ref, "unregister()")
+        self._registry.unregister(name, cell)  # type: ignore[arg-type]
 
     async def lookup(self, name: str) -> ActorRef:
         """The ref of the actor registered under ``name`` -- in this system, or, on

@@ -24,6 +24,8 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
 * ``_exports.py`` -- refs on the wire, both ways;
 * ``_inbound.py`` -- asks and stops from other nodes, queued and answered;
 * ``_names.py`` -- the cluster's registered names;
+* ``_groups.py`` -- names served by many actors (shared names): the members' queue
+  group, the refs to a group, and each message to one until it ends;
 * ``_members.py`` -- the members (the peers up) and who follows their changes;
   the answers to a joining node's hello;
 * ``_frames.py`` -- what arrives, parsed: one parser per subject kind, none can raise;

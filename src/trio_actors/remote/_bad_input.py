@@ -92,10 +92,12 @@ def listen(
     bad_input: BadInput,
     parse: Callable[[Msg], T | Bad],
     handle: Callable[[T], object],
+    *,
+    queue: str | None = None,
 ) -> Callable[[], None]:
-    """Subscribe to ``subject``: each message is parsed (``parse`` never raises),
-    then given to ``handle`` if it is usable, else counted in ``bad_input``. Return
-    what unsubscribes."""
+    """Subscribe to ``subject`` (in queue group ``queue``, if given): each message is
+    parsed (``parse`` never raises), then given to ``handle`` if it is usable, else
+    counted in ``bad_input``. Return what unsubscribes."""
     count = bad_input.count
 
     def on_message(message: Msg) -> None:
@@ -105,7 +107,7 @@ def listen(
         else:
             handle(parsed)
 
-    return transport.subscribe(subject, on_message)
+    return transport.subscribe(subject, on_message, queue=queue)
 
 
 class UndecodableBytes:

@@ -85,6 +85,7 @@ _TIME: Final = 10
 _TIMEDELTA: Final = 11
 _UUID: Final = 12
 _DECIMAL: Final = 13
+_SHARED_REF: Final = 14  # a ref to a shared name's group: the name (_groups.py)
 
 _SCALARS: Final = frozenset({str, int, float, bool, bytes, type(None)})
 # (for map(): the depth of what a container at depth d holds, repeated)
@@ -101,6 +102,7 @@ WireOnTheWire = tuple[str, str, str, int, Overflow]
 """A :data:`WireRef` as the decoders take it (a policy out of range: undecodable)."""
 RefToWire = Callable[[ActorRef], WireRef]
 RefFromWire = Callable[[str, str, str, int, int], ActorRef]
+SharedRef = Callable[[str], ActorRef]
 
 
 def _package_errors() -> dict[str, type[BaseException]]:
@@ -142,6 +144,7 @@ class Codec:
         pickle: bool = False,
         ref_to_wire: RefToWire,
         ref_from_wire: RefFromWire,
+        shared_ref: SharedRef | None = None,
     ) -> None:
         registered = [Registered.of(cls) for cls in message_types(tuple(types))]
         self._registered: dict[type, Registered] = {entry.cls: entry for entry in registered}
@@ -154,6 +157,8 @@ class Codec:
         self._pickle = pickle
         self._ref_to_wire = ref_to_wire
         self._ref_from_wire = ref_from_wire
+        self._shared_ref = shared_ref
+        self._shared_name = msgspec.msgpack.Decoder(str)
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder(ext_hook=self._ext_hook)
         self._tagged = msgspec.msgpack.Decoder(tuple[str, msgspec.Raw])
@@ -216,6 +221,9 @@ class Codec:
         if registered is not None:
             return self._ext(_REGISTERED, (registered.name, self._fields(registered, value, depth)))
         if kind is ActorRef:
+            shared = getattr(value._cell, "shared_name", None)  # (a group's: _groups.py)
+            if shared is not None:
+                return Ext(_SHARED_REF, self._encoder.encode(shared))
             return Ext(_REF, self._encoder.encode(self._ref_to_wire(value)))
         special = _SPECIAL.get(kind)
         if special is not None:
@@ -263,6 +271,10 @@ class Codec:
     def _ext_hook(self, code: int, data: memoryview) -> Any:
         if code == _REF:
             return self._ref_from_wire(*self._wire_ref.decode(data))
+        if code == _SHARED_REF:
+            if self._shared_ref is None:
+                raise msgspec.DecodeError("a ref to a shared name, where none can be made")
+            return self._shared_ref(self._shared_name.decode(data))
         if code == _TUPLE:
             return tuple(self._decoder.decode(data))
         if code == _REGISTERED:

@@ -23,6 +23,9 @@ subject (``_subjects.py``)                parsed as
 ``P.hb.<node>.<incarnation>``             ``((node, incarnation), "beat" | "bye" | "hello")``
 ``P.names.<from>.<inc>``                  ``(kind, name, node, incarnation, path, n)``
 ``P.name.<hex>.<sender>``                 the subject to answer on
+``P.shared.<hex>.<sender>``               ``(kind, body, the subject to answer on)``
+                                          (``_groups.py``'s parser, which uses
+                                          :meth:`Frames.lookup`)
 ``$SYS.ACCOUNT.*.DISCONNECT``             the node it was, or ``None`` (not a node's)
 ========================================  ==========================================
 
@@ -88,7 +91,8 @@ _announcement = msgspec.msgpack.Decoder(tuple[int, str, str, str, str, int, Over
 _NEEDS_REPLY: Final = frozenset({ASK, CANCEL, WATCH, CONFIRM, SPAWN, LOAD})
 _KINDS: Final = frozenset({TELL, ASK, CANCEL, STOP, WATCH, CONFIRM, SENDS, SPAWN, LOAD})
 _TELLS: Final = frozenset({TELL, SENDS})
-_ANNOUNCEMENTS: Final = frozenset({0, 1, 2})  # (claim, release, ask for names: _names.py)
+# (claim, release, ask for names: _names.py; a shared name's claim, release: _groups.py)
+_ANNOUNCEMENTS: Final = frozenset({0, 1, 2, 3, 4})
 _NO_BODY: Final = msgspec.Raw(b"")
 _NOT_NUMBERED = "its subject does not end in a number this node gave"
 

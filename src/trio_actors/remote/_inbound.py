@@ -92,12 +92,13 @@ class Answers:
         """Of the requests ``numbers`` of the node whose replies from this node go
         to ``prefix`` (``P.r.<node>.<incarnation>.<this node>``), those this node
         holds: asks it owes an answer, stops under way (a confirm round's
-        question)."""
-        owed, stopping = self.owed, self.stopping
+        question); and tells to a shared name taken here, not yet ended
+        (``_groups.py``)."""
+        owed, stopping, shared = self.owed, self.stopping, self._node.groups.taken_here
         held = []
         for number in numbers:
             reply = f"{prefix}.{number}"
-            if reply in owed or reply in stopping:
+            if reply in owed or reply in stopping or reply in shared:
                 held.append(number)
         return held
 

@@ -19,7 +19,10 @@ node whose ``(name, incarnation)`` sorts first keeps the name, the other node
 withdraws its registration and says so in the log (a warning naming both nodes) --
 as Erlang's ``global`` resolves a name registered twice when two clusters meet,
 where it ends one of the two processes by default; here the actor lives on,
-without the name.
+without the name. A name registered *shared* on one node and alone on another
+before either heard the other (``_groups.py``) is reconciled the same way on every
+node too: the single registration keeps it, and the node serving it shared
+withdraws its members from it (a warning naming both nodes).
 
 What another node's announcements make this node do is bounded: the view holds at
 most ``InputLimits.names`` names (a claim past it is counted and ignored), and this
@@ -54,6 +57,8 @@ __all__ = ["ClusterNames"]
 CLAIM: Final = 0
 RELEASE: Final = 1
 ASK_FOR_NAMES: Final = 2  # (to the node named in it: announce all yours again)
+SHARED_CLAIM: Final = 3  # (a shared name: the node serves it, _groups.py)
+SHARED_RELEASE: Final = 4  # (a shared name: the node serves it no more)
 
 _log = logging.getLogger("trio_actors")
 _encode = msgspec.msgpack.Encoder().encode
@@ -186,6 +191,13 @@ class ClusterNames:
         self._announced_at = trio.current_time()
         for name, ref in node.system.registered().items():
             self.claim(name, node.ref_to_wire(ref))
+        node.groups.announce_all()
+
+    def announce_shared(self, name: str, *, served: bool) -> None:
+        """Say that this node serves shared name ``name`` (``served``), or no more."""
+        node = self._node
+        kind = SHARED_CLAIM if served else SHARED_RELEASE
+        self._announce(kind, name, (node.name, node.incarnation, "", 0, 0))
 
     def ask_for_names(self, peer: Peer) -> None:
         """Ask ``peer`` to claim all its names again (this node has just met it)."""
@@ -195,6 +207,7 @@ class ClusterNames:
         """``peer`` is down: its names are free."""
         for name in [n for n, wire in self.held.items() if (wire[0], wire[1]) == peer]:
             del self.held[name]
+        self._node.groups.forget(peer)
 
     def _announce(self, kind: int, name: str, wire: WireRef) -> None:
         self._publish(self._subject, _encode((kind, name, *wire)))
@@ -220,10 +233,17 @@ class ClusterNames:
                 self._subject,
             )
             return
+        if kind in (SHARED_CLAIM, SHARED_RELEASE):
+            node.groups.on_announcement(name, peer, served=kind == SHARED_CLAIM)
+            return
         if kind == RELEASE:
             held = self.held.get(name)
             if held is not None and (held[0], held[1]) == peer:
                 del self.held[name]
+            return
+        if node.groups.serves(name):  # (shared here, single there: the single one keeps it)
+            node.groups.withdraw(name, peer)
+            self.held[name] = wire
             return
         if name in node.system.registered():
             if peer < me:

@@ -24,7 +24,7 @@ import trio
 
 from .._cluster import Cluster
 from .._core._stopping import DEFAULT_SHUTDOWN
-from .._errors import ActorError
+from .._errors import ActorError, ActorNotFound
 from .._membership import DEFAULT_EVENTS_CAPACITY, Member, MembershipEvents
 from .._placement import Placement, RoundRobin
 from .._statistics import NodeStatistics
@@ -38,6 +38,7 @@ from ._codec import Codec
 from ._confirm import Confirmations
 from ._exports import Exports
 from ._frames import Envelope, Frames
+from ._groups import Groups
 from ._heartbeats import Heartbeats
 from ._inbound import Answers
 from ._link import Link
@@ -143,6 +144,7 @@ class Node:
             on_gone=membership.gone,
         )
         self.names = ClusterNames(self, self.tells.publish)  # the cluster's names
+        self.groups = Groups(self)  # (names served by many actors: _groups.py)
         self.answers = Answers(self)  # (asks and stops from other nodes)
         # (spawns asked of the others, and by them: what it may spawn for them)
         if spawnable is None:
@@ -246,6 +248,7 @@ class Node:
             pickle=cluster.pickle,
             ref_to_wire=self.exports.ref_to_wire,
             ref_from_wire=self.exports.ref_from_wire,
+            shared_ref=lambda name: self.groups.ref(name),
         )
 
     def start(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
@@ -274,6 +277,7 @@ class Node:
             nursery.start_soon(self.heartbeats.beat)
             nursery.start_soon(self.tells.run)
             nursery.start_soon(self.confirmations.run)
+            nursery.start_soon(self.groups.run)
 
     # --- peers: what the peer table makes the node do --------------------------------
 
@@ -361,26 +365,55 @@ class Node:
             ActorError: called from another thread.
         """
         self.check_thread("registered", of="system.node")
-        return self.names.registered()
+        return dict(sorted({**self.names.registered(), **self.groups.registered()}.items()))
 
     def claimed(self, name: str, cell: ActorCell) -> None:
         """A local actor takes ``name`` (see ``ClusterNames.claimed``).
 
         Raises:
-            ValueError: another node holds ``name``.
+            ValueError: another node holds ``name`` (or serves it as shared).
         """
+        self.groups.check_single(name)
         self.names.claimed(name, cell)
 
     def released(self, name: str) -> None:
         self.names.released(name)
 
+    def claimed_shared(self, name: str, cell: ActorCell) -> None:
+        """A local actor serves shared ``name`` (see ``Groups.claimed``).
+
+        Raises:
+            ValueError: another node holds ``name`` alone.
+        """
+        self.groups.claimed(name, cell)
+
+    def released_shared(self, name: str, cell: ActorCell) -> None:
+        self.groups.released(name, cell)
+
     async def lookup(self, name: str) -> ActorRef:
-        """The ref registered as ``name`` on any node. A checkpoint.
+        """The ref registered as ``name`` on any node (a shared name's: its group's).
+        A checkpoint.
 
         Raises:
             ActorNotFound: no node has it.
         """
-        return await self.requests.lookup(name)
+        group = self.groups.find(name)
+        if group is not None:
+            await trio.lowlevel.checkpoint()
+            return group
+        began = trio.current_time()
+        try:
+            return await self.requests.lookup(name)
+        except ActorNotFound:
+            # A shared name this node has not heard of yet: its members say so --
+            # asked when the lookup found no holder, not when it waited its bound
+            # out (a lookup stays within one bound).
+            bound = self.cluster.heartbeat * self.cluster.heartbeats_missed
+            waited_out = trio.current_time() - began >= bound
+            group = None if self.closed or waited_out else await self.groups.probe(name)
+            if group is None:
+                raise
+            return group
 
     # --- spawning on other nodes (_spawning.py) -------------------------------------
 
@@ -497,8 +530,9 @@ class Node:
     async def leave(self, *, within: float = _LEAVE_WITHIN) -> None:
         """Leave the cluster in order (its actors have stopped): take no more
         messages, send the answers still being made (an ask that came in while
-        the actors stopped is answered, if only with ``ActorStopped``) and the
-        stops of actors other nodes watch -- waiting at most ``within`` seconds --
+        the actors stopped is answered, if only with ``ActorStopped``), the
+        stops of actors other nodes watch, and the tells to shared names still in
+        flight are given their ends -- waiting at most ``within`` seconds --
         then :meth:`close` (also when a cancellation
         or a Ctrl-C ends the wait). A checkpoint."""
         if self.closed:
@@ -510,6 +544,7 @@ class Node:
             await self.answers.all_answered(within)
             await self.watches.all_reported(max(0.0, deadline - trio.current_time()))
             await self.tells.fates.all_acknowledged(max(0.0, deadline - trio.current_time()))
+            await self.groups.all_ended(max(0.0, deadline - trio.current_time()))
             await trio.lowlevel.checkpoint()
         finally:
             self.close()
@@ -527,6 +562,7 @@ class Node:
             unsubscribe()
         self._unsubscribes.clear()
         self.names.close()
+        self.groups.close()
         self.requests.close()
         self.membership.close()
 

@@ -25,6 +25,11 @@ Each request gets a number and waits for one reply on ``P.r.<node>.<incarnation>
   (between two connections) sends it again instead of "registered nowhere";
 * this node **closes**: the ask fails with ``ActorStopped``.
 
+A request to a shared name (``_groups.py``) goes to no one node: until a member's
+node answers that it took it, it ends only by NATS's no-responders, this node's
+connection, this node's close, or ``_groups.py``'s bounded wait; from then on it is
+an ordinary request to that node (:attr:`_Waiter.group` says which it is).
+
 An asker's cancellation withdraws its ask on the other node (a ``CANCEL``) unless
 it has already ended. A waiter's :attr:`_Waiter.failed` says why no answer will
 come -- the request's own end, written here only, not the peer's state (a request
@@ -74,6 +79,7 @@ class _Waiter:
     __slots__ = (
         "event",
         "failed",
+        "group",
         "interrupted",
         "lookup",
         "peer",
@@ -101,6 +107,7 @@ class _Waiter:
         self.refused = False  # (failed: the server refused its message, NotPermitted)
         self.undelivered = 0  # times it was not delivered (no-responders, peer up)
         self.to_send_again = False  # not delivered: sent again at the next round
+        self.group: Any = None  # (a request to a shared name: its _groups.Sent)
 
     @property
     def open(self) -> bool:
@@ -110,7 +117,14 @@ class _Waiter:
     def fail(self, why: str, *, interrupted: bool) -> None:
         self.failed = why
         self.interrupted = interrupted
+        self.end()
+
+    def end(self) -> None:
+        """Its reply came, or it failed: wake its task, and tell a request to a
+        shared name (which may have no task: a tell)."""
         self.event.set()
+        if self.group is not None:
+            self.group.ended()
 
 
 class Requests:
@@ -323,6 +337,9 @@ class Requests:
             return
         if waiter is None or not waiter.open:
             return
+        if waiter.group is not None and waiter.peer is None and reply.ok is not None:
+            waiter.group.taken(reply)  # (a shared name's member took it: _groups.py)
+            return
         if (
             reply.ok is None
             and waiter.resend is not None
@@ -346,7 +363,7 @@ class Requests:
                 return
             waiter.ref = wire
         waiter.reply = reply
-        waiter.event.set()
+        waiter.end()
 
     def _late_answer(self, reply: Reply) -> None:
         """The answer to a request cancelled after it was sent, from the node asked
@@ -451,7 +468,7 @@ class Requests:
     def interrupt(self, peer: Peer, why: str) -> None:
         """The asks and stops waiting on ``peer`` fail with ``ConnectionInterrupted``
         (``why``): it answers no confirm round."""
-        for waiter in self.waiting.values():
+        for waiter in list(self.waiting.values()):
             if waiter.peer == peer and waiter.resend is not None and waiter.open:
                 waiter.fail(why, interrupted=True)
 
@@ -462,7 +479,7 @@ class Requests:
         request waiting on it fails with ``NotPermitted`` (``why``); return how
         many."""
         count = 0
-        for waiter in self.waiting.values():
+        for waiter in list(self.waiting.values()):  # (an ended tell leaves: _groups.py)
             if waiter.peer == peer and waiter.open:
                 waiter.refused = True
                 waiter.fail(why, interrupted=False)
@@ -485,7 +502,7 @@ class Requests:
         given, and every one waiting to be sent again) fail with ``NodeDown``."""
         for number in [n for n, (cell, _) in self._late.items() if cell.peer == peer]:
             del self._late[number]  # (no answer will come)
-        for number, waiter in self.waiting.items():
+        for number, waiter in list(self.waiting.items()):  # (an ended tell leaves)
             if sent_up_to is not None and number > sent_up_to and not waiter.to_send_again:
                 continue  # (sent after the news: nothing serves it, NATS will say)
             if waiter.peer == peer and waiter.open:
@@ -497,7 +514,7 @@ class Requests:
         been lost with the socket: it may or may not have been handled) -- but a
         stop, which may be sent twice, is sent again once the connection is back
         (at the next confirm round)."""
-        for waiter in self.waiting.values():
+        for waiter in list(self.waiting.values()):
             if not waiter.open:
                 continue
             if waiter.resend is not None and waiter.resend[1] == STOP:
@@ -508,5 +525,5 @@ class Requests:
     def close(self) -> None:
         """This node left: every request still waiting ends (asks with
         ``ActorStopped``, stops as done, lookups as not found)."""
-        for waiter in self.waiting.values():
-            waiter.event.set()
+        for waiter in list(self.waiting.values()):
+            waiter.end()

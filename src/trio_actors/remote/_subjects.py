@@ -72,6 +72,14 @@ subject                                published    what
                                                     the ref; when the node dies, its
                                                     subscriptions go with its
                                                     connection, so the name is free
+``P.shared.<hex of the name>.<from>``  ``from``     a tell or an ask to a shared name
+                                                    (``_groups.py``): every node
+                                                    serving it subscribes in one
+                                                    queue group, so the server gives
+                                                    each message to one member; its
+                                                    reply subject has ``-``, as a
+                                                    lookup's, which the taker
+                                                    replaces with its own name
 =====================================  ===========  ==================================
 
 A message to an actor is a msgpack array ``[kind, export number, path, body]``:
@@ -230,6 +238,20 @@ class Subjects:
     def lookup(self, name: str, sender: str) -> str:
         """Where ``sender`` looks ``name`` up."""
         return f"{self.prefix}.name.{name.encode().hex() or '-'}.{sender}"
+
+    def shared(self, name: str) -> str:
+        """The subjects of the messages to shared name ``name`` (one per sending
+        node; its members subscribe in one queue group: :meth:`shared_group`)."""
+        return f"{self.prefix}.shared.{name.encode().hex() or '-'}.*"
+
+    def to_shared(self, name: str, sender: str) -> str:
+        """Where ``sender`` tells or asks shared name ``name``."""
+        return f"{self.prefix}.shared.{name.encode().hex() or '-'}.{sender}"
+
+    @staticmethod
+    def shared_group(name: str) -> str:
+        """The queue group of shared name ``name``'s members."""
+        return name.encode().hex() or "-"
 
     def names(self, node: str, incarnation: str) -> str:
         """Where ``node`` announces its names."""

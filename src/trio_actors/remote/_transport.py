@@ -20,6 +20,7 @@ reply subject.
 from __future__ import annotations
 
 import json
+import random
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -40,9 +41,13 @@ class Transport(Protocol):
     def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
         """Send; never blocks, never a checkpoint."""
 
-    def subscribe(self, subject: str, callback: Callback) -> Callable[[], None]:
+    def subscribe(
+        self, subject: str, callback: Callback, *, queue: str | None = None
+    ) -> Callable[[], None]:
         """Call ``callback`` with each message to ``subject`` (wildcards allowed), in
-        order; return what unsubscribes."""
+        order; return what unsubscribes. With ``queue``, the subscription is one
+        member of that queue group: each message goes to one member of the group
+        (the server chooses), not to all."""
 
     async def flush(self) -> None:
         """Wait until the cluster has had everything published so far."""
@@ -64,8 +69,10 @@ class NatsTransport:
         # is one publish, and each Python call level costs ~0.2 us of its ~7 us.
         self.publish = client.publish
 
-    def subscribe(self, subject: str, callback: Callback) -> Callable[[], None]:
-        return self.client.subscribe_nowait(subject, callback=callback).unsubscribe
+    def subscribe(
+        self, subject: str, callback: Callback, *, queue: str | None = None
+    ) -> Callable[[], None]:
+        return self.client.subscribe_nowait(subject, queue=queue, callback=callback).unsubscribe
 
     async def flush(self) -> None:
         await self.client.flush()
@@ -105,8 +112,9 @@ class MemoryBus:
     coalesces here too.
     """
 
-    def __init__(self, *, advisories: bool = True) -> None:
+    def __init__(self, *, advisories: bool = True, seed: int = 0) -> None:
         self._transports: list[MemoryTransport] = []
+        self._random = random.Random(seed)  # (which member of a queue group: seeded)
         self.advisories = advisories
         self.published = 0  # messages, for tests
         self.lost = 0  # messages lost on the way (:meth:`losing`)
@@ -179,19 +187,26 @@ class MemoryBus:
             self.lost += 1
             return
         found = False
+        groups: dict[str, list[tuple[MemoryTransport, Callback]]] = {}
         for transport in self._transports:
             if transport.reconnecting:
                 continue
-            for pattern, callback in list(transport._subscriptions.values()):
+            for pattern, callback, queue in list(transport._subscriptions.values()):
                 if subject_matches(pattern, subject):
                     found = True
-                    transport._put(callback, Msg(subject, 0, reply, payload))
+                    if queue is None:
+                        transport._put(callback, Msg(subject, 0, reply, payload))
+                    else:
+                        groups.setdefault(queue, []).append((transport, callback))
+        for members in groups.values():  # (one member of each queue group, drawn)
+            transport, callback = members[self._random.randrange(len(members))]
+            transport._put(callback, Msg(subject, 0, reply, payload))
         if not found and reply is not None:
             # NATS's no responders: a status 503 to the reply subject.
             for transport in self._transports:
                 if transport.reconnecting:
                     continue
-                for pattern, callback in list(transport._subscriptions.values()):
+                for pattern, callback, _queue in list(transport._subscriptions.values()):
                     if subject_matches(pattern, reply):
                         transport._put(callback, Msg(reply, 0, None, b"", status=503))
 
@@ -205,7 +220,7 @@ class MemoryTransport:
         self.connected = True
         self.reconnecting = False  # (MemoryBus.between_connections)
         self._held: list[tuple[str, bytes, str | None]] = []  # published meanwhile
-        self._subscriptions: dict[int, tuple[str, Callback]] = {}
+        self._subscriptions: dict[int, tuple[str, Callback, str | None]] = {}
         self._next_id = 0
         self._inbox: deque[tuple[Callback, Msg]] = deque()
         self._wake = trio.Event()
@@ -242,10 +257,12 @@ class MemoryTransport:
             self._wake_writer = trio.Event()
             self._unwritten = False
 
-    def subscribe(self, subject: str, callback: Callback) -> Callable[[], None]:
+    def subscribe(
+        self, subject: str, callback: Callback, *, queue: str | None = None
+    ) -> Callable[[], None]:
         self._next_id += 1
         key = self._next_id
-        self._subscriptions[key] = (subject, callback)
+        self._subscriptions[key] = (subject, callback, queue)
         return lambda: self._subscriptions.pop(key, None) and None
 
     async def flush(self) -> None:

@@ -67,6 +67,7 @@ def node_permissions(
             f"{p}.r.*.*.{node}.*",  # its answers to others' requests
             f"{p}.t.*.*.{node}.*",  # the stops of its actors that others watch
             f"{p}.name.*.{node}",  # its lookups
+            f"{p}.shared.*.{node}",  # its tells and asks to shared names
             *sends,  # tells, asks, stops, watches and confirm rounds to others' actors
         ],
         "subscribe": [
@@ -78,6 +79,7 @@ def node_permissions(
             f"{p}.hb.*.*",  # every node's heartbeats
             f"{p}.names.*.*",  # every node's name announcements
             f"{p}.name.*.*",  # lookups of the names it registers
+            f"{p}.shared.*.*",  # messages to the shared names it serves
         ],
     }
 

@@ -18,11 +18,29 @@ By group, as the contracts in one system are:
 * ``_backpressure``: RT32 ``send`` to a slow bounded actor on another node;
 * ``_membership``: RT33 membership converges after a join, a clean leave and a
   death;
+* ``_shared_names``: RT34 a shared name spreads its messages and loses none when a
+  member's node dies;
 * ``_children``: RT35 a remote child's failure reaches its parent once, RT36 a child
   whose node dies is restarted on a live node within its intensity;
 * ``_nodes`` and ``_actors``: the nodes they run on and the actors they share.
 """
 
-from . import _backpressure, _cancellation, _children, _membership, _messaging, _node_death
+from . import (
+    _backpressure,
+    _cancellation,
+    _children,
+    _membership,
+    _messaging,
+    _node_death,
+    _shared_names,
+)
 
-del _backpressure, _cancellation, _children, _membership, _messaging, _node_death  # (registered)
+del (
+    _backpressure,
+    _cancellation,
+    _children,
+    _membership,
+    _messaging,
+    _node_death,
+    _shared_names,
+)  # (registered)
