@@ -261,3 +261,67 @@ def test_the_cluster_example_survives_a_kill_9_of_a_worker(nats_server: Any) -> 
     ], seen
     assert workers[0].returncode == -signal.SIGKILL
     assert workers[1].returncode == 130
+
+
+def test_the_jobs_example_accounts_for_every_job_through_a_kill_9() -> None:
+    """examples/cluster/jobs.py as its docstring says: ``trio-actors cluster --nodes
+    4 jobs:node --config jobs.toml``, and a real ``kill -9`` of node-2 mid-run: its
+    workers are restarted on the others, and every job is done."""
+    import os
+    import queue
+    import re
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    within = 120.0  # seconds: a safety net, not a speed check
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"nats://127.0.0.1:{probe.getsockname()[1]}"
+    command = [sys.executable, "-m", "trio_actors", "cluster", "--nodes", "4", "jobs:node"]
+    command += ["--config", "jobs.toml", "--cluster", url]
+    process = subprocess.Popen(
+        command,
+        cwd=EXAMPLES / "cluster",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    seen: list[str] = []
+
+    def wait_for(text: str) -> str:
+        while True:
+            line = lines.get(timeout=within)
+            assert line is not None, f"ended before {text!r}: {seen[-30:]}"
+            seen.append(line)
+            if text in line:
+                return line
+
+    try:
+        pid = int(re.findall(r"pid (\d+)", wait_for("node-2: pid"))[0])
+        wait_for("500 of 3000 jobs done")
+        os.kill(pid, signal.SIGKILL)  # (node-2 dies mid-run, its workers with it)
+        report = wait_for("node-0: report:")
+        restarts = wait_for("node-0: workers restarted:")
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)  # (the others: a clean leave, no orphan)
+        process.wait(timeout=within)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert "3000 jobs, 3000 done, 0 lost" in report, seen[-30:]
+    assert int(restarts.rpartition(": ")[2]) >= 1, seen[-30:]  # (node-2 had workers)
+    done_by = next(line for line in seen if "jobs done by node" in line)
+    assert "node-2" in done_by, done_by  # (it took jobs before it died)

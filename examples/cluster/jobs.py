@@ -7,10 +7,11 @@ this folder::
 ``kill -9`` is seen in milliseconds) and four node processes, each running
 :func:`node`. ``node-0`` is the coordinator:
 
-* it spawns six **workers on the other nodes** -- children of its
-  :class:`Coordinator`, placed round robin among the nodes that list ``Worker`` as
-  spawnable (``jobs.toml``) and supervised by it: when a worker's node dies, the
-  coordinator's strategy restarts the worker on a live node;
+* once the four nodes have joined, it spawns six **workers across the nodes** --
+  children of its :class:`Coordinator`, placed round robin among the nodes that
+  list ``Worker`` as spawnable (all of them: ``jobs.toml``) and supervised by it:
+  when a worker's node dies, the coordinator's strategy restarts the worker on a
+  live node;
 * each worker serves the **shared name** ``"jobs"`` (a NATS queue group): the
   coordinator sends every job through that one name, and the server gives each to
   one worker;
@@ -35,6 +36,7 @@ import trio
 
 import trio_actors as ta
 
+NODES = 4  # trio-actors cluster --nodes 4: the coordinator waits for them all
 JOBS = 3_000
 AT_ONCE = 16  # jobs in flight
 WORKERS = 6
@@ -80,6 +82,8 @@ class Coordinator(ta.Actor):
     def receive(self, message: Any) -> Any:
         if message == "workers":
             return len(self.children)
+        if message == "restarts":  # (of its workers: after a node's death, say)
+            return sum(child.statistics().restarts for child in self.children)
         return None
 
 
@@ -90,6 +94,7 @@ class Ledger:
         self.done: dict[int, Done] = {}
         self.sent_again = 0
         self.why: dict[str, int] = {}
+        self.restarts = 0  # (of the workers, as their parent counts them)
 
 
 async def run_job(jobs: ta.ActorRef, number: int, ledger: Ledger) -> None:
@@ -111,8 +116,12 @@ async def run_job(jobs: ta.ActorRef, number: int, ledger: Ledger) -> None:
 
 
 async def coordinate(system: ta.ActorSystem) -> Ledger:
-    """The coordinator's run: workers spawned, then every job sent through the
-    shared name until it is done."""
+    """The coordinator's run: once every node has joined, workers spawned on them,
+    then every job sent through the shared name until it is done."""
+    assert system.node is not None
+    with system.node.events() as joined:  # (the members as they join)
+        while len(system.node.members()) < NODES:
+            await joined.receive()
     coordinator = system.spawn(Coordinator, name="coordinator")
     with trio.fail_after(60):
         workers = await coordinator.ask("workers")  # (after its on_start: spawned)
@@ -134,6 +143,7 @@ async def coordinate(system: ta.ActorSystem) -> Ledger:
     async with trio.open_nursery() as nursery:
         for _ in range(AT_ONCE):
             nursery.start_soon(sender)
+    ledger.restarts = await coordinator.ask("restarts")
     return ledger
 
 
@@ -158,3 +168,4 @@ async def node(system: ta.ActorSystem) -> None:
         f"{ledger.sent_again} sent again ({why or 'none'})",
         flush=True,
     )
+    print(f"node-0: workers restarted: {ledger.restarts}", flush=True)
