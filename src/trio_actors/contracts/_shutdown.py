@@ -16,6 +16,7 @@ at a virtual deadline reports it instead.
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from collections.abc import Awaitable, Callable
@@ -55,6 +56,10 @@ def run_virtual_or_hang(
         async def watchdog() -> None:
             await trio.sleep(within)
             hung.append(True)
+            # Time stops for the stuck run: a task of it that still sleeps now and
+            # then would otherwise make the clock jump for ever, a thread spinning
+            # beside every test after this one (they ran ten times slower).
+            clock.autojump_threshold = math.inf
             finished.set()
 
         async with trio.open_nursery() as nursery:
