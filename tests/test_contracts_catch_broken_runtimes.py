@@ -739,7 +739,10 @@ def remote_sends_to_pools_meet_the_overflow_policy(mp: pytest.MonkeyPatch) -> No
 
 
 def remote_send_ignores_the_window(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(_link.Link, "full", property(lambda self: False))
+    """``send`` never waits for room in the link's window. (Not ``full`` made false:
+    with ``has_room`` still false, ``send`` then spun without a checkpoint, and the
+    contract was stopped only by the test's timeout, a minute later.)"""
+    mp.setattr(_link.Link, "has_room", lambda self, more=0: True)
 
 
 def remote_sends_meet_the_overflow_policy(mp: pytest.MonkeyPatch) -> None:
