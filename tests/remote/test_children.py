@@ -271,21 +271,32 @@ async def test_resume_makes_a_fresh_instance_without_counting_a_restart(
         assert child.statistics().restarts == 0
 
 
+@asynccontextmanager
+async def without_an_instance(
+    bus: MemoryBus, n: dict[str, ta.ActorSystem], **spawn: Any
+) -> AsyncIterator[tuple[ta.ActorRef, RemoteChildCell]]:
+    """A child of a parent on a, placed on b (``spawn``: its options, ``Restart()``
+    by default); then b dies while c is between two connections: for the block, the
+    child has no instance (its fresh one waits for c), and after it, c has it."""
+    a, b, c = n["a"], n["b"], n["c"]
+    parent = a.spawn(Parent, [])
+    child = await parent.ask(("spawn", {"supervision": ta.Restart(), **spawn}))
+    assert await child.ask("where") == "b"
+    cell = child._cell
+    assert isinstance(cell, RemoteChildCell)
+    with bus.between_connections(transport(c)):  # (the next spawn waits)
+        bus.disconnect(transport(b))
+        await eventually(lambda: child.statistics().failures == 1)
+        assert cell.target is None  # (no instance until c answers)
+        yield child, cell
+
+
 async def test_tells_while_there_is_no_instance_are_held_and_sent_on_in_order(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     bus = MemoryBus()
     async with cluster(ta.Cluster(bus=bus), "abc", "bc") as n:
-        a, b, c = n["a"], n["b"], n["c"]
-        parent = a.spawn(Parent, [])
-        child = await parent.ask(("spawn", {"supervision": ta.Restart()}))
-        assert await child.ask("where") == "b"
-        cell = child._cell
-        assert isinstance(cell, RemoteChildCell)
-        with bus.between_connections(transport(c)):  # (the next spawn waits)
-            bus.disconnect(transport(b))
-            await eventually(lambda: child.statistics().failures == 1)
-            assert cell.target is None  # (no instance until c answers)
+        async with without_an_instance(bus, n) as (child, cell):
             for _ in range(5):
                 child.tell("add")  # (held, then sent on to the fresh one, in order)
             assert len(cell.held) == 5

@@ -55,11 +55,11 @@ from test_children import (
     eventually,
     live,
     transport,
+    without_an_instance,
 )
 
 import trio_actors as ta
 from trio_actors.remote import MemoryBus, Node
-from trio_actors.remote._children import RemoteChildCell
 
 
 class SpawnsThenStops(ta.Actor):
@@ -103,16 +103,8 @@ async def test_tells_held_when_a_child_stops_draining_are_dead_letters(
 ) -> None:
     bus = MemoryBus()
     async with cluster(ta.Cluster(bus=bus), "abc", "bc") as n:
-        a, b, c = n["a"], n["b"], n["c"]
-        parent = a.spawn(Parent, [])
-        child = await parent.ask(("spawn", {"supervision": ta.Restart()}))
-        assert await child.ask("where") == "b"
-        cell = child._cell
-        assert isinstance(cell, RemoteChildCell)
-        with bus.between_connections(transport(c)):  # (the fresh instance waits)
-            bus.disconnect(transport(b))
-            await eventually(lambda: child.statistics().failures == 1)
-            assert cell.target is None
+        a = n["a"]
+        async with without_an_instance(bus, n) as (child, cell):
             for _ in range(3):
                 child.tell("add")  # (held)
             async with trio.open_nursery() as nursery:
@@ -139,17 +131,9 @@ async def test_tells_held_for_a_bounded_child_meet_its_overflow_policy(
 ) -> None:
     bus = MemoryBus()
     async with cluster(ta.Cluster(bus=bus), "abc", "bc") as n:
-        a, b, c = n["a"], n["b"], n["c"]
-        parent = a.spawn(Parent, [])
-        options = {"mailbox": ta.Bounded(2, overflow=overflow), "supervision": ta.Restart()}
-        child = await parent.ask(("spawn", options))
-        assert await child.ask("where") == "b"
-        cell = child._cell
-        assert isinstance(cell, RemoteChildCell)
-        with bus.between_connections(transport(c)):  # (the fresh instance waits)
-            bus.disconnect(transport(b))
-            await eventually(lambda: child.statistics().failures == 1)
-            assert cell.target is None
+        a = n["a"]
+        bound = ta.Bounded(2, overflow=overflow)
+        async with without_an_instance(bus, n, mailbox=bound) as (child, cell):
             raised = 0
             for number in range(5):
                 try:
@@ -207,13 +191,7 @@ async def test_its_statistics_count_the_tells_held_for_its_next_instance(
 ) -> None:
     bus = MemoryBus()
     async with cluster(ta.Cluster(bus=bus), "abc", "bc") as n:
-        a, b, c = n["a"], n["b"], n["c"]
-        parent = a.spawn(Parent, [])
-        child = await parent.ask(("spawn", {"mailbox": ta.Bounded(10)}))
-        assert await child.ask("where") == "b"
-        with bus.between_connections(transport(c)):  # (the fresh instance waits)
-            bus.disconnect(transport(b))
-            await eventually(lambda: child.statistics().failures == 1)
+        async with without_an_instance(bus, n, mailbox=ta.Bounded(10)) as (child, _cell):
             for _ in range(3):
                 child.tell("add")  # (held)
             counts = child.statistics()

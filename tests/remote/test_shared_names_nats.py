@@ -9,30 +9,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 import trio
 import trio.testing
+from test_shared_names import Where as Member  # (keeps what it is told, says where)
 
 import trio_actors as ta
 from trio_actors.remote import Node
-
-
-class Member(ta.Actor):
-    """Keeps what it is told; answers an ask with its node's and its own name."""
-
-    def __init__(self) -> None:
-        self.told: list[Any] = []
-
-    def receive(self, message: Any) -> Any:
-        if isinstance(message, tuple) and message[0] == "told":
-            self.told.append(message[1])
-            return None
-        if message == "told":
-            return list(self.told)
-        node = self.system.node
-        assert node is not None
-        return (node.name, self.ref.name)
 
 
 @asynccontextmanager
@@ -83,7 +66,7 @@ async def test_a_shared_name_spreads_asks_and_tells_over_members_on_two_nodes(
             seen = Counter([await group.ask("where") for _ in range(200)])
         assert set(seen) == {("a", "m0"), ("a", "m1"), ("b", "m0"), ("b", "m1")}
         for number in range(400):
-            group.tell(("told", number))
+            group.tell(("tell", number))
         groups = Node.of(c).groups
         await eventually(lambda: groups.in_flight == 0)  # (each said to have ended)
         told = [await member.ask("told") for member in members]
@@ -117,8 +100,8 @@ async def test_a_shared_name_whose_members_all_stopped_is_not_found(
                 pass
             else:
                 raise AssertionError("an ask to a shared name nobody serves was answered")
-            group.tell(("told", 1))
+            group.tell(("tell", 1))
         await eventually(lambda: c.dead_letters.count == 1)
         assert [(d.message, d.reason) for d in c.dead_letters.recent] == [
-            (("told", 1), "unreachable")
+            (("tell", 1), "unreachable")
         ]
