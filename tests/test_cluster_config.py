@@ -95,6 +95,7 @@ def test_an_empty_file_is_the_default_cluster(tmp_path: Path) -> None:
         ('errors = ["builtins:len"]', "errors[0]: builtins has no class 'len'"),
         ('errors = ["builtins:int"]', "errors[0]: int is not an exception class"),
         ('spawnable = ["test_cluster_config:Nothing"]', "spawnable[0]: test_cluster_config has"),
+        ('spawnable = ["builtins:int"]', "spawnable[0]: int is not an actor class"),
         ("spawnable = 3", 'spawnable: expected a list of "module:name" strings'),
         ('[tls]\nca = "missing.pem"', "tls.ca: no such file: "),
         ('[tls]\ncert = "x"', "tls.cert: no such file"),

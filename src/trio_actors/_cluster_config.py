@@ -248,9 +248,13 @@ def _options(table: Mapping[str, Any]) -> dict[str, Any]:
         if not issubclass(error, BaseException):
             raise _Mistake(f"errors[{index}]", f"{error.__qualname__} is not an exception class")
     options["errors"] = errors
-    options["spawnable"] = [
+    spawnable = [
         _imported(ref, f"spawnable[{i}]") for i, ref in enumerate(table.get("spawnable", []))
     ]
+    for index, cls in enumerate(spawnable):
+        if not callable(getattr(cls, "receive", None)):  # (Actor is above this layer)
+            raise _Mistake(f"spawnable[{index}]", f"{cls.__qualname__} is not an actor class")
+    options["spawnable"] = spawnable
     tls = table.get("tls")
     if tls:
         options["tls"] = _tls_context(tls)
