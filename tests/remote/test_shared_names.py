@@ -16,7 +16,7 @@ import trio.testing
 
 import trio_actors as ta
 from helpers import Echo
-from trio_actors.remote import MemoryBus, Node, _groups
+from trio_actors.remote import MemoryBus, Node, _group_sends, _groups
 
 HEARTBEAT = 1.0
 MISSED = 3
@@ -386,7 +386,7 @@ async def test_a_message_whose_taker_is_never_heard_ends_after_the_bound(
 async def test_tells_in_flight_are_bounded_and_send_waits_for_room(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_groups, "TELLS_IN_FLIGHT", 5)
+    monkeypatch.setattr(_group_sends, "TELLS_IN_FLIGHT", 5)
     cluster = cluster_on(MemoryBus())
     async with node(cluster, "a") as a, node(cluster, "c") as c:
         member = a.spawn(Keeper, 1.0)

@@ -25,7 +25,10 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
 * ``_inbound.py`` -- asks and stops from other nodes, queued and answered;
 * ``_names.py`` -- the cluster's registered names;
 * ``_groups.py`` -- names served by many actors (shared names): the members' queue
-  group, the refs to a group, and each message to one until it ends;
+  group here and the view of where the others serve them;
+* ``_group_sends.py`` -- the refs to a group, and each message to one until it ends;
+* ``_spawning.py`` -- spawns on other nodes, asked and answered; the placement rules;
+* ``_children.py`` -- children on other nodes: the anchor their parent supervises;
 * ``_members.py`` -- the members (the peers up) and who follows their changes;
   the answers to a joining node's hello;
 * ``_frames.py`` -- what arrives, parsed: one parser per subject kind, none can raise;

@@ -107,12 +107,26 @@ class _Waiter:
         self.refused = False  # (failed: the server refused its message, NotPermitted)
         self.undelivered = 0  # times it was not delivered (no-responders, peer up)
         self.to_send_again = False  # not delivered: sent again at the next round
-        self.group: Any = None  # (a request to a shared name: its _groups.Sent)
+        self.group: Any = None  # (a request to a shared name: its _group_sends.Sent)
 
     @property
     def open(self) -> bool:
         """Still waiting for its answer."""
         return self.reply is None and not self.failed
+
+    def raise_failure(self, where: str) -> None:
+        """Raise why no answer will come, if the request failed (``where``: what
+        the message starts with): ``NotPermitted`` if the server refused it,
+        ``ConnectionInterrupted`` or ``NodeDown`` -- it may or may not have been
+        handled."""
+        if self.refused:
+            raise NotPermitted(f"{where}: {self.failed}")
+        if self.failed:
+            error = ConnectionInterrupted if self.interrupted else NodeDown
+            raise error(
+                f"{where}: {self.failed}, before it answered; the message may or may not "
+                "have been handled"
+            )
 
     def fail(self, why: str, *, interrupted: bool) -> None:
         self.failed = why
@@ -227,14 +241,7 @@ class Requests:
 
     def _answer_of(self, waiter: _Waiter, cell: RemoteCell) -> Any:
         reply = waiter.reply
-        if waiter.refused:
-            raise NotPermitted(f"{cell.path}: {waiter.failed}")
-        if waiter.failed:
-            error = ConnectionInterrupted if waiter.interrupted else NodeDown
-            raise error(
-                f"{cell.path}: {waiter.failed}, before it answered; the message may or "
-                "may not have been handled"
-            )
+        waiter.raise_failure(cell.path)
         if reply is None:
             raise ActorStopped(f"{cell.path}: this node left the cluster before it answered")
         if reply.ok is None:
