@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import attrs
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -92,6 +94,51 @@ async def test_a_tell_is_acknowledged_once_handled_and_a_blocked_actor_holds_bac
         assert (link.acked, link.in_window) == (21, 0)
         assert Node.of(a).unconfirmed == 0
         assert await there["gate"].ask("seen") == [("g", n) for n in range(10)]
+
+
+class OnlyOnA(msgspec.Struct):
+    """A type node a registers and b does not: a tell of it cannot be decoded on b."""
+
+    number: int
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["one-actor", "two-actors"])
+async def test_tells_before_an_undecodable_last_one_of_a_message_stay_unacknowledged_until_handled(
+    autojump_clock: trio.testing.MockClock, alone: bool
+) -> None:
+    # A message's last tell to an actor is the one a notice tracks; when that one
+    # cannot be decoded there, the one before it must be tracked instead -- not
+    # acknowledged as ended while it is still queued behind a blocked handler.
+    cluster = ta.Cluster(bus=MemoryBus(), heartbeat=HEARTBEAT, heartbeats_missed=MISSED)
+    async with (
+        ta.open_actor_system(cluster=cluster, node="b") as b,
+        ta.open_actor_system(cluster=attrs.evolve(cluster, types=[OnlyOnA]), node="a") as a,
+    ):
+        instance = Gate()
+        gate_there = b.spawn(lambda: instance, name="gate")
+        gate_there.tell("wait")  # (blocked, by a tell of its own node's)
+        b.register("gate", gate_there)
+        b.register("recorder", b.spawn(Recorder, name="recorder"))
+        await Node.of(b).flush()
+        gate, recorder = await a.lookup("gate"), await a.lookup("recorder")
+        sent = Node.of(a).tells.sent
+        recorder.tell("first")  # (at once, alone: the next wait for the writer's turn)
+        gate.tell(("g", 1))
+        if not alone:
+            recorder.tell(("r", 1))
+        gate.tell(("g", 2))
+        gate.tell(OnlyOnA(3))
+        await trio.sleep(HEARTBEAT / 2)
+        assert Node.of(a).tells.sent == sent + 2  # (the rest left as one message)
+        assert letters(b, "undecodable") != []
+        link = link_of(gate)
+        # Nothing of the gate's is acknowledged while ("g", 2) is queued there.
+        assert link.in_window == 3  # (("g", 1), ("g", 2) and OnlyOnA(3))
+        instance.gate.set()
+        await trio.sleep(HEARTBEAT / 2)
+        assert link.in_window == 0
+        assert await gate.ask("seen") == [("g", 1), ("g", 2)]
+        assert Node.of(a).unconfirmed == 0
 
 
 async def test_a_node_that_dies_with_tells_queued_gives_them_back_in_doubt_with_the_messages(

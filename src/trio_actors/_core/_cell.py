@@ -302,6 +302,17 @@ class ActorCell:
         else:
             self.tell_refused(message)
 
+    def tell_all_forwarded(self, messages: list[Any]) -> None:
+        """:meth:`tell_forwarded` of each of ``messages``, in order (the tells of one
+        message from another node, in the trio thread): once appending is all a
+        tell has to do (``fast_tell``, as :meth:`ActorRef.tell` reads it), the rest
+        are appended at once."""
+        for index, message in enumerate(messages):
+            if self.fast_tell:
+                self.mailbox.extend(messages[index:] if index else messages)  # type: ignore[union-attr]
+                return
+            self.tell_forwarded(message)
+
     def tell_refused(self, message: Any) -> None:
         """A tell to an actor that no longer accepts: a dead letter (trio thread)."""
         self.stopped_letters += 1

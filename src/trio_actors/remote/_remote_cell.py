@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import ActorError
 from ._codec import WireRef
+from ._subjects import tell_header
 
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
@@ -46,6 +47,7 @@ class RemoteCell:
         "node_name",
         "overflow",
         "subject",
+        "tell_header",
         "tells",
     )
 
@@ -60,6 +62,7 @@ class RemoteCell:
         self.dispatcher = node.system._dispatcher
         self.node_name, self.incarnation, self.local_path, self.eid, self.overflow = wire
         self.subject = node.subjects.to_node(self.node_name, self.incarnation, node.name)
+        self.tell_header = tell_header(self.eid, self.local_path)  # (in a message of tells)
         self.tells = node.tells  # (a tell's path: one attribute away)
         self.link = node.peers.link_to(self.peer)  # (its node's record of tells sent)
 

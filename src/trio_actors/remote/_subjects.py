@@ -153,9 +153,23 @@ def tells_frame(kind: int, sequence: int, record: str, first: int, tells: Sequen
     """A message of tells on the wire (``TELL`` or ``SENDS``): numbered ``sequence``
     in its link's ``record`` (``_link.py``), whose oldest message not yet
     acknowledged is ``first`` (a receiver that begins the record begins it there),
-    each tell ``[export number, path, body]``."""
-    bodies = [(cell.eid, cell.local_path, msgspec.Raw(body)) for cell, _m, body in tells]
-    return encode((kind, sequence, record, (first, bodies)))
+    each tell ``[export number, path, body]``.
+
+    The tells are joined as bytes, each its actor's :func:`tell_header` and its
+    body, not encoded as a list of ``msgspec.Raw``: 117 -> 45 ns per tell (timeit,
+    a message of 64), a tenth of a tell's cost to its sender in R2's burst."""
+    count = len(tells)
+    parts = [bytes((0x90 | count,)) if count < 16 else b"\xdc" + count.to_bytes(2, "big")]
+    for cell, _message, body in tells:  # (msgpack: an array of 16 bits' length at most)
+        parts.append(cell.tell_header)
+        parts.append(body)
+    return encode((kind, sequence, record, (first, msgspec.Raw(b"".join(parts)))))
+
+
+def tell_header(eid: int, path: str) -> bytes:
+    """The msgpack bytes a tell to the actor of export number ``eid`` at ``path``
+    begins with in a message of tells, before its body: a remote cell keeps them."""
+    return b"\x93" + encode(eid) + encode(path)
 
 
 def connection_name(cluster: str, node: str, incarnation: str) -> str:

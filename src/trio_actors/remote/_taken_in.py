@@ -48,7 +48,6 @@ from ._tracked import UNTRACKED, Inbound, Marks, Run, Skipped
 
 if TYPE_CHECKING:
     from .._cluster import Cluster
-    from .._core._cell import ActorCell
     from ._node import Node
     from ._subjects import Peer
 
@@ -274,22 +273,60 @@ class TakenIn:
 
     def _deliver(self, inbound: Inbound | None, body: list[Any], sending: bool) -> None:
         """Deliver a message of tells, tracked in ``inbound`` (``None``: untracked)."""
-        exported = self._node.exports.cells
-        items: list[tuple[ActorCell | None, int, str, Any]] = []
-        runs: dict[int, None] = {}  # (the actors told in this message)
-        last: dict[int, int] = {}  # (actor -> the index of its last tell to queue)
-        for number, path, told in body:
-            runs[number] = None
-            message = self._decoded(number, path, told)
-            if message is _UNDECODABLE:
-                continue
-            cell = exported.get(number)
-            last[number] = len(items)
-            items.append((cell, number, path, message))
+        codec = self._node.codec
+        try:
+            messages = [codec.decode(told) for _number, _path, told in body]
+        except Exception:  # (one or more cannot be: each one's fate is its own)
+            messages = [self._decoded(number, path, told) for number, path, told in body]
+            self._deliver_each(inbound, body, messages, sending)
+            return
+        # (the actors told in this message -> the index of its last tell)
+        last = {tell[0]: index for index, tell in enumerate(body)}
+        if len(last) == 1:
+            # The usual message: every tell to one actor (a stream from one sender,
+            # R2 and R6). All but the last go in one call, and a run's notice
+            # tracks the last: the receiving node's CPU per tell in R2's burst
+            # 0.80 -> 0.57 us (docs/performance.rst, "R2 back at its record").
+            (number,) = last
+            cell = self._node.exports.cells.get(number)
+            if cell is not None and not cell.each_tell_tracked:
+                if inbound is None:
+                    cell.tell_all_forwarded(messages)
+                    return
+                cell.tell_all_forwarded(messages[:-1])
+                run = inbound.stream(number).run()
+                run.left += 1  # (the last one's notice)
+                cell.queue_tracked(Notice(cell, messages[-1], run), sending)
+                run.delivered()
+                return
+        self._deliver_each(inbound, body, messages, sending, last)
+
+    def _deliver_each(
+        self,
+        inbound: Inbound | None,
+        body: list[Any],
+        messages: list[Any],
+        sending: bool,
+        last: dict[int, int] | None = None,
+    ) -> None:
+        """Deliver the tells of a message one by one, decoded as ``messages``
+        (``_UNDECODABLE``: a dead letter already). ``last``: each actor's last
+        decodable tell, which a notice tracks where its mailbox is plain."""
+        if last is None:
+            last = {}
+            for index, tell in enumerate(body):
+                last.setdefault(tell[0], -1)  # (told, if only undecodable tells)
+                if messages[index] is not _UNDECODABLE:
+                    last[tell[0]] = index
+        node = self._node
+        exported = node.exports.cells
         tracked: dict[int, Run] = {}  # (actor -> its run in this message, if tracked)
-        for index, (cell, number, path, message) in enumerate(items):
+        for index, (number, path, _told) in enumerate(body):
+            message = messages[index]
+            if message is _UNDECODABLE:
+                continue  # (ended: after any run before it to its actor, at the end)
+            cell = exported.get(number)
             if cell is None:
-                node = self._node
                 ref = node.exports.ref_from_wire(node.name, node.incarnation, path, number)
                 node.system.dead_letters.record(ref, message, "stopped")
             elif cell.each_tell_tracked or (inbound is not None and last[number] == index):
@@ -306,7 +343,7 @@ class TakenIn:
             else:
                 cell.tell_forwarded(message)  # (nobody to raise MailboxFull to: a dead letter)
         if inbound is not None:
-            for number in runs:
+            for number in last:
                 run = tracked.get(number)
                 if run is None:
                     inbound.ended_now(number)
