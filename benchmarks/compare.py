@@ -127,6 +127,10 @@ COMPARISONS: list[Comparison] = [
     # Each tell a NATS message of its own (the sender yields after each): no target.
     Comparison("R2-lone-tell", "R2-lone-floor", Kind.SPEED, None),
     Comparison("R3-two-nodes", "R3-one-node", Kind.SPEED, 1.5),
+    # R3's fan-out through a shared name (issue 32): against the same group served by
+    # one node, and against R3's one node (local tells, no group): both >= 1.5.
+    Comparison("R7-two-nodes", "R7-one-node", Kind.SPEED, 1.5),
+    Comparison("R7-two-nodes", "R3-one-node", Kind.SPEED, 1.5),
     # A 30 µs receiver fed by `send` across nodes, against its own handling rate (issue 31).
     Comparison("R6-remote-send", "R6-floor", Kind.SPEED, 0.9),
     Comparison("R6-remote-tell", "R6-floor", Kind.SPEED, None),  # (no flow control)

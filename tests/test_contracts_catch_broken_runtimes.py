@@ -843,7 +843,8 @@ def shared_tells_ended_when_taken(mp: pytest.MonkeyPatch) -> None:
     ) -> None:
         take(self, name, chosen, kind, body, answer)
         if kind != _subjects.ASK:
-            self.node.tells.publish(answer, _groups._ENDED)
+            every = list(range(len(body)))  # (the tells of the message, by index)
+            self.node.tells.publish(answer, _subjects.encode((True, every)))
 
     mp.setattr(_groups.Groups, "_take", taken_is_ended)
 
@@ -852,9 +853,16 @@ def shared_tells_in_doubt_vanish(mp: pytest.MonkeyPatch) -> None:
     """A tell to a shared name whose taker died is forgotten, not given back."""
 
     def tell_ended(self: Any, sent: Any) -> None:
-        self.in_flight -= 1
+        self.fewer_in_flight(len(sent.unended))
 
     mp.setattr(_groups.Groups, "tell_ended", tell_ended)
+
+
+def shared_tell_ends_said_only_at_leave(mp: pytest.MonkeyPatch) -> None:
+    """A member's node keeps the ends of the tells it took until it leaves: never
+    said while it lives, so a tell handled long before its death comes back in doubt,
+    and the live node's never reach their sender."""
+    mp.setattr(_groups.Groups, "report", lambda self, taken, index: None)
 
 
 def shared_name_without_a_queue_group(mp: pytest.MonkeyPatch) -> None:
@@ -999,6 +1007,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         shared_tells_ended_when_taken,
         shared_tells_in_doubt_vanish,
         shared_name_without_a_queue_group,
+        shared_tell_ends_said_only_at_leave,
     ],
     "RT35": [remote_child_failures_decided_twice, remote_children_restart_themselves],
     "RT36": [remote_child_node_death_taken_as_a_stop, remote_child_restarted_where_it_ran],

@@ -10,13 +10,14 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 import trio.testing
 
 import trio_actors as ta
 from helpers import Echo
-from trio_actors.remote import MemoryBus, Node, _group_sends, _groups
+from trio_actors.remote import MemoryBus, Node, _group_sends, _groups, _subjects
 
 HEARTBEAT = 1.0
 MISSED = 3
@@ -100,6 +101,69 @@ async def test_a_tell_to_a_shared_name_reaches_one_member_and_is_known_to_have_e
         assert c.dead_letters.count == 0
         assert Node.of(c).unconfirmed == 0
         assert Node.of(c).requests.waiting == {}
+
+
+class _CountsShared(MemoryBus):
+    """Keeps, for each message of tells to a shared name, the tells' bodies; and
+    for each answer saying which of them ended, their indices."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[list[bytes]] = []
+        self.ends: dict[str, list[int]] = {}  # (by the subject they were said on)
+        self.answers = 0  # (those saying which ended)
+
+    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+        if ".r." in subject:
+            ok, body = msgspec.msgpack.decode(payload, type=tuple[bool, msgspec.Raw])
+            said = msgspec.msgpack.decode(body)
+            if ok and isinstance(said, list) and all(type(i) is int for i in said):
+                self.ends.setdefault(subject, []).extend(said)
+                self.answers += 1
+        if ".shared." in subject:
+            kind, body = msgspec.msgpack.decode(payload, type=tuple[int, msgspec.Raw])
+            if kind in (_subjects.TELL, _subjects.SENDS):
+                raws = msgspec.msgpack.decode(body, type=list[msgspec.Raw])
+                self.messages.append([bytes(raw) for raw in raws])
+        super()._route(subject, payload, reply)
+
+
+async def test_a_burst_to_a_shared_name_leaves_in_messages_of_sixteen_each_to_one_member(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Tells to a shared name coalesce as tells to a node do: the first leaves at
+    once, the rest at the connection writer's turn, in messages of
+    ``TELLS_PER_MESSAGE`` at most -- and the server gives each message to one
+    member, so a burst spreads over the members message by message."""
+    bus = _CountsShared()
+    cluster = cluster_on(bus)
+    async with node(cluster, "a") as a, node(cluster, "b") as b, node(cluster, "c") as c:
+        members = [a.spawn(Where), b.spawn(Where)]
+        a.register("work", members[0], shared=True)
+        b.register("work", members[1], shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+        for number in range(100):
+            group.tell(("tell", number))
+        await trio.sleep(HEARTBEAT / 5)
+        most = _group_sends.TELLS_PER_MESSAGE
+        decode = Node.of(c).codec.decode
+        messages = [[decode(body)[1] for body in bodies] for bodies in bus.messages]
+        assert [len(message) for message in messages] == [1] + [most] * 6 + [3]
+        assert [n for message in messages for n in message] == list(range(100))
+        told = [await member.ask("told") for member in members]
+        for message in messages:  # (each message's tells: one member's, one after another)
+            (taker,) = [each for each in told if message[0] in each]
+            start = taker.index(message[0])
+            assert taker[start : start + len(message)] == message
+        assert sorted(n for each in told for n in each) == list(range(100))
+        assert Node.of(c).groups.in_flight == 0
+        assert (c.dead_letters.count, Node.of(c).unconfirmed) == (0, 0)
+        # The ends are said together too: at once for the first of a turn, the rest
+        # at the taker's writer's next turn -- each once.
+        every = sorted(sorted(indices) for indices in bus.ends.values())
+        assert every == sorted(list(range(len(message))) for message in messages)
+        assert bus.answers <= 2 * len(messages)
 
 
 async def test_messages_from_one_sender_to_one_member_keep_their_order(
@@ -497,8 +561,12 @@ async def test_nothing_sent_to_a_shared_name_ends_its_members_node(
         for reply in (None, "", "ta.trio-actors.r.x.y.-.1", f"{own_reply}.more", "a b"):
             frames.append((encode([1, None]), reply))
         undecodable = msgspec.msgpack.encode(msgspec.msgpack.Ext(120, b"?"))
-        for kind in (0, 1, 6):  # (tell, ask, send: a body that does not decode)
-            frames.append((encode([kind, msgspec.Raw(undecodable)]), own_reply))
+        for kind in (0, 6):  # (tell, send: the bodies of a message of them)
+            frames.append((encode([kind, [msgspec.Raw(undecodable)]]), own_reply))
+            for count in (0, 65):  # (none, or more than a node sends in one message)
+                frames.append((encode([kind, [None] * count]), own_reply))
+            frames.append((encode([kind, msgspec.Raw(undecodable)]), own_reply))  # (not a list)
+        frames.append((encode([1, msgspec.Raw(undecodable)]), own_reply))  # (an ask)
         transport = Node.of(c).transport
         before = a.node.statistics().bad_input if a.node is not None else None
         for payload, reply in frames:
@@ -510,6 +578,7 @@ async def test_nothing_sent_to_a_shared_name_ends_its_members_node(
         counted = after.messages + after.lookups + after.forged
         assert counted - (before.messages + before.lookups + before.forged) >= 300
         assert [d.reason for d in a.dead_letters.recent] == ["undecodable"] * 2  # (tell, send)
+        assert after.messages - before.messages >= 6  # (the messages of 0 or 65 tells, ...)
         group = await c.lookup("work")
         assert await group.ask("where") == ("a", "w")
 

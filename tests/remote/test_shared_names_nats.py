@@ -67,6 +67,8 @@ async def test_a_shared_name_spreads_asks_and_tells_over_members_on_two_nodes(
         assert set(seen) == {("a", "m0"), ("a", "m1"), ("b", "m0"), ("b", "m1")}
         for number in range(400):
             group.tell(("tell", number))
+            if number % 4 == 3:  # (a stream: a burst leaves in messages of 16, each
+                await trio.lowlevel.checkpoint()  # to one member: test_shared_names)
         groups = Node.of(c).groups
         await eventually(lambda: groups.in_flight == 0)  # (each said to have ended)
         told = [await member.ask("told") for member in members]

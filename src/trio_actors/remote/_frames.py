@@ -82,6 +82,7 @@ _Numbers = Annotated[list[int], msgspec.Meta(max_length=1_000)]  # (_confirm.MAX
 _confirm_ask = msgspec.msgpack.Decoder(tuple[str, str, _Numbers, _Numbers, str, int, _Numbers])
 _reply = msgspec.msgpack.Decoder(tuple[bool, msgspec.Raw])
 _wire_ref = msgspec.msgpack.Decoder(WireOnTheWire)
+_ended = msgspec.msgpack.Decoder(list[int])
 _error = msgspec.msgpack.Decoder(bytes | None)
 _Skipped = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=64)]  # (_tracked.MAX_SKIPPED)
 _Marks = Annotated[list[tuple[int, int]], msgspec.Meta(max_length=4096)]  # (MARKS_PER_ACK)
@@ -240,6 +241,15 @@ class Frames:
         """The ref a lookup's reply holds."""
         try:
             return _wire_ref.decode(body)
+        except Exception as error:
+            return Bad("replies", error)
+
+    @staticmethod
+    def ended(body: msgspec.Raw) -> list[int] | Bad:
+        """Which tells of a message to a shared name its taker says have ended
+        (their indices in the message)."""
+        try:
+            return _ended.decode(body)
         except Exception as error:
             return Bad("replies", error)
 

@@ -27,12 +27,22 @@ A **tell** is held here (with its message) until its taker says it *ended* there
 -- handled, or a dead letter there -- and comes back as an ``"in-doubt"`` dead
 letter with its message (counted in ``Node.unconfirmed``) if the taker dies or is
 lost first: told = handled + dead letters on the members' nodes + in-doubt here,
-exactly (T21). At most :data:`TELLS_IN_FLIGHT` tells per node are in flight so;
-one more is refused with ``MailboxFull`` (``tell`` never blocks, and holds no more
-than that), while ``send`` waits for room. An **ask** is cancellable: before
-*taken*, the cancellation is kept until the taker is known (at most the bound
-above), which is then sent the ``CANCEL``; after, the ``CANCEL`` goes at once --
-so it ends exactly as an ask to one actor of another node.
+exactly (T21). Tells to one name **coalesce** as tells to one node do (the outbox,
+``_tells.py``): those that wait for the connection's writer leave as one message,
+one request, which the server gives to one member (at most
+:data:`TELLS_PER_MESSAGE` tells: a burst spreads message by message); its node
+says *taken* once, and the ends of its tells by their indices in the message, as
+they come -- at once, or, while its connection's writer is busy, together at the
+writer's next turn (the outbox's rule again). A stream of tells costs a few
+messages per message of tells, not three per tell. So a tell handled in a node's
+last moment may come back in doubt: its end was not said yet.
+
+At most :data:`TELLS_IN_FLIGHT` tells per node are in flight so; one more is refused
+with ``MailboxFull`` (``tell`` never blocks, and holds no more than that), while
+``send`` waits for room. An **ask** is cancellable: before *taken*, the
+cancellation is kept until the taker is known (at most the bound above), which is
+then sent the ``CANCEL``; after, the ``CANCEL`` goes at once -- so it ends exactly
+as an ask to one actor of another node.
 
 **A member that left.** The server may give a message to a member whose actor
 began to stop, or was unregistered, after its choice (its subscription was not
@@ -65,7 +75,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -83,31 +93,55 @@ if TYPE_CHECKING:
     from ..nats import Msg
     from ._node import Node
 
-from ._group_sends import PROBE, SENT_AGAIN_AT_MOST, TELLS_IN_FLIGHT, GroupCell, GroupSends
+from ._group_sends import (
+    PROBE,
+    SENT_AGAIN_AT_MOST,
+    TELLS_IN_FLIGHT,
+    TELLS_PER_MESSAGE,
+    GroupCell,
+    GroupSends,
+)
 
 __all__ = ["SENT_AGAIN_AT_MOST", "TELLS_IN_FLIGHT", "GroupCell", "Groups"]
 
 _KINDS: Final = frozenset({ASK, TELL, SENDS, PROBE})
+_TELLS: Final = frozenset({TELL, SENDS})
 _message = msgspec.msgpack.Decoder(tuple[int, msgspec.Raw])
+_tells = msgspec.msgpack.Decoder(list[msgspec.Raw])
 _log = logging.getLogger("trio_actors")
 _NOT_SERVED: Final = encode((False, NONE))
-_ENDED: Final = encode((True, NONE))
+
+
+class _Taken:
+    """The tells of one message taken here from a shared name, until each has ended
+    here (handled, failed, or a dead letter here) and their sender was told so."""
+
+    __slots__ = ("answer", "groups", "left")
+
+    def __init__(self, groups: Groups, answer: str, count: int) -> None:
+        self.groups = groups
+        self.answer = answer  # (the subject its sender hears on)
+        self.left = count  # (its tells not ended yet)
+
+    def ended(self, index: int) -> None:
+        """Tell ``index`` ended. Never a checkpoint; called in the actor's turn."""
+        self.left -= 1
+        self.groups.report(self, index)
 
 
 class _TakenTell:
     """The sender of the notice of a tell taken here from a shared name: told when
-    it ends (handled, failed, or a dead letter here), it says so to the sender."""
+    it ends, it says so (:class:`_Taken`)."""
 
-    __slots__ = ("answer", "groups")
+    __slots__ = ("index", "taken")
 
-    def __init__(self, groups: Groups, answer: str) -> None:
-        self.groups = groups
-        self.answer = answer
+    def __init__(self, taken: _Taken, index: int) -> None:
+        self.taken = taken
+        self.index = index
 
     def notice_finished(self, notice: Notice | None) -> None:
         """Never a checkpoint; called in the actor's turn."""
-        self.groups.taken_here.discard(self.answer)
-        self.groups.node.tells.publish(self.answer, _ENDED)
+        self.taken.ended(self.index)
 
 
 class Groups(GroupSends):
@@ -121,10 +155,12 @@ class Groups(GroupSends):
         elsewhere: the shared names the other nodes serve: name -> those nodes.
     """
 
-    __slots__ = ("_cells", "_served", "_taken", "elsewhere", "taken_here")
+    __slots__ = ("_cells", "_reports", "_served", "_taken", "elsewhere", "taken_here")
 
     def __init__(self, node: Node) -> None:
         super().__init__(node)
+        # (the ends of tells taken here not yet said, by message: send_reports)
+        self._reports: dict[_Taken, list[int]] = {}
         self._cells: weakref.WeakValueDictionary[str, GroupCell] = weakref.WeakValueDictionary()
         # (name -> its members here -> what ends the member's subscription)
         self._served: dict[str, dict[ActorCell, Callable[[], None]]] = {}
@@ -248,7 +284,7 @@ class Groups(GroupSends):
         node = self.node
         subjects = node.subjects
 
-        def take(item: tuple[int, msgspec.Raw, str]) -> None:
+        def take(item: tuple[int, Any, str]) -> None:
             self._take(name, cell, *item)
 
         unsubscribe = listen(
@@ -282,28 +318,30 @@ class Groups(GroupSends):
                 unsubscribe()
         self._served.clear()
 
-    def _parse(self, message: Msg) -> tuple[int, msgspec.Raw, str] | Bad:
-        """A message to a shared name: its kind, body, and the subject to answer on
-        (its reply subject, which is its sender's, with this node's name for
-        ``-``). Never raises."""
+    def _parse(self, message: Msg) -> tuple[int, Any, str] | Bad:
+        """A message to a shared name: its kind, body (tells: their bodies, at most
+        :data:`TELLS_PER_MESSAGE`), and the subject to answer on (its
+        reply subject, which is its sender's, with this node's name for ``-``).
+        Never raises."""
         answer = self.node.frames.lookup(message)
         if isinstance(answer, Bad):
             return answer
         try:
-            kind, body = _message.decode(message.data)
+            kind, raw = _message.decode(message.data)
+            body: Any = _tells.decode(raw) if kind in _TELLS else raw
         except Exception as error:
             return Bad("messages", error)
         if kind not in _KINDS:
             return Bad("messages", f"unknown kind {kind} of message to a shared name")
+        if kind in _TELLS and not 0 < len(body) <= TELLS_PER_MESSAGE:
+            return Bad("messages", f"a message of {len(body)} tells to a shared name")
         return (kind, body, answer)
 
-    def _take(
-        self, name: str, chosen: ActorCell, kind: int, body: msgspec.Raw, answer: str
-    ) -> None:
-        """The server chose ``chosen`` for a message: say *taken*, then give it to the
-        actor -- or to another member here if it has left the name since (it began
-        to stop, or was unregistered); with none, say *not served here*. Called by
-        the connection's reader."""
+    def _take(self, name: str, chosen: ActorCell, kind: int, body: Any, answer: str) -> None:
+        """The server chose ``chosen`` for a message (``body``: an ask's, or the
+        tells'): say *taken*, then give it to the actor -- or to another member here
+        if it has left the name since (it began to stop, or was unregistered); with
+        none, say *not served here*. Called by the connection's reader."""
         node = self.node
         cell: ActorCell | None = chosen
         members = self._served.get(name, {})
@@ -322,21 +360,49 @@ class Groups(GroupSends):
         if kind == ASK:
             node.answers.receive_ask(cell, cell.path, body, answer)
             return
-        try:
-            message = node.codec.decode(body)
-        except Exception:
-            node.system.dead_letters.record(new_ref(cell), bytes(body), "undecodable")
-            node.tells.publish(answer, _ENDED)
-            return
+        tells = _Taken(self, answer, len(body))
         self.taken_here.add(answer)
-        cell.queue_tracked(Notice(cell, message, _TakenTell(self, answer)), kind == SENDS)
+        for index, told in enumerate(body):
+            try:
+                message = node.codec.decode(told)
+            except Exception:
+                node.system.dead_letters.record(new_ref(cell), bytes(told), "undecodable")
+                tells.ended(index)
+                continue
+            cell.queue_tracked(Notice(cell, message, _TakenTell(tells, index)), kind == SENDS)
+
+    # --- saying which tells taken here have ended -------------------------------------
+
+    def report(self, taken: _Taken, index: int) -> None:
+        """Tell ``index`` of ``taken`` has ended: said to its sender at once, when
+        nothing the node published waits for the connection's writer; else with the
+        others that end meanwhile, at the writer's turn (:meth:`send_reports`) --
+        the outbox's rule (``_tells.py``), so a stream of ends leaves as few
+        messages. Never a checkpoint."""
+        reports = self._reports
+        if reports or self.node.transport.waiting_to_write():
+            reports.setdefault(taken, []).append(index)
+        else:
+            self._say(taken, [index])
+
+    def send_reports(self) -> None:
+        """Say every end not said yet (at the connection writer's turn, and when the
+        node closes). Never a checkpoint; never raises."""
+        reports, self._reports = self._reports, {}
+        for taken, indices in reports.items():
+            self._say(taken, indices)
+
+    def _say(self, taken: _Taken, indices: list[int]) -> None:
+        if not taken.left:  # (its last: a confirm round finds it held no more)
+            self.taken_here.discard(taken.answer)
+        self.node.tells.publish(taken.answer, encode((True, indices)))
 
     async def probe(self, name: str) -> ActorRef | None:
         """The group's ref if a member serves ``name`` now, asked of the members
         themselves (:data:`PROBE`); ``None`` if none does, or none answered within
         the bound. A checkpoint."""
         node = self.node
-        sent = self._send(self.ref(name)._cell, PROBE, encode(None), None)  # type: ignore[arg-type]
+        sent = self._send(self.ref(name)._cell, PROBE, [encode(None)], [None])  # type: ignore[arg-type]
         try:
             await sent.waiter.event.wait()
         finally:

@@ -159,8 +159,10 @@ class Node:
             self.listen(self.watches.subject, frames.termination, self.watches.on_terminated),
             self.listen(subjects.acks(name, incarnation), frames.ack, self.tells.fates.on_ack),
             self.listen(self.names.subject, frames.announcement, self.names.on_announcement),
-            # The outbox's tells leave at the connection writer's turn, with what waits.
+            # The outbox's tells leave at the connection writer's turn, with what waits,
+            # and so do the ends of the tells taken from shared names.
             transport.before_writing(self.tells.outbox.flush),
+            transport.before_writing(self.groups.send_reports),
         ]
         self.peers.start()  # (this node is up, and a member, from now)
 
@@ -557,6 +559,7 @@ class Node:
         self.closed = self.tells.closed = True
         self.tells.taken.give_up_all()
         self.tells.taken.send_acks()
+        self.groups.send_reports()
         self.heartbeats.say_bye()
         for unsubscribe in self._unsubscribes:
             unsubscribe()

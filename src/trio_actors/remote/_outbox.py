@@ -4,12 +4,11 @@ algorithm for tells (the rule, and why, is in ``_tells.py``'s docstring)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
-from ._link import Told
 from ._subjects import TELL
 
-__all__ = ["BYTES_PER_MESSAGE", "TELLS_PER_MESSAGE", "Outbox"]
+__all__ = ["BYTES_PER_MESSAGE", "TELLS_PER_MESSAGE", "Outbox", "Outgoing"]
 
 TELLS_PER_MESSAGE: Final = 64
 """Tells to one node sent as one message at most (the runtime's yield batch)."""
@@ -19,8 +18,14 @@ BYTES_PER_MESSAGE: Final = 64 * 1024
 default ``max_payload`` of 1 MiB); a body this large goes alone, at once."""
 
 
+Outgoing = tuple[Any, Any, bytes]
+"""A tell waiting: its recipient (a remote actor's cell, ``_link.Told``, or a shared
+name's group, ``_group_sends.GroupCell``), its message and its body."""
+
+
 class Outbox:
-    """The tells waiting for the connection's writer, by node subject.
+    """The tells waiting for the connection's writer, by subject (a node's, or a
+    shared name's).
 
     ``send(subject, tells, kind)`` sends a node's waiting tells as one message of
     ``kind`` (``TELL``, or ``SENDS`` for tells from ``send``; the node numbers and
@@ -31,15 +36,18 @@ class Outbox:
 
     __slots__ = ("_bytes", "_kinds", "_send", "waiting")
 
-    def __init__(self, send: Callable[[str, list[Told], int], None]) -> None:
+    def __init__(self, send: Callable[[str, list[Outgoing], int], None]) -> None:
         self._send = send
-        self.waiting: dict[str, list[Told]] = {}  # (node subject -> its tells, in order)
+        self.waiting: dict[str, list[Outgoing]] = {}  # (node subject -> its tells, in order)
         self._bytes: dict[str, int] = {}
         self._kinds: dict[str, int] = {}
 
-    def add(self, subject: str, told: Told, kind: int = TELL) -> None:
-        """Keep ``told`` for ``subject``'s next message (sent now if that is full).
-        Never a checkpoint."""
+    def add(
+        self, subject: str, told: Outgoing, kind: int = TELL, most: int = TELLS_PER_MESSAGE
+    ) -> None:
+        """Keep ``told`` for ``subject``'s next message (sent now if that is full:
+        ``most`` tells, the same for every tell to ``subject``). Never a
+        checkpoint."""
         size = len(told[2])
         tells = self.waiting.get(subject)
         if tells is not None and (
@@ -53,7 +61,7 @@ class Outbox:
             self._kinds[subject] = kind
         tells.append(told)
         self._bytes[subject] += size
-        if len(tells) >= TELLS_PER_MESSAGE:
+        if len(tells) >= most:
             self._send_waiting(subject)
 
     def _send_waiting(self, subject: str) -> None:

@@ -344,9 +344,13 @@ class Requests:
             return
         if waiter is None or not waiter.open:
             return
-        if waiter.group is not None and waiter.peer is None and reply.ok is not None:
-            waiter.group.taken(reply)  # (a shared name's member took it: _groups.py)
-            return
+        if waiter.group is not None and reply.ok is not None:
+            if waiter.peer is None:
+                waiter.group.taken(reply)  # (a shared name's member took it: _groups.py)
+                return
+            if waiter.group.unended:
+                waiter.group.reported(reply)  # (tells: which ended there)
+                return
         if (
             reply.ok is None
             and waiter.resend is not None

@@ -62,8 +62,9 @@ from .._errors import MailboxFull, describe_value
 from . import _link
 from ._exports import OVERFLOWS
 from ._fates import Fates
+from ._group_sends import GroupCell
 from ._link import Link, Told
-from ._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE, Outbox
+from ._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE, Outbox, Outgoing
 from ._subjects import SENDS, TELL, encode, tells_frame
 from ._taken_in import TakenIn
 
@@ -224,13 +225,7 @@ class Tells:
             await link.wait_for_room(again=woken)
             woken = True
         try:
-            lingers = link.window and len(body) < BYTES_PER_MESSAGE and not self.closed
-            if lingers and not (self.outbox.waiting or self.transport.waiting_to_write()):
-                # A stream of sends: it lingers in the outbox to leave with the next.
-                self.outbox.add(cell.subject, (cell, message, body), SENDS)
-                self._lingering.set()
-            else:
-                self._tell_encoded(cell, message, body, SENDS)
+            self._tell_encoded(cell, message, body, SENDS, linger=bool(link.window))
         finally:
             if woken:
                 link.pass_on()  # (the next waiting send, if room is left)
@@ -263,10 +258,12 @@ class Tells:
         except Exception as error:  # (in a callback of trio's: nothing may escape)
             self._not_sent([(cell, message, body)], error)
 
-    def _tell_encoded(self, cell: RemoteCell, message: Any, body: bytes, kind: int = TELL) -> None:
+    def _tell_encoded(
+        self, cell: RemoteCell, message: Any, body: bytes, kind: int = TELL, *, linger: bool = False
+    ) -> None:
         """Send now (raising what the connection refuses), or keep in the outbox
-        until the connection's writer's turn while what the node published waits
-        for it. ``kind``: ``SENDS`` for a tell from ``send``."""
+        (:meth:`coalesce`). ``kind``: ``SENDS`` for a tell from ``send``, which
+        lingers in a stream of them (``linger``)."""
         if self.closed:
             self._node.system.dead_letters.record(new_ref(cell), message, "unreachable")
             return
@@ -277,13 +274,37 @@ class Tells:
         if kind == TELL and (link.held.tells or link.in_window >= _link.WINDOW):
             self._hold(link, cell, message, body)  # (past the window: held)
             return
+        if not self.coalesce(cell.subject, (cell, message, body), kind, linger=linger):
+            self._publish_tells(cell.subject, [(cell, message, body)], kind, link)
+
+    def coalesce(
+        self,
+        subject: str,
+        told: Outgoing,
+        kind: int,
+        *,
+        linger: bool = False,
+        most: int = TELLS_PER_MESSAGE,
+    ) -> bool:
+        """Keep ``told`` (to a node's actor, or to a shared name: ``_group_sends.py``)
+        in the outbox, to leave with the next at the connection writer's turn (in a
+        message of ``most`` tells at most), while what the node published waits for
+        it -- or, ``linger``: a send in a stream of them, for :data:`SEND_LINGER`
+        seconds. Returns whether it was kept; if not, the outbox is flushed (what
+        waits there was told first), and the caller sends it now. Never a
+        checkpoint."""
         outbox = self.outbox
-        if len(body) < BYTES_PER_MESSAGE and (outbox.waiting or self.transport.waiting_to_write()):
-            outbox.add(cell.subject, (cell, message, body), kind)  # (at the writer's turn)
-            return
+        if len(told[2]) < BYTES_PER_MESSAGE and not self.closed:
+            if outbox.waiting or self.transport.waiting_to_write():
+                outbox.add(subject, told, kind, most)  # (at the writer's turn)
+                return True
+            if linger:
+                outbox.add(subject, told, kind, most)  # (a stream of sends: one message)
+                self._lingering.set()
+                return True
         if outbox.waiting:
             outbox.flush()
-        self._publish_tells(cell.subject, [(cell, message, body)], kind, link)
+        return False
 
     def _hold(self, link: Link, cell: RemoteCell, message: Any, body: bytes) -> None:
         """A tell past its link's window: held, to be sent as the window frees
@@ -362,11 +383,14 @@ class Tells:
             start = end
 
     def _send_tells(
-        self, subject: str, tells: list[Told], kind: int, link: Link | None = None
+        self, subject: str, tells: list[Outgoing], kind: int, link: Link | None = None
     ) -> None:
         """The outbox's tells to one node (on ``link``, if the caller knows it), as
         one message: what the connection refuses has nobody to be raised to --
-        dead letters "unreachable"."""
+        dead letters "unreachable". Or to one shared name: its group's."""
+        if isinstance(tells[0][0], GroupCell):
+            self._node.groups.send_told(tells, kind)
+            return
         try:
             self._publish_tells(subject, tells, kind, link)
         except Exception as error:
