@@ -266,7 +266,11 @@ async def test_messages_for_actors_and_nodes_that_are_gone(
             survivor = a.spawn(Echo, name="survivor")
             a.register("survivor", survivor)
             gone = await remote_ref(a, b, "survivor")
-        # Node a has left: its refs reach nobody.
+        # Node a has left: its refs reach nobody. (Once b has heard it leave: an ask
+        # sent before that races a's bye, and may end with NodeDown "it left".)
+        node_b = b.node
+        assert node_b is not None
+        await eventually(lambda: [m.name for m in node_b.members()] == ["b"])
         gone.tell("into the void")
         with pytest.raises(ta.ActorStopped, match="unreachable"):
             await gone.ask("anyone?")
