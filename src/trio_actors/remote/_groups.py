@@ -365,8 +365,11 @@ class Groups(GroupSends):
         for index, told in enumerate(body):
             try:
                 message = node.codec.decode(told)
-            except Exception:
-                node.system.dead_letters.record(new_ref(cell), bytes(told), "undecodable")
+            except Exception as error:  # (as TakenIn._decoded: counted, a bounded prefix)
+                why = f"a tell to shared name {name!r} could not be decoded: {error}"
+                node.refused("tells", why, answer)
+                kept = node.undecodable.kept(told)
+                node.system.dead_letters.record(new_ref(cell), kept, "undecodable")
                 tells.ended(index)
                 continue
             cell.queue_tracked(Notice(cell, message, _TakenTell(tells, index)), kind == SENDS)
