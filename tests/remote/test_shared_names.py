@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import attrs
 import msgspec
 import pytest
 import trio
@@ -690,3 +691,86 @@ async def test_a_name_registered_both_ways_before_either_heard_keeps_the_single_
             assert set(system.node.registered()) == {"x"}
             assert await (await system.lookup("x")).ask("where") == ("a", "single")
         assert "the single registration keeps it" in caplog.text
+
+
+class Gate(ta.Actor):
+    """``"wait"`` blocks it until its ``gate`` is set."""
+
+    def __init__(self) -> None:
+        self.gate = trio.Event()
+
+    async def receive(self, message: Any) -> None:
+        if message == "wait":
+            await self.gate.wait()
+
+
+class OnlyOnC(msgspec.Struct):
+    """A type node c registers and node a does not: a tell of it cannot be decoded on a."""
+
+    payload: str
+
+
+async def test_an_undecodable_tell_to_a_shared_name_keeps_a_bounded_prefix_and_is_counted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # As for a tell to one actor (_taken_in.py): a dead letter there holding a
+    # bounded prefix of its bytes (InputLimits.undecodable_prefix, within
+    # undecodable_bytes for all), counted as bad input "tells" -- not all its bytes,
+    # uncounted (found by review: anyone who may publish on the name's subject could
+    # have filled the dead-letter log with bodies of up to max_payload each).
+    cluster = cluster_on(MemoryBus())
+    async with (
+        node(cluster, "a") as a,
+        node(attrs.evolve(cluster, types=[OnlyOnC]), "c") as c,
+    ):
+        member = a.spawn(Where)
+        a.register("work", member, shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+        assert a.node is not None
+        before = a.node.statistics()
+        group.tell(("tell", 0))  # (alone, at once: the next ones leave together)
+        group.tell(("tell", 1))
+        group.tell(OnlyOnC("x" * 10_000))  # (in the middle of a message of tells)
+        group.tell(("tell", 2))
+        await trio.sleep(HEARTBEAT / 5)
+        assert await member.ask("told") == [0, 1, 2]
+        (letter,) = [d for d in a.dead_letters.recent if d.reason == "undecodable"]
+        assert isinstance(letter.message, bytes)
+        assert 0 < len(letter.message) <= cluster.limits.undecodable_prefix
+        after = a.node.statistics()
+        assert after.bad_input.tells == before.bad_input.tells + 1
+        assert after.undecodable_bytes == before.undecodable_bytes + len(letter.message)
+        assert Node.of(c).groups.in_flight == 0  # (it ended there, and was said to)
+        assert (c.dead_letters.count, Node.of(c).unconfirmed) == (0, 0)
+
+
+async def test_forged_or_oversized_ends_of_tells_to_a_shared_name_are_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """What a member's node says of the tells it took is checked: indices out of
+    the message, said twice, or more than a message holds are bad input, and the
+    tells stay in flight until their real ends come."""
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        instance = Gate()
+        member = a.spawn(lambda: instance)
+        a.register("work", member, shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+        group.tell("wait")  # (the member blocks on it: nothing ends meanwhile)
+        await trio.sleep(HEARTBEAT / 5)
+        groups, requests = Node.of(c).groups, Node.of(c).requests
+        (number,) = requests.waiting
+        answer = f"{requests.subject[:-4]}.a.{number}"  # (as node a answers it)
+        before = Node.of(c).statistics().bad_input.replies
+        transport = Node.of(a).transport
+        for indices in ([5], [0, 0, 7], list(range(1_000))):
+            transport.publish(answer, _subjects.encode((True, indices)))
+        await trio.sleep(HEARTBEAT / 5)
+        assert Node.of(c).statistics().bad_input.replies - before == 3
+        assert groups.in_flight == 1  # (its real end has not come)
+        instance.gate.set()
+        await trio.sleep(HEARTBEAT / 5)
+        assert groups.in_flight == 0
+        assert (c.dead_letters.count, Node.of(c).unconfirmed) == (0, 0)

@@ -348,13 +348,13 @@ class Groups(GroupSends):
         if not chosen.accepting or chosen not in members:  # (it left after the choice)
             cell = next((c for c in members if c.accepting), None)
         if cell is None:
-            node.tells.publish(answer, _NOT_SERVED)
+            node.tells.publish(answer, _NOT_SERVED, ordered=False)
             return
         taken = self._taken.get(cell)
         if taken is None:
             wire = node.ref_to_wire(new_ref(cell))
             taken = self._taken[cell] = encode((True, msgspec.Raw(encode(wire))))
-        node.tells.publish(answer, taken)
+        node.tells.publish(answer, taken, ordered=False)  # (bookkeeping: see _say)
         if kind == PROBE:
             return
         if kind == ASK:
@@ -365,8 +365,9 @@ class Groups(GroupSends):
         for index, told in enumerate(body):
             try:
                 message = node.codec.decode(told)
-            except Exception:
-                node.system.dead_letters.record(new_ref(cell), bytes(told), "undecodable")
+            except Exception as error:  # (counted; a bounded prefix kept)
+                why = f"a tell to shared name {name!r} could not be decoded: {error}"
+                node.undecodable_tell(new_ref(cell), told, why, answer)
                 tells.ended(index)
                 continue
             cell.queue_tracked(Notice(cell, message, _TakenTell(tells, index)), kind == SENDS)
@@ -395,7 +396,9 @@ class Groups(GroupSends):
     def _say(self, taken: _Taken, indices: list[int]) -> None:
         if not taken.left:  # (its last: a confirm round finds it held no more)
             self.taken_here.discard(taken.answer)
-        self.node.tells.publish(taken.answer, encode((True, indices)))
+        # (not ordered: what it says is about tells taken here, not an answer that
+        # must follow the tells the handler made -- those stay in their window)
+        self.node.tells.publish(taken.answer, encode((True, indices)), ordered=False)
 
     async def probe(self, name: str) -> ActorRef | None:
         """The group's ref if a member serves ``name`` now, asked of the members

@@ -65,6 +65,8 @@ from ._transport import NatsTransport, Transport
 from ._watches import Watches
 
 if TYPE_CHECKING:
+    import msgspec
+
     from .._core._cell import ActorCell
     from ..actors import ActorRef, ActorSystem
     from ..nats import Client, Msg
@@ -232,6 +234,16 @@ class Node:
         """Count input a handler could not use (``kind``: a field of
         :class:`~trio_actors.BadInputCounts`), logged rate-limited."""
         self.bad_input.count(Bad(kind, why), subject)
+
+    def undecodable_tell(
+        self, ref: ActorRef, body: bytes | msgspec.Raw, why: str, subject: str
+    ) -> None:
+        """A tell to ``ref``'s actor that this node could not decode (``why``), heard
+        on ``subject``: counted as bad input, and a dead letter "undecodable" that
+        keeps a bounded prefix of its bytes (``_bad_input.UndecodableBytes``)."""
+        self.refused("tells", why, subject)
+        kept = self.undecodable.kept(body)
+        self.system.dead_letters.record(ref, kept, "undecodable")
 
     def ref_to_wire(self, ref: ActorRef) -> WireRef:
         return self.exports.ref_to_wire(ref)

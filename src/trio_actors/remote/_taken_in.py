@@ -387,8 +387,7 @@ class TakenIn:
         try:
             return node.codec.decode(body)
         except Exception as error:  # (a type this node does not register, pickle, ...)
-            node.refused("tells", f"a tell to {path} could not be decoded: {error}", node.subject)
-            kept = node.undecodable.kept(body)  # (a bounded prefix of its bytes)
             ref = node.exports.ref_from_wire(node.name, node.incarnation, path, number)
-            node.system.dead_letters.record(ref, kept, "undecodable")
+            why = f"a tell to {path} could not be decoded: {error}"
+            node.undecodable_tell(ref, body, why, node.subject)
             return _UNDECODABLE

@@ -7,11 +7,13 @@ flight to it. Every ask ends, once: answered, or -- taken by the dead node --
 ``NodeDown`` (within the time its death is heard, never by the bound for a message
 nobody took); every tell is handled by a member, a dead letter there, or given back
 on its sender ``"in-doubt"`` with its message (``node.unconfirmed`` counting them),
-exactly -- none missing, none two of these, and none handled and in doubt but those
-handled in the dead node's last moment (in doubt: it may or may not have been
-handled; a member's node says the ends of tells at its writer's next turn, as RT21
-allows for the acknowledgements of tells to one actor); every end reaches the
-sender; and the asks after the death are all answered by the live node.
+exactly -- none missing, none two of these but those that ended on the dead node in
+its last moment (handled, or dead letters there), whose ends it had not said yet:
+they come back in doubt too (in doubt: it may or may not have been handled; a
+member's node says the ends of tells at its writer's next turn, as RT21 allows for
+the acknowledgements of tells to one actor); every end reaches the sender; and the
+asks after the death are all answered by the live node. (The dead node's own dead
+letters are not read: it is gone.)
 """
 
 from __future__ import annotations
