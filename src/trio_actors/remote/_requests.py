@@ -201,9 +201,10 @@ class Requests:
         if self._node.closed:
             await trio.lowlevel.checkpoint()
             raise ActorStopped(f"{cell.path}: this node has left the cluster; not sent")
-        number, reply_subject, waiter = self._request(cell.peer, (cell, kind, body))
+        peer = cell.peer
+        number, reply_subject, waiter = self._request(peer, (cell, kind, body))
         try:
-            self._send_or_wait_for_round(waiter, cell, kind, body, reply_subject)
+            self._send_or_wait_for_round(waiter, cell, peer, kind, body, reply_subject)
             try:
                 await waiter.event.wait()
             except trio.Cancelled:
@@ -229,19 +230,20 @@ class Requests:
         return self._answer_of(waiter, cell)
 
     def _send_or_wait_for_round(
-        self, waiter: _Waiter, cell: RemoteCell, kind: int, body: bytes, reply: str
+        self, waiter: _Waiter, cell: RemoteCell, peer: Peer, kind: int, body: bytes, reply: str
     ) -> None:
-        """Send a request now -- or, while tells to its node that NATS bounced wait
-        to be sent again at the next confirm round, at that round, after them (T2:
-        it must not overtake them)."""
-        if self._node.tells.fates.undelivered_to(cell.peer):
+        """Send a request now -- or, while tells to its node (``peer``) that NATS
+        bounced wait to be sent again at the next confirm round, at that round, after
+        them (T2: it must not overtake them)."""
+        if self._node.tells.fates.undelivered_to(peer):
             waiter.to_send_again = True
         else:
             self._node.tells.send(cell, kind, body, reply)
 
     def _answer_of(self, waiter: _Waiter, cell: RemoteCell) -> Any:
         reply = waiter.reply
-        waiter.raise_failure(cell.path)
+        if waiter.failed:  # (the path is made only then: an f-string per ask otherwise)
+            waiter.raise_failure(cell.path)
         if reply is None:
             raise ActorStopped(f"{cell.path}: this node left the cluster before it answered")
         if reply.ok is None:
@@ -261,9 +263,10 @@ class Requests:
             await trio.lowlevel.checkpoint()
             return  # (this node can no longer reach it: as far as it can tell, stopped)
         body = encode(drain)
-        number, reply_subject, waiter = self._request(cell.peer, (cell, STOP, body))
+        peer = cell.peer
+        number, reply_subject, waiter = self._request(peer, (cell, STOP, body))
         try:
-            self._send_or_wait_for_round(waiter, cell, STOP, body, reply_subject)
+            self._send_or_wait_for_round(waiter, cell, peer, STOP, body, reply_subject)
             await waiter.event.wait()
         finally:
             del self.waiting[number]
