@@ -26,7 +26,8 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
 * ``_names.py`` -- the cluster's registered names;
 * ``_groups.py`` -- names served by many actors (shared names): the members' queue
   group here and the view of where the others serve them;
-* ``_group_sends.py`` -- the refs to a group, and each message to one until it ends;
+* ``_group_cell.py`` -- a group's ref;
+* ``_group_sends.py`` -- each message to a group until it ends (tells sent together);
 * ``_spawning.py`` -- spawns on other nodes, asked and answered; the placement rules;
 * ``_children.py`` -- children on other nodes: the anchor their parent supervises;
 * ``_members.py`` -- the members (the peers up) and who follows their changes;

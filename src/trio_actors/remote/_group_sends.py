@@ -1,8 +1,8 @@
-r"""The sending side of shared names (``_groups.py`` tells the whole story): a
-group's ref (:class:`GroupCell`), each message sent to a group from its sending to
-its end (:class:`Sent`), and :class:`GroupSends` -- what a node sends to shared
-names, the bound on how many of its tells are in flight, and the end of those no
-member took. ``Groups`` (``_groups.py``: the members here and the view of the
+r"""The sending side of shared names (``_groups.py`` tells the whole story): each
+message sent to a group from its sending to its end (:class:`Sent`), and
+:class:`GroupSends` -- what a node sends to shared names through a group's ref
+(``_group_cell.py``), the bound on how many of its tells are in flight, and the end
+of those no member took. ``Groups`` (``_groups.py``: the members here and the view of the
 others) is a ``GroupSends``, so a group's ref reaches both through one object.
 """
 
@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import trio
 
 from .._core._ref import new_ref
 from .._errors import (
-    ActorError,
     ActorNotFound,
     ActorStopped,
     MailboxFull,
@@ -29,12 +28,10 @@ from ._remote_cell import RemoteCell
 from ._subjects import ASK, CANCEL, NONE, SENDS, TELL, encode
 
 if TYPE_CHECKING:
-    from .._core._cell import ActorCell
     from .._core._dead_letters import DeadLetterReason
-    from .._statistics import ActorStatistics
     from ..actors import ActorRef
-    from ..lifecycle import Terminated
     from ._codec import Codec
+    from ._group_cell import GroupCell
     from ._node import Node
     from ._outbox import Outgoing
     from ._requests import _Waiter
@@ -45,7 +42,6 @@ __all__ = [
     "SENT_AGAIN_AT_MOST",
     "TELLS_IN_FLIGHT",
     "TELLS_PER_MESSAGE",
-    "GroupCell",
     "GroupSends",
     "Sent",
 ]
@@ -73,76 +69,6 @@ given to no actor."""
 
 _TELLS: Final = frozenset({TELL, SENDS})
 _log = logging.getLogger("trio_actors")
-
-
-class GroupCell:
-    """A shared name's group, as a ref's record: each tell, ask or send goes to
-    one member (``_groups.py``). One per name per node (kept weakly), so refs to a
-    group are equal and hash alike. Implements the kernel's ``ForeignCell``."""
-
-    __slots__ = ("__weakref__", "dispatcher", "groups", "shared_name", "subject")
-
-    remote: Literal[True] = True
-    fast_tell: Literal[False] = False
-    activates: Literal[False] = False
-
-    def __init__(self, groups: GroupSends, name: str) -> None:
-        self.groups = groups
-        self.shared_name = name  # (the codec sends a group's ref as this name)
-        self.dispatcher = groups.node.system._dispatcher
-        node = groups.node
-        self.subject = node.subjects.to_shared(name, node.name)  # (where its messages go)
-
-    @property
-    def name(self) -> str:
-        return self.shared_name
-
-    @property
-    def path(self) -> str:
-        """``shared:<name>``: a group has no place of its own."""
-        return f"shared:{self.shared_name}"
-
-    def __repr__(self) -> str:
-        return f"<GroupCell {self.shared_name!r}>"
-
-    def tell(self, message: Any) -> None:
-        self.groups.tell(self, message)
-
-    def ask_message(self, message: Any) -> Any:
-        return self.groups.ask(self, message)
-
-    async def send_message(self, message: Any) -> None:
-        await self.groups.send(self, message)
-
-    def _not_an_actor(self, operation: str) -> ActorError:
-        return ActorError(
-            f"{operation} of {self.path}: a shared name's group is not one actor: stop "
-            "its members (or watch them) -- the actors registered under the name with "
-            "shared=True, each on its node"
-        )
-
-    async def stop_and_wait(self, *, drain: bool) -> None:
-        await trio.lowlevel.checkpoint()
-        raise self._not_an_actor("stop()")
-
-    def request_stop(self, *, drain: bool) -> None:
-        raise self._not_an_actor("stop_nowait()")
-
-    async def wait_terminated(self) -> Terminated:
-        await trio.lowlevel.checkpoint()
-        raise self._not_an_actor("wait_stopped()")
-
-    def watch_from(self, watcher: ActorCell) -> None:
-        raise self._not_an_actor("watch()")
-
-    def unwatch_from(self, watcher: ActorCell) -> None:
-        """Nothing to withdraw: a group is never watched."""
-
-    def forget_watcher(self, watcher: ActorCell) -> None:
-        """Nothing to forget: a group is never watched."""
-
-    def snapshot(self) -> ActorStatistics:
-        raise self._not_an_actor("statistics()")
 
 
 class Sent:

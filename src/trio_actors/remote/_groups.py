@@ -93,12 +93,12 @@ if TYPE_CHECKING:
     from ..nats import Msg
     from ._node import Node
 
+from ._group_cell import GroupCell
 from ._group_sends import (
     PROBE,
     SENT_AGAIN_AT_MOST,
     TELLS_IN_FLIGHT,
     TELLS_PER_MESSAGE,
-    GroupCell,
     GroupSends,
 )
 

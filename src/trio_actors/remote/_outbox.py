@@ -20,7 +20,7 @@ default ``max_payload`` of 1 MiB); a body this large goes alone, at once."""
 
 Outgoing = tuple[Any, Any, bytes]
 """A tell waiting: its recipient (a remote actor's cell, ``_link.Told``, or a shared
-name's group, ``_group_sends.GroupCell``), its message and its body."""
+name's group, ``_group_cell.GroupCell``), its message and its body."""
 
 
 class Outbox:

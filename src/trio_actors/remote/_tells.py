@@ -62,7 +62,7 @@ from .._errors import MailboxFull, describe_value
 from . import _link
 from ._exports import OVERFLOWS
 from ._fates import Fates
-from ._group_sends import GroupCell
+from ._group_cell import GroupCell
 from ._link import Link, Told
 from ._outbox import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE, Outbox, Outgoing
 from ._subjects import SENDS, TELL, encode, tells_frame
