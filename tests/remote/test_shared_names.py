@@ -81,16 +81,25 @@ async def test_asks_to_a_shared_name_spread_over_its_members_on_every_node(
         assert {where[0] for where in seen_from_a} == {"a", "b"}
 
 
-async def test_a_tell_to_a_shared_name_reaches_one_member_and_is_known_to_have_ended(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    cluster = cluster_on(MemoryBus())
+@asynccontextmanager
+async def a_member_on_a_and_b(
+    bus: MemoryBus,
+) -> AsyncIterator[tuple[ta.ActorSystem, list[ta.ActorRef], ta.ActorRef]]:
+    """Nodes a, b and c; a member of ``"work"`` on a and on b; c's ref to the group.
+    Yields c, the members, and the group."""
+    cluster = cluster_on(bus)
     async with node(cluster, "a") as a, node(cluster, "b") as b, node(cluster, "c") as c:
         members = [a.spawn(Where), b.spawn(Where)]
         a.register("work", members[0], shared=True)
         b.register("work", members[1], shared=True)
         await trio.sleep(HEARTBEAT / 5)
-        group = await c.lookup("work")
+        yield c, members, await c.lookup("work")
+
+
+async def test_a_tell_to_a_shared_name_reaches_one_member_and_is_known_to_have_ended(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with a_member_on_a_and_b(MemoryBus()) as (c, members, group):
         for number in range(100):
             group.tell(("tell", number))
         groups = Node.of(c).groups
@@ -137,13 +146,7 @@ async def test_a_burst_to_a_shared_name_leaves_in_messages_of_sixteen_each_to_on
     ``TELLS_PER_MESSAGE`` at most -- and the server gives each message to one
     member, so a burst spreads over the members message by message."""
     bus = _CountsShared()
-    cluster = cluster_on(bus)
-    async with node(cluster, "a") as a, node(cluster, "b") as b, node(cluster, "c") as c:
-        members = [a.spawn(Where), b.spawn(Where)]
-        a.register("work", members[0], shared=True)
-        b.register("work", members[1], shared=True)
-        await trio.sleep(HEARTBEAT / 5)
-        group = await c.lookup("work")
+    async with a_member_on_a_and_b(bus) as (c, members, group):
         for number in range(100):
             group.tell(("tell", number))
         await trio.sleep(HEARTBEAT / 5)
