@@ -18,7 +18,7 @@ import trio.testing
 
 import trio_actors as ta
 from helpers import Echo
-from trio_actors.remote import MemoryBus, Node, _group_sends, _groups, _subjects
+from trio_actors.remote import MemoryBus, Node, _group_sends, _groups, _refused, _subjects
 
 HEARTBEAT = 1.0
 MISSED = 3
@@ -777,3 +777,74 @@ async def test_forged_or_oversized_ends_of_tells_to_a_shared_name_are_refused(
         await trio.sleep(HEARTBEAT / 5)
         assert groups.in_flight == 0
         assert (c.dead_letters.count, Node.of(c).unconfirmed) == (0, 0)
+
+
+class _DropsShared(MemoryBus):
+    """Carries nothing to shared names (as a server refusing them would)."""
+
+    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+        if ".shared." not in subject:
+            super()._route(subject, payload, reply)
+
+
+def _refusal(subject: str) -> str:
+    return f'Permissions Violation for Publish to "{subject}"'
+
+
+async def test_a_refused_shared_names_subject_fails_at_once_what_no_member_took(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The server refusing a node's messages to a shared name (``-ERR``, mapped in
+    ``_refused.py``): what no member took is not delivered -- an ask raises
+    ``NotPermitted``, a tell is a dead letter "refused" -- at once, not in doubt
+    after the bound for a message nobody took."""
+    cluster = cluster_on(_DropsShared())
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        a.register("work", a.spawn(Where), shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+        group.tell(("tell", 1))
+        outcome: list[BaseException] = []
+
+        async def ask() -> None:
+            try:
+                await group.ask("where")
+            except ta.NotPermitted as error:
+                outcome.append(error)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await trio.sleep(HEARTBEAT / 10)
+            started = trio.current_time()
+            subject = Node.of(c).subjects.to_shared("work", "c")
+            _refused.on_server_error(Node.of(c), _refusal(subject))
+        assert trio.current_time() == started  # (at once)
+        (error,) = outcome
+        assert "shared name" in str(error)
+        assert [(d.message, d.reason) for d in c.dead_letters.recent] == [(("tell", 1), "refused")]
+        assert (Node.of(c).groups.in_flight, Node.of(c).unconfirmed) == (0, 0)
+        assert Node.of(c).not_permitted == 1
+
+
+async def test_a_refused_member_nodes_subject_leaves_what_it_took_from_a_shared_name(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A refusal of this node's messages to a member's node is about that node's
+    subject: a tell the member took from the shared name came on the name's, and
+    ends as it would have -- handled, not a dead letter "refused"."""
+    cluster = cluster_on(MemoryBus())
+    async with node(cluster, "a") as a, node(cluster, "c") as c:
+        instance = Gate()
+        a.register("work", a.spawn(lambda: instance), shared=True)
+        await trio.sleep(HEARTBEAT / 5)
+        group = await c.lookup("work")
+        group.tell("wait")  # (taken, and the member blocks on it)
+        await trio.sleep(HEARTBEAT / 5)
+        assert a.node is not None
+        a_peer = (a.node.name, Node.of(a).incarnation)
+        subject = Node.of(c).subjects.to_node(*a_peer, "c")
+        _refused.on_server_error(Node.of(c), _refusal(subject))
+        assert c.dead_letters.count == 0
+        instance.gate.set()
+        await trio.sleep(HEARTBEAT / 5)
+        assert (Node.of(c).groups.in_flight, c.dead_letters.count) == (0, 0)

@@ -457,6 +457,15 @@ class GroupSends:
             return node.codec.decode(reply.body)
         raise node.codec.decode_error(reply.body)
 
+    def refused(self, subject: str, why: str) -> None:
+        """The server refused this node's messages on a group's ``subject``: those
+        no member took fail (not delivered: asks raise ``NotPermitted``, tells are
+        dead letters ``"refused"``). Never a checkpoint."""
+        for sent in [sent for sent in self.untaken.values() if sent.cell.subject == subject]:
+            if sent.waiter.open:
+                sent.waiter.refused = True
+                sent.waiter.fail(why, interrupted=False)
+
     # --- the bound on a message nobody took -------------------------------------------
 
     async def run(self) -> None:

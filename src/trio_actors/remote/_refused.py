@@ -16,6 +16,10 @@ subject, so everything the node published on that subject was refused:
   subject), its watches not yet confirmed end with a ``Terminated`` carrying that
   error, and the tells not yet confirmed become dead letters, reason
   ``"refused"``;
+* ``P.shared.<name>.<this node>`` -- messages to a shared name's group: those no
+  member has taken yet fail as above (an ask with ``NotPermitted``, tells dead
+  letters ``"refused"``); what a member took came on that subject before the
+  refusal, and ends as it would have;
 * anything else (its heartbeats, announcements, acknowledgements, answers,
   lookups): this node's own control messages, refused because the server's
   permissions do not match the node -- an error in the log, naming the subject.
@@ -73,6 +77,14 @@ def on_server_error(node: Node, said: str) -> None:
         node.requests.refused(peer, why)
         node.watches.refused(peer, NotPermitted(why))
         node.tells.fates.refused(subject, why)
+        return
+    if subject.startswith(f"{prefix}.shared.") and len(tokens) == 5 and tokens[4] == node.name:
+        why = (
+            f"the NATS server refused this node's message to a shared name "
+            f'("Permissions Violation for Publish to {subject}"): not delivered; this '
+            "node may not send to that name"
+        )
+        node.groups.refused(subject, why)
         return
     _log.error(
         "node %s: the server refused to carry its message to %s (a permissions "

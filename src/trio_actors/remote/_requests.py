@@ -494,7 +494,9 @@ class Requests:
         many."""
         count = 0
         for waiter in list(self.waiting.values()):  # (an ended tell leaves: _groups.py)
-            if waiter.peer == peer and waiter.open:
+            # (a message to a shared name that peer took came on the group's subject,
+            # which the server carried: it ends as it would have)
+            if waiter.peer == peer and waiter.open and waiter.group is None:
                 waiter.refused = True
                 waiter.fail(why, interrupted=False)
                 count += 1
