@@ -54,9 +54,10 @@ def node_permissions(
     cluster: str, node: str, reaches: Iterable[str] | None
 ) -> dict[str, list[str]]:
     """The subjects node ``node`` of cluster ``cluster`` may publish to and subscribe
-    to (``reaches``: the nodes whose actors it may send to; ``None``: all).
-    Replies to requests it received are allowed besides, by the server's response
-    permissions (``allow_responses``)."""
+    to (``reaches``: the nodes whose actors it may send to; ``None``: all). Its
+    answers to others' requests go on subjects that name it, allowed here like any
+    other -- not by the server's response permissions (``allow_responses``: see the
+    module's docstring)."""
     p = f"ta.{cluster}"
     sends = [f"{p}.n.*.*.{node}"] if reaches is None else [f"{p}.n.{t}.*.{node}" for t in reaches]
     return {
