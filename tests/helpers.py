@@ -9,6 +9,7 @@ as ``from helpers import Echo``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -105,3 +106,16 @@ def letters(system: ta.ActorSystem, reason: str) -> list[Any]:
 def link_of(ref: ta.ActorRef) -> Any:
     """The link (``remote/_link.py``) of the node a remote ``ref``'s actor lives on."""
     return ref._cell.link  # type: ignore[union-attr]  # (a remote cell's)
+
+
+async def eventually(check: Callable[[], Awaitable[bool] | bool], within: float = 10) -> None:
+    """Wait until ``check()`` holds (what travels over a network arrives in time),
+    at most ``within`` seconds."""
+    with trio.fail_after(within):
+        while True:
+            result = check()
+            if not isinstance(result, bool):
+                result = await result
+            if result:
+                return
+            await trio.sleep(0.01)

@@ -15,6 +15,7 @@ import pytest
 import trio
 import trio.testing
 
+import helpers
 import trio_actors as ta
 from trio_actors.remote import MemoryBus, MemoryTransport, Node
 from trio_actors.remote._children import RemoteChildCell
@@ -85,6 +86,17 @@ async def cluster(
         yield systems
 
 
+@asynccontextmanager
+async def parent_on_a() -> AsyncIterator[
+    tuple[MemoryBus, ta.ActorSystem, ta.ActorSystem, ta.ActorRef]
+]:
+    """Nodes a and b over one bus, b listing Worker as spawnable, and a ``Parent``
+    on a. Yields the bus, a, b and the parent."""
+    bus = MemoryBus()
+    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
+        yield bus, n["a"], n["b"], n["a"].spawn(Parent, [])
+
+
 async def restarted(child: ta.ActorRef, times: int) -> None:
     """Wait until ``child`` has restarted ``times`` times and has an instance."""
     await eventually(lambda: child.statistics().restarts == times)
@@ -92,11 +104,8 @@ async def restarted(child: ta.ActorRef, times: int) -> None:
 
 
 async def eventually(check: Callable[[], bool]) -> None:
-    with trio.fail_after(30):
-        while True:
-            if check():
-                return
-            await trio.sleep(0.01)
+    """:func:`helpers.eventually`, within 30 s."""
+    await helpers.eventually(check, within=30)
 
 
 def transport(system: ta.ActorSystem) -> MemoryTransport:
@@ -245,10 +254,7 @@ async def test_when_its_node_dies_a_restart_places_it_on_a_live_node(
 async def test_when_the_parents_node_dies_its_instances_stop_there(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    bus = MemoryBus()
-    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
-        a, b = n["a"], n["b"]
-        parent = a.spawn(Parent, [])
+    async with parent_on_a() as (bus, a, b, parent):
         before = live(b)
         for _ in range(3):
             await parent.ask(("spawn", {"on": "b"}))

@@ -54,6 +54,7 @@ from test_children import (
     cluster,
     eventually,
     live,
+    parent_on_a,
     transport,
     without_an_instance,
 )
@@ -85,10 +86,7 @@ async def test_a_child_stopped_before_its_anchor_started_leaves_no_instance_runn
 async def test_a_resumed_child_that_cannot_get_a_fresh_instance_stops_with_the_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    bus = MemoryBus()
-    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
-        a, b = n["a"], n["b"]
-        parent = a.spawn(Parent, [])
+    async with parent_on_a() as (bus, _a, b, parent):
         child = await parent.ask(("spawn", {"on": "b", "supervision": ta.Resume()}))
         bus.disconnect(transport(b))  # (no node left to place a fresh instance on)
         with trio.fail_after(60):  # (it waited for ever)
@@ -175,10 +173,7 @@ async def test_when_its_node_leaves_the_cluster_a_restart_places_it_on_another(
 async def test_a_child_whose_node_did_not_answer_its_stop_in_time_is_stopped_there_later(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    bus = MemoryBus()
-    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
-        a, b = n["a"], n["b"]
-        parent = a.spawn(Parent, [])
+    async with parent_on_a() as (bus, _a, b, parent):
         await parent.ask(("spawn", {"on": "b", "shutdown": 1}))
         assert live(b) == 1
         with bus.between_connections(transport(b)):  # (b's server died: it reconnects)
@@ -203,10 +198,7 @@ async def test_its_statistics_count_the_tells_held_for_its_next_instance(
 async def test_a_parent_node_wrongly_declared_down_fails_its_child_there(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    bus = MemoryBus()
-    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
-        a, b = n["a"], n["b"]
-        parent = a.spawn(Parent, [])
+    async with parent_on_a() as (bus, _a, b, parent):
         child = await parent.ask(("spawn", {"on": "b", "supervision": ta.Stop()}))
         with bus.losing(lambda subject, _: ".hb.a." in subject):  # (b hears no beat of a)
             await eventually(lambda: live(b) == 0)  # (b stopped a's instances)
@@ -218,10 +210,7 @@ async def test_a_parent_node_wrongly_declared_down_fails_its_child_there(
 async def test_a_parent_node_wrongly_declared_down_gets_a_fresh_instance_there(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    bus = MemoryBus()
-    async with cluster(ta.Cluster(bus=bus), "ab", "b") as n:
-        a, b = n["a"], n["b"]
-        parent = a.spawn(Parent, [])
+    async with parent_on_a() as (bus, _a, b, parent):
         child = await parent.ask(("spawn", {"on": "b"}))  # (the default: Restart)
         child.tell("add")
         with bus.losing(lambda subject, _: ".hb.a." in subject):  # (b hears no beat of a)

@@ -6,7 +6,7 @@ what happens to messages for actors and nodes that are gone."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
-from helpers import Watcher
+from helpers import Watcher, eventually
 from trio_actors.remote import Node
 from trio_actors.remote._peers import PeerState
 
@@ -102,18 +102,6 @@ async def remote_ref(owner: ta.ActorSystem, user: ta.ActorSystem, name: str) -> 
     with trio.fail_after(10):
         await owner.node.flush()
         return await user.lookup(name)
-
-
-async def eventually(check: Callable[[], Awaitable[bool] | bool]) -> None:
-    """Wait until ``check()`` holds (what travels over a network arrives in time)."""
-    with trio.fail_after(10):
-        while True:
-            result = check()
-            if not isinstance(result, bool):
-                result = await result
-            if result:
-                return
-            await trio.sleep(0.01)
 
 
 async def test_tell_and_ask_across_nodes_with_structs_tuples_and_refs(

@@ -7,7 +7,7 @@ trio deadlines only detect a hang (``eventually``)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import trio
@@ -15,6 +15,7 @@ import trio.testing
 from test_shared_names import Where as Member  # (keeps what it is told, says where)
 
 import trio_actors as ta
+from helpers import eventually
 from trio_actors.remote import Node
 
 
@@ -28,18 +29,6 @@ async def three_nodes(
         ta.open_actor_system(cluster=cluster, node="c") as c,
     ):
         yield a, b, c
-
-
-async def eventually(check: Callable[[], Awaitable[bool] | bool]) -> None:
-    """Wait until ``check()`` holds (what travels over a network arrives in time)."""
-    with trio.fail_after(10):
-        while True:
-            result = check()
-            if not isinstance(result, bool):
-                result = await result
-            if result:
-                return
-            await trio.sleep(0.01)
 
 
 async def group_of(user: ta.ActorSystem, name: str, *servers: ta.ActorSystem) -> ta.ActorRef:

@@ -6,7 +6,7 @@ over a real nats-server (``cluster_here``)."""
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import eventually
 from trio_actors.remote import Node
 from trio_actors.remote._subjects import SPAWN, encode
 
@@ -76,17 +77,6 @@ async def nodes(
             lambda: all(len(Node.of(s).members()) == len(names) for s in systems.values())
         )
         yield systems
-
-
-async def eventually(check: Callable[[], Awaitable[bool] | bool]) -> None:
-    with trio.fail_after(10):
-        while True:
-            result = check()
-            if not isinstance(result, bool):
-                result = await result
-            if result:
-                return
-            await trio.sleep(0.01)
 
 
 def node_of(system: ta.ActorSystem) -> Node:

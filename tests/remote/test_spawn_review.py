@@ -28,10 +28,10 @@ import trio
 import trio.testing
 from hypothesis import given, settings
 from test_requests_end import to_node
-from test_spawn import Counter, NotListed, eventually, live, node_of, nodes, spawnable
+from test_spawn import Counter, NotListed, live, node_of, nodes, spawnable
 
 import trio_actors as ta
-from helpers import Echo
+from helpers import Echo, eventually
 from nats_server import running_nats_server
 from trio_actors.remote import MemoryBus
 from trio_actors.remote._spawning import Spawning
