@@ -29,6 +29,7 @@ LAYERS: list[list[str]] = [
         "_membership",
         "_placement",
         "_stream",
+        "_monitoring",  # the statistics service's subjects and documents
     ],
     ["_core"],  # the kernel: its modules know each other, nothing above them
     ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel

@@ -69,6 +69,7 @@ def node_permissions(
             f"{p}.t.*.*.{node}.*",  # the stops of its actors that others watch
             f"{p}.name.*.{node}",  # its lookups
             f"{p}.shared.*.{node}",  # its tells and asks to shared names
+            f"{p}.m.*.{node}.*",  # its answers to monitors (the statistics service)
             *sends,  # tells, asks, stops, watches and confirm rounds to others' actors
         ],
         "subscribe": [
@@ -81,6 +82,10 @@ def node_permissions(
             f"{p}.names.*.*",  # every node's name announcements
             f"{p}.name.*.*",  # lookups of the names it registers
             f"{p}.shared.*.*",  # messages to the shared names it serves
+            "$SRV.*",  # the statistics service: NATS's service API's requests to all,
+            f"$SRV.*.ta-{cluster}",  # to its cluster's nodes,
+            f"$SRV.*.ta-{cluster}.{node}",  # and to it;
+            f"{p}.s.{node}",  # and its busiest actors
         ],
     }
 
