@@ -259,6 +259,15 @@ def _add_secure_command(commands: Any) -> None:
         help="which nodes' actors a node may send to (repeatable); without it, every "
         "node may reach every other; with it, a node not listed reaches none",
     )
+    secure.add_argument(
+        "--monitor",
+        nargs="?",
+        const="ta-monitor",
+        metavar="NAME",
+        help="also a monitor user NAME (default ta-monitor) and its file NAME.toml, for "
+        "trio-actors top: it may ask the nodes' statistics, nothing else (give it after "
+        "the node names, or as --monitor=NAME)",
+    )
 
 
 SWEEP_EXTRA = 'pip install "trio-actors[sweep]"'
