@@ -25,7 +25,9 @@ checks both by reading every import:
 5. ``_opener`` -- ``open_actor_system``: a system, and with ``cluster=`` a node (the
    remote layer, and msgspec, are imported only then);
 6. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
-   import the package's names from ``trio_actors`` itself.
+   import the package's names from ``trio_actors`` itself; and ``top``, the live
+   view of a cluster (``trio-actors top``), which reads the statistics service's
+   documents (``_monitoring``).
 
 This module only re-exports the public API.
 """

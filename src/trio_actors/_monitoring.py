@@ -64,6 +64,7 @@ __all__ = [
     "SUMMARY",
     "VERBS",
     "ActorRow",
+    "WrongNode",
     "ActorsAnswer",
     "NodeSummary",
     "endpoint",
@@ -150,6 +151,11 @@ def parse_monitor_reply(cluster: str, subject: str) -> tuple[str, str, str] | No
 
 
 # --- the documents -------------------------------------------------------------------------
+
+
+class WrongNode(ValueError):
+    """An answer whose payload names another node (or cluster) than its subject: on
+    a server where each node has its own user, a forgery, or a node's bug."""
 
 
 def _fields(value: object, what: str) -> dict[str, Any]:
@@ -424,14 +430,14 @@ def parse_stats(payload: bytes, cluster: str, node: str) -> NodeSummary:
     ``node``.
 
     Raises:
-        ValueError: not such an answer, of another cluster's service, or of
-            another node than ``node`` (the message says which).
+        WrongNode: the answer of another node, or of another cluster's.
+        ValueError: not such an answer (the message says what is wrong).
     """
     document = _fields(_loads(payload), "the answer")
     if document.get("type") != STATS_RESPONSE:
         raise ValueError(f"not a {STATS_RESPONSE}")
     if document.get("name") != service_name(cluster) or document.get("id") != node:
-        raise ValueError(f"not the answer of node {node!r} of cluster {cluster!r}"[:200])
+        raise WrongNode(f"not the answer of node {node!r} of cluster {cluster!r}"[:200])
     endpoints = document.get("endpoints")
     if not isinstance(endpoints, list):
         raise ValueError("endpoints is not a list")
@@ -439,7 +445,7 @@ def parse_stats(payload: bytes, cluster: str, node: str) -> NodeSummary:
         if isinstance(entry, dict) and entry.get("name") == ENDPOINT:
             summary = NodeSummary.from_json(entry.get("data"))
             if summary.node != node or summary.cluster != cluster:
-                raise ValueError(f"the summary is not node {node!r}'s"[:200])
+                raise WrongNode(f"the summary is not node {node!r}'s"[:200])
             return summary
     raise ValueError(f"no {ENDPOINT} endpoint")
 
@@ -448,13 +454,14 @@ def parse_actors(payload: bytes, node: str) -> ActorsAnswer:
     """A node's answer on its endpoint, which came on a subject naming ``node``.
 
     Raises:
-        ValueError: not such an answer, or another node's.
+        WrongNode: another node's answer.
+        ValueError: not such an answer.
     """
     document = _fields(_loads(payload), "the answer")
     if document.get("type") != ACTORS:
         raise ValueError(f"not a {ACTORS}")
     if document.get("node") != node:
-        raise ValueError(f"not node {node!r}'s answer"[:200])
+        raise WrongNode(f"not node {node!r}'s answer"[:200])
     actors = document.get("actors")
     if not isinstance(actors, list) or len(actors) > MAX_LIMIT:
         raise ValueError(f"actors is not a list of at most {MAX_LIMIT}")
