@@ -7,6 +7,8 @@ or answer as a node; a node cannot answer a monitor as another node; without
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -158,3 +160,28 @@ def test_the_secure_command_writes_the_monitors_file_and_refuses_a_bad_name(
         with pytest.raises(SystemExit):
             main(["secure", *argv])
         assert said in capsys.readouterr().err
+
+
+async def top_once(config: Path, server: NatsServer) -> subprocess.CompletedProcess[bytes]:
+    command = [sys.executable, "-m", "trio_actors", "top", "--once", "--config", str(config)]
+    command += ["--cluster", server.url, "--interval", "0.3", "--wait", "0.2"]
+    return await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False)
+
+
+async def test_top_with_the_monitors_file_shows_the_nodes_and_with_a_nodes_is_refused(
+    tmp_path: Path,
+) -> None:
+    with deployment(tmp_path, MONITOR_USER) as (server, out), trio.fail_after(60):
+        async with (
+            ta.open_actor_system(cluster=configured(out, "a", server), node="a"),
+            ta.open_actor_system(cluster=configured(out, "b", server), node="b"),
+        ):
+            done = await top_once(out / f"{MONITOR_USER}.toml", server)
+            assert done.returncode == 0, done.stderr
+            rows = [line.split()[0] for line in done.stdout.decode().splitlines()[2:]]
+            assert rows == ["a", "b"]
+            done = await top_once(out / "c.toml", server)  # (a node's credentials)
+            assert done.returncode == 2
+            said = done.stderr.decode()
+            assert "the server refused: Permissions Violation for Subscription to" in said
+            assert "trio-actors secure ... --monitor" in said
