@@ -109,3 +109,21 @@ async def test_answers_forged_or_unreadable_are_dropped_and_counted(
         [summaries] = polled
         assert sorted(s.node for s in summaries) == ["a", "b"]
         assert (poller.forged, poller.bad) == (1, 2)
+
+
+class Refusing(OnTheBus):
+    def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
+        raise ta.nats.BufferFull("more than max_pending_bytes would wait")
+
+
+async def test_a_request_the_connection_refuses_ends_at_once_with_why(
+    autojump_clock: Clock,
+) -> None:
+    async with MemoryBus().connect("top") as transport:
+        poller = Poller(Refusing(transport), "c", "mon")
+        began = trio.current_time()
+        assert await poller.summaries(0.5, set()) == []
+        assert await poller.actors("a", "rate", 5, 0.5) == (
+            "not sent: more than max_pending_bytes would wait"
+        )
+        assert trio.current_time() == began

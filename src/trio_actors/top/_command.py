@@ -9,8 +9,9 @@ changes what is asked); another reads the keys (``_terminal.py``). Ctrl-C ends i
 with exit code 130, the terminal restored.
 
 Exit codes: 0 quit (or a snapshot printed); 1 ``--once``/``--json`` and no node
-answered; 2 a bad option, no connection, or the server refused the monitor's
-subscription (a one-line error, never a traceback); 130 Ctrl-C.
+answered; 2 a bad option, no connection (or one the client gave up on), or the
+server refused the monitor's subscription (a one-line error, never a traceback);
+130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -106,9 +107,14 @@ def run_top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         code, show = trio.run(_top, options)
     except BaseException as error:
-        if any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(error)):
+        leaves = _leaves(error)
+        if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
             return 130
-        raise
+        closed = [leaf for leaf in leaves if isinstance(leaf, nats.ConnectionClosed)]
+        if not closed:
+            raise
+        _say(f"the connection to {', '.join(options.cluster.servers)} closed: {closed[0]}")
+        return 2
     if show is not None:  # (a snapshot, printed once the connection is closed)
         try:
             show()
@@ -176,7 +182,7 @@ async def _snapshot(poller: Poller, options: Options) -> Shown:
                 **row.summary.to_json(),
                 "messages_per_second": row.message_rate,
                 "dead_letters_per_second": row.dead_rate,
-                "answered": not row.stale and row.missed == 0,
+                "answered": row.missed == 0,
             }
             for row in state.rows
         ]

@@ -96,7 +96,11 @@ class Poller:
         number = f"{self._prefix}-{self._number}"
         asked = self._asked[number] = _Asked(parse, expected)
         reply = monitor_reply(self._cluster, self._monitor, node, number)
-        self._client.publish(subject, body, reply=reply)
+        try:
+            self._client.publish(subject, body, reply=reply)
+        except Exception as error:  # (full while reconnecting, closed: no answer)
+            asked.error = f"not sent: {error}"
+            asked.done.set()
         return number, asked
 
     def _on_answer(self, message: Msg) -> None:
