@@ -19,9 +19,10 @@ The rate needs what each actor had handled at the previous census: a
 census (a weak-keyed one costs about a microsecond more per actor: the dict keeps
 a stopped actor's small cell until the next census, or until :meth:`Census.forget`).
 
-The counts are the cells' own: a pool's are its routing's (the workers' messages are
-counted by the workers, which are its children), so a node's total counts every
-message once.
+The counts are the cells' own, so a node's total counts every message once: a
+message sent to a pool is counted by the worker that handled it (a child of the
+pool), and the pool's own count is of its workers' stop notices. (A pool's row
+among the busiest shows its ``statistics()``, which add its workers' up.)
 """
 
 from __future__ import annotations
