@@ -60,12 +60,18 @@ def test_extras_are_what_users_install_and_the_tools_are_groups() -> None:
     assert isinstance(extras, dict)
     # test stays an extra only for the README's command (a new venv's pip may predate
     # dependency groups): the test group plus the extras the tests run.
-    assert set(extras) == {"sweep", "plot", "nats", "cluster", "test"}
+    assert set(extras) == {"sweep", "plot", "nats", "cluster", "top", "test"}
     groups = _groups()
-    assert extras["test"] == ["trio-actors[sweep,nats,cluster]", *groups["test"]]
+    assert extras["test"] == ["trio-actors[sweep,nats,cluster,top]", *groups["test"]]
     tools = ["test", "docs", "lint", "bench"]
     assert list(groups) == [*tools, "dev"]
     assert groups["dev"] == [{"include-group": name} for name in tools]
+
+
+def test_the_top_extra_has_what_top_draws_with() -> None:
+    extras = _project()["optional-dependencies"]
+    assert isinstance(extras, dict)
+    assert _names(extras["top"]) == {"rich"}
 
 
 def test_the_version_has_one_source() -> None:

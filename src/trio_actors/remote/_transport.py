@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Protocol
 
 import trio
 
-from ..nats import Client, Msg
+from ..nats import Client, Headers, Msg
 
 __all__ = ["MemoryBus", "MemoryTransport", "NatsTransport", "Transport", "subject_matches"]
 
@@ -38,8 +38,15 @@ Callback = Callable[[Msg], object]
 class Transport(Protocol):
     """What a node needs of its connection to the cluster."""
 
-    def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
-        """Send; never blocks, never a checkpoint."""
+    def publish(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        reply: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Send (with NATS ``headers``, if given); never blocks, never a checkpoint."""
 
     def subscribe(
         self, subject: str, callback: Callback, *, queue: str | None = None
@@ -144,8 +151,8 @@ class MemoryBus:
         finally:
             transport.reconnecting = False
             held, transport._held = transport._held, []
-            for subject, payload, reply in held:
-                transport.publish(subject, payload, reply=reply)
+            for subject, payload, reply, headers in held:
+                transport.publish(subject, payload, reply=reply, headers=headers)
 
     @asynccontextmanager
     async def connect(self, name: str = "") -> AsyncIterator[MemoryTransport]:
@@ -182,6 +189,13 @@ class MemoryBus:
         transport.connected = False
 
     def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+        self._route_message(subject, payload, reply, None)
+
+    def _route_message(
+        self, subject: str, payload: bytes, reply: str | None, headers: Headers | None
+    ) -> None:
+        """Deliver, with ``headers`` (a message without them comes through
+        :meth:`_route`, which tests override to lose or watch messages)."""
         self.published += 1
         if any(which(subject, payload) for which in self._losing):
             self.lost += 1
@@ -195,12 +209,12 @@ class MemoryBus:
                 if subject_matches(pattern, subject):
                     found = True
                     if queue is None:
-                        transport._put(callback, Msg(subject, 0, reply, payload))
+                        transport._put(callback, Msg(subject, 0, reply, payload, headers))
                     else:
                         groups.setdefault(queue, []).append((transport, callback))
         for members in groups.values():  # (one member of each queue group, drawn)
             transport, callback = members[self._random.randrange(len(members))]
-            transport._put(callback, Msg(subject, 0, reply, payload))
+            transport._put(callback, Msg(subject, 0, reply, payload, headers))
         if not found and reply is not None:
             # NATS's no responders: a status 503 to the reply subject.
             for transport in self._transports:
@@ -219,7 +233,8 @@ class MemoryTransport:
         self.name = name
         self.connected = True
         self.reconnecting = False  # (MemoryBus.between_connections)
-        self._held: list[tuple[str, bytes, str | None]] = []  # published meanwhile
+        # (published meanwhile)
+        self._held: list[tuple[str, bytes, str | None, Mapping[str, str] | None]] = []
         self._subscriptions: dict[int, tuple[str, Callback, str | None]] = {}
         self._next_id = 0
         self._inbox: deque[tuple[Callback, Msg]] = deque()
@@ -228,11 +243,21 @@ class MemoryTransport:
         self._wake_writer = trio.Event()
         self._before_writing: list[Callable[[], object]] = []
 
-    def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
+    def publish(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        reply: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         if self.reconnecting:
-            self._held.append((subject, payload, reply))
+            self._held.append((subject, payload, reply, headers))
         elif self.connected:
-            self.bus._route(subject, payload, reply)
+            if headers is None:
+                self.bus._route(subject, payload, reply)
+            else:
+                self.bus._route_message(subject, payload, reply, Headers(headers))
             if not self._unwritten:
                 self._unwritten = True
                 self._wake_writer.set()
