@@ -28,6 +28,8 @@ from ._policy import ServingPolicy
 from .actors import ActorSystem
 
 if TYPE_CHECKING:
+    from .observe import Metrics
+    from .observe._metrics import MetricsSource
     from .remote import Node
 
 __all__ = ["open_actor_system"]
@@ -75,6 +77,7 @@ def open_actor_system(
     turn_sampling: float | None = DEFAULT_TURN_SAMPLING,
     cluster: str | Cluster | PathLike[str] | None = None,
     node: str | None = None,
+    metrics: bool | Metrics | Any = False,
 ) -> AbstractAsyncContextManager[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
 
@@ -107,6 +110,13 @@ def open_actor_system(
             :class:`~pathlib.Path` to a node configuration file (TOML: see
             :meth:`Cluster.from_toml <trio_actors.Cluster.from_toml>` and the CLI
             reference); its ``node`` key names the node unless ``node`` is given.
+        metrics: report what the actors do through the OpenTelemetry metrics
+            API (``pip install "trio-actors[otel]"``): ``True`` for the global
+            meter provider, a ``MeterProvider``, or a
+            :class:`~trio_actors.observe.Metrics` with more options. The
+            instruments and their attributes are in "Observing a running system";
+            nothing of it runs on the serving paths, and with ``False`` (the
+            default) nothing of OpenTelemetry is imported.
 
     Leaving the block stops every actor still alive, children before their parents,
     newest first and one at a time (an actor not yet reached keeps serving): queued
@@ -120,7 +130,9 @@ def open_actor_system(
     Used without ``async with`` (``system = open_actor_system()``, or ``await``-ed),
     the first use says how to open it instead of failing obscurely.
     """
-    return _SystemOpener(_open(serving, dead_letters_kept, seed, turn_sampling, cluster, node))
+    return _SystemOpener(
+        _open(serving, dead_letters_kept, seed, turn_sampling, cluster, node, metrics)
+    )
 
 
 class _SystemOpener:
@@ -167,6 +179,7 @@ async def _open(
     turn_sampling: float | None,
     cluster: Any,
     node: str | None,
+    metrics: Any,
 ) -> AsyncIterator[ActorSystem]:
     """The body of :func:`open_actor_system`."""
     if serving is None:
@@ -193,14 +206,18 @@ async def _open(
         from .remote import spawnable_classes
 
         spawnable_classes(cluster)  # (a TypeError for a class that is no actor)
+    metered = _metrics_of(metrics)
     async with trio.open_nursery() as nursery:
         system = ActorSystem(nursery, serving, dead_letters, seed)
+        source = None if metered is None else metered[0](system, metered[1])
         await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
         if sampled:
             assert turn_sampling is not None
             SAMPLER.add(system.thread_id, turn_sampling)
         try:
             async with _node_of(system, open_node, cluster, node):
+                if source is not None and system.node is not None:
+                    source.set_node(system.node)
                 try:
                     yield system
                 finally:
@@ -210,8 +227,41 @@ async def _open(
                 assert turn_sampling is not None
                 SAMPLER.remove(system.thread_id, turn_sampling)
             dead_letters.close_subscriptions()  # (the exit's own letters are in)
+            if source is not None:
+                source.close()  # (its last numbers: read by the next collection)
             system._close()
             nursery.cancel_scope.cancel()
+
+
+def _metrics_of(metrics: object) -> tuple[Callable[[ActorSystem, Metrics], MetricsSource], Metrics] | None:
+    """What ``metrics=`` asks for: ``None`` for nothing, else the function that
+    makes a system a source of metrics and its options (``observe/_metrics.py``,
+    imported only then: it needs OpenTelemetry's API)."""
+    if metrics is False or metrics is None:
+        return None
+    from .observe import Metrics
+
+    try:
+        from opentelemetry.metrics import MeterProvider
+
+        from .observe._metrics import attach
+    except ModuleNotFoundError as missing:
+        if not (missing.name or "").startswith("opentelemetry"):
+            raise
+        raise ModuleNotFoundError(
+            'metrics= needs the OpenTelemetry API: pip install "trio-actors[otel]"',
+            name=missing.name,
+        ) from None
+    if metrics is True:
+        return attach, Metrics()
+    if isinstance(metrics, Metrics):
+        return attach, metrics
+    if isinstance(metrics, MeterProvider):
+        return attach, Metrics(provider=metrics)
+    raise TypeError(
+        "metrics must be True, False, an OpenTelemetry MeterProvider or a "
+        f"trio_actors.observe.Metrics, got {metrics!r}"
+    )
 
 
 def _import_open_node() -> Callable[..., AbstractAsyncContextManager[Node]]:

@@ -1,0 +1,549 @@
+"""Metrics through the OpenTelemetry metrics API: what a system's actors do, as
+instruments a Prometheus or OTLP exporter reads (``open_actor_system(metrics=...)``).
+
+Nothing here runs on a serving path. The numbers come from three places:
+
+* **a walk** of the live actors, in the trio thread, when an exporter collects:
+  messages handled, mailbox depths, live actors, restarts and failures, per actor
+  class (``MetricsSource.take``). Actors that stopped leave their counts in
+  *retired* totals (``MetricsSource.retired``), so a counter never goes down when
+  its actors stop (Prometheus reads a counter that decreases as a reset);
+* **a few hooks** on paths S1-S4 never take: a stopped actor released, a dead
+  letter, an async turn's end, an ask's end;
+* **the round clock's own readings** (``MeteredRoundClock``): the time it
+  attributes to one actor's turn, the interval the ``longest_turn`` statistic uses,
+  with no clock read added.
+
+Histogram observations (turn and ask durations) are kept in a bounded uniform
+sample between collections (``Reservoir``) and recorded at collection: a
+``Histogram.record`` costs microseconds, which per turn would double the cost of a
+cheap handler. What the sample leaves out is counted
+(``trio_actors.histogram.unsampled``), so a histogram's count can be scaled.
+
+**Threads.** Exporters collect in their own thread (the periodic reader's, or a
+Prometheus scrape's). A callback never reads trio state: it asks the trio thread
+for a snapshot (``trio_token.run_sync_soon``) and waits at most
+``Metrics.wait`` seconds; a trio thread busier than that, or a system that has
+closed, gives the last snapshot taken. In the trio thread itself (an
+``InMemoryMetricReader`` in a test) the snapshot is taken at once. Snapshots are
+immutable; one taken for a collection serves every instrument of that collection
+(one walk per system and collection, not one per instrument: ``Registry``).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from threading import get_ident
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+import attrs
+import trio
+from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
+
+import trio_actors
+
+from .._core._cell import NO_MESSAGE, ActorCell
+from .._core._round_clock import RoundClock
+
+if TYPE_CHECKING:
+    from ..actors import ActorRef, ActorSystem
+    from . import Metrics
+
+__all__ = [
+    "INSTRUMENTS",
+    "MeteredRoundClock",
+    "MetricsSource",
+    "Registry",
+    "Reservoir",
+    "Snapshot",
+    "attach",
+]
+
+_logger = logging.getLogger("trio_actors.observe")
+
+NODE = "trio_actors.node"
+CLASS = "trio_actors.actor.class"
+PATH = "trio_actors.actor.path"
+PEER = "trio_actors.peer"
+REASON = "trio_actors.dead_letter.reason"
+OUTCOME = "trio_actors.ask.outcome"
+TURN_KIND = "trio_actors.turn.kind"
+BAD_INPUT_KIND = "trio_actors.bad_input.kind"
+INSTRUMENT = "trio_actors.instrument"
+
+# Histogram buckets (seconds): from a cheap handler's turn to a slow ask.
+BUCKETS = (1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
+
+Attributes = tuple[tuple[str, str], ...]  # (sorted: hashable, and equal sets are equal)
+
+
+@attrs.frozen
+class Instrument:
+    """One instrument: its name, kind, unit and description."""
+
+    name: str
+    kind: str  # "counter", "updown", "gauge" (observable) or "histogram"
+    unit: str
+    description: str
+
+
+INSTRUMENTS = (
+    Instrument(
+        "trio_actors.messages.handled", "counter", "{message}",
+        "Messages handled by actors, per actor class (stopped actors' included).",
+    ),
+    Instrument(
+        "trio_actors.dead_letters", "counter", "{message}",
+        "Messages no handler took, per recipient class (or peer, for another "
+        "node's actor) and reason.",
+    ),
+    Instrument(
+        "trio_actors.tells.in_doubt", "counter", "{message}",
+        "Tells to other nodes whose fate is unknown (given back in doubt), per peer.",
+    ),
+    Instrument(
+        "trio_actors.mailbox.depth", "updown", "{message}",
+        "Messages queued, summed over the actors of a class.",
+    ),
+    Instrument(
+        "trio_actors.mailbox.depth.max", "gauge", "{message}",
+        "The deepest mailbox among the actors of a class.",
+    ),
+    Instrument(
+        "trio_actors.actors.live", "updown", "{actor}", "Live actors, per actor class."
+    ),
+    Instrument(
+        "trio_actors.restarts", "counter", "{restart}", "Restarts, per actor class."
+    ),
+    Instrument(
+        "trio_actors.failures", "counter", "{failure}",
+        "Handler failures, per actor class.",
+    ),
+    Instrument(
+        "trio_actors.cluster.members", "updown", "{node}",
+        "The nodes this node sees up in its cluster (itself included).",
+    ),
+    Instrument(
+        "trio_actors.node.bad_input", "counter", "{message}",
+        "Messages from the wire this node could not take, per kind.",
+    ),
+    Instrument(
+        "trio_actors.histogram.unsampled", "counter", "{observation}",
+        "Observations left out of a histogram's sample, per instrument.",
+    ),
+    Instrument(
+        "trio_actors.turn.duration", "histogram", "s",
+        "Turn times, as the round clock attributes them to one actor (inline "
+        "handlers) or as an async handler's serving task measures them.",
+    ),
+    Instrument(
+        "trio_actors.ask.duration", "histogram", "s",
+        "Ask latency, from ask() to its end, per target class and outcome.",
+    ),
+)
+_HISTOGRAMS = {i.name for i in INSTRUMENTS if i.kind == "histogram"}
+
+
+class Reservoir:
+    """A uniform sample of at most ``size`` observations of one histogram between
+    two collections (Vitter's algorithm R), and how many it saw."""
+
+    __slots__ = ("_random", "samples", "seen", "size")
+
+    def __init__(self, size: int, rng: random.Random) -> None:
+        self.size = size
+        self._random = rng
+        self.samples: list[tuple[Attributes, float]] = []
+        self.seen = 0
+
+    def add(self, attributes: Attributes, value: float) -> None:
+        self.seen += 1
+        if len(self.samples) < self.size:
+            self.samples.append((attributes, value))
+        else:
+            slot = self._random.randrange(self.seen)
+            if slot < self.size:
+                self.samples[slot] = (attributes, value)
+
+    def take(self) -> tuple[list[tuple[Attributes, float]], int]:
+        """The sample and how many observations it left out; empty again after."""
+        samples, left_out = self.samples, self.seen - len(self.samples)
+        self.samples, self.seen = [], 0
+        return samples, left_out
+
+
+@attrs.frozen
+class Snapshot:
+    """One system's observations at one time: per instrument, (value, attributes)
+    pairs. Immutable: another thread reads it without a lock."""
+
+    collection: int  # (the registry's count of collections when it was taken)
+    series: Mapping[str, tuple[tuple[float, Attributes], ...]]
+
+
+class MeteredRoundClock(RoundClock):
+    """The round clock, also giving each interval it attributes to one actor's
+    turn to the turn-time histogram: the same readings and the same rule as the
+    ``longest_turn`` statistic (no clock read added)."""
+
+    source: MetricsSource
+
+    def next_check(self, used: int, cell: ActorCell, turn: int) -> int:
+        isolated = used - self._read_used <= turn
+        before = self._read_time
+        check = super().next_check(used, cell, turn)
+        if isolated:
+            self.source.turn(cell, self._read_time - before, "inline")
+        return check
+
+    def _attribute(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
+        if used - self._read_used <= turn:
+            self.source.turn(cell, now - self._read_time, "inline")
+        super()._attribute(now, used, cell, turn)
+
+
+class _ClassTotals:
+    """Per actor class (and, for actors the options name, per path)."""
+
+    __slots__ = ("depth", "depth_max", "failures", "handled", "live", "restarts")
+
+    def __init__(self) -> None:
+        self.live = self.handled = self.depth = self.depth_max = 0
+        self.restarts = self.failures = 0
+
+
+def _queued(cell: ActorCell) -> int:
+    """The messages ``cell`` holds, as its statistics count them (a child on another
+    node: the tells held for its next instance too)."""
+    depth = (cell.head is not NO_MESSAGE) + len(cell.mailbox or ()) - cell.withdrawn_queued
+    held = getattr(cell, "held", None)  # (remote._children.RemoteChildCell)
+    return depth + len(held) if held is not None else depth
+
+
+def _live_cells(system: ActorSystem) -> Iterator[ActorCell]:
+    """Every live actor of ``system``, at every level (a stack walk)."""
+    stack = list(system._cells.values())
+    while stack:
+        cell = stack.pop()
+        yield cell
+        if cell.children:
+            stack.extend(cell.children.values())
+
+
+class MetricsSource:
+    """One system's metrics: its hooks' counts, its histogram samples, and its
+    snapshots. Created by the opener; every method but :meth:`snapshot` runs in
+    the trio thread."""
+
+    def __init__(
+        self, system: ActorSystem, options: Metrics, histograms: Mapping[str, Histogram]
+    ) -> None:
+        self.system = system
+        self.options = options
+        self.histograms = histograms  # (the registry's, by name: recorded at each take)
+        self.node: Any = None  # (a remote.Node: set_node)
+        self.thread_id = system.thread_id
+        self.trio_token = system.trio_token
+        self._base: Attributes = ()
+        self._by_class: dict[str, Attributes] = {}
+        self.retired: dict[Attributes, list[int]] = defaultdict(lambda: [0, 0, 0])
+        self.dead_letters: Counter[Attributes] = Counter()
+        self.in_doubt: Counter[Attributes] = Counter()
+        rng = random.Random(system.seed)
+        self.turns = Reservoir(options.samples_per_collection, rng)
+        self.asks = Reservoir(options.samples_per_collection, rng)
+        self.unsampled: Counter[str] = Counter()
+        self.closed = False
+        self.closed_in: int | None = None  # the collection that read the last snapshot
+        self.late = 0  # collections the trio thread did not answer within the wait
+        self._late_in = -2  # (the last of them)
+        self._last: Snapshot | None = None
+        self._lock = threading.Lock()
+
+    def set_node(self, node: Any) -> None:
+        """The system became node ``node``: its series carry the node's name."""
+        self.node = node
+        self._base = ((NODE, node.name),)
+        self._by_class.clear()
+
+    # --- attributes --------------------------------------------------------------
+
+    def _of(self, cell: ActorCell) -> Attributes:
+        """The attribute set of ``cell``'s series: node and class (and its path, if
+        the options name it)."""
+        name = cell.kinds.class_name
+        per_actor = self.options.per_actor
+        if per_actor is not None:
+            path = cell.path
+            if per_actor(path):
+                return (*self._class_attributes(name), (PATH, path))
+        return self._class_attributes(name)
+
+    def _class_attributes(self, name: str) -> Attributes:
+        attributes = self._by_class.get(name)
+        if attributes is None:
+            attributes = self._by_class[name] = (*self._base, (CLASS, name))
+        return attributes
+
+    # --- hooks (trio thread) -------------------------------------------------------
+
+    def retire(self, cell: ActorCell) -> None:
+        """``cell`` stopped: its counts go on in its class's retired totals."""
+        totals = self.retired[self._of(cell)]
+        totals[0] += cell.handled
+        totals[1] += cell.restarts
+        totals[2] += cell.failures
+
+    def dead_lettered(self, recipient: ActorRef, reason: str, count: int) -> None:
+        """``count`` dead letters for ``recipient`` (a local actor: by its class;
+        another node's: by the peer)."""
+        cell = recipient._cell
+        if isinstance(cell, ActorCell):
+            key = (*self._class_attributes(cell.kinds.class_name), (REASON, reason))
+        else:
+            peer = getattr(cell, "peer", None)
+            where = peer[0] if isinstance(peer, tuple) else "shared"
+            key = (*self._base, (PEER, where), (REASON, reason))
+            if reason == "in-doubt":
+                self.in_doubt[(*self._base, (PEER, where))] += count
+        self.dead_letters[key] += count
+
+    def turn(self, cell: ActorCell, seconds: float, kind: str) -> None:
+        """A turn of ``cell`` took ``seconds`` (``kind``: inline or async)."""
+        self.turns.add((*self._of(cell), (TURN_KIND, kind)), seconds)
+
+    def ask_ended(self, attributes: Attributes, outcome: str, seconds: float) -> None:
+        """An ask to an actor of ``attributes`` ended after ``seconds``."""
+        self.asks.add((*attributes, (OUTCOME, outcome)), seconds)
+
+    def class_of(self, cell: ActorCell) -> Attributes:
+        """``cell``'s attribute set (for :meth:`ask_ended`)."""
+        return self._of(cell)
+
+    def remote_attributes(self, peer: str) -> Attributes:
+        """The attribute set of an ask to another node's actor."""
+        return (*self._base, (CLASS, "remote"), (PEER, peer))
+
+    # --- snapshots ------------------------------------------------------------------
+
+    def take(self, collection: int) -> Snapshot:
+        """Walk the live actors and read the counters (trio thread), for collection
+        number ``collection``; record the histograms' samples."""
+        totals: dict[Attributes, _ClassTotals] = defaultdict(_ClassTotals)
+        for cell in _live_cells(self.system):
+            entry = totals[self._of(cell)]
+            entry.live += 1
+            entry.handled += cell.handled
+            entry.restarts += cell.restarts
+            entry.failures += cell.failures
+            depth = _queued(cell)
+            entry.depth += depth
+            if depth > entry.depth_max:
+                entry.depth_max = depth
+        for attributes, (handled, restarts, failures) in self.retired.items():
+            entry = totals[attributes]
+            entry.handled += handled
+            entry.restarts += restarts
+            entry.failures += failures
+        series: dict[str, list[tuple[float, Attributes]]] = defaultdict(list)
+        for attributes, entry in totals.items():
+            series["trio_actors.messages.handled"].append((entry.handled, attributes))
+            series["trio_actors.restarts"].append((entry.restarts, attributes))
+            series["trio_actors.failures"].append((entry.failures, attributes))
+            series["trio_actors.actors.live"].append((entry.live, attributes))
+            series["trio_actors.mailbox.depth"].append((entry.depth, attributes))
+            series["trio_actors.mailbox.depth.max"].append((entry.depth_max, attributes))
+        for key, count in self.dead_letters.items():
+            series["trio_actors.dead_letters"].append((count, key))
+        for key, count in self.in_doubt.items():
+            series["trio_actors.tells.in_doubt"].append((count, key))
+        node = self.node
+        if node is not None and not self.closed:
+            series["trio_actors.cluster.members"].append((len(node.members()), self._base))
+            for kind, count in node.statistics().bad_input.items():
+                series["trio_actors.node.bad_input"].append(
+                    (count, (*self._base, (BAD_INPUT_KIND, kind)))
+                )
+        for name, reservoir in (
+            ("trio_actors.turn.duration", self.turns),
+            ("trio_actors.ask.duration", self.asks),
+        ):
+            samples, left_out = reservoir.take()
+            self.unsampled[name] += left_out
+            histogram = self.histograms[name]
+            for attributes, seconds in samples:
+                histogram.record(seconds, dict(attributes))
+        for name, count in self.unsampled.items():
+            series["trio_actors.histogram.unsampled"].append(
+                (count, (*self._base, (INSTRUMENT, name)))
+            )
+        snapshot = Snapshot(collection, {k: tuple(v) for k, v in series.items()})
+        self._last = snapshot
+        return snapshot
+
+    def snapshot(self, collection: int) -> Snapshot | None:
+        """The system's observations for collection number ``collection``, from any
+        thread: the snapshot already taken for it, else one taken now (in the trio
+        thread at once; from another thread, asked of the trio thread with a wait
+        of at most ``Metrics.wait`` seconds). The last one taken if the system has
+        closed or the trio thread did not answer in time (stale, not stuck)."""
+        last = self._last
+        if self.closed or collection in (self._late_in, None if last is None else last.collection):
+            return last  # (closed; taken for this collection; or late for it already)
+        if get_ident() == self.thread_id:
+            return self.take(collection)
+        with self._lock:  # (one request at a time; the others use its snapshot)
+            last = self._last
+            if last is not None and last.collection == collection:
+                return last
+            done = threading.Event()
+            box: list[Snapshot] = []
+            try:
+                self.trio_token.run_sync_soon(self._take_for, collection, box, done)
+            except trio.RunFinishedError:
+                return self._last
+            if not done.wait(self.options.wait):
+                self.late += 1
+                self._late_in = collection  # (the collection's other instruments: no wait)
+                return self._last
+            return box[0] if box else self._last
+
+    def _take_for(
+        self, collection: int, box: list[Snapshot], done: threading.Event
+    ) -> None:
+        """:meth:`take` for another thread (in the trio thread: never raises, which
+        would end the run)."""
+        try:
+            if not self.closed:
+                box.append(self.take(collection))
+        except Exception:
+            _logger.exception("trio-actors: taking a metrics snapshot failed")
+        finally:
+            done.set()
+
+    def close(self) -> None:
+        """The system is closing (trio thread): one last snapshot, which the next
+        collection reads (its :attr:`closed_in`); the one after drops the source."""
+        try:
+            self.take(-1)
+        finally:
+            self.closed = True
+
+
+class Registry:
+    """The instruments of one meter and the systems they observe. A meter's
+    instruments are made once (the SDK keeps the first instrument of a name and
+    drops a second one's callbacks), and each observable's callback reads every
+    live source, summing equal attribute sets."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.sources: list[MetricsSource] = []
+        self.histograms: dict[str, Histogram] = {}
+        self.collection = 0
+        self._lock = threading.Lock()
+        leader = True
+        for instrument in INSTRUMENTS:
+            if instrument.kind == "histogram":
+                self.histograms[instrument.name] = meter.create_histogram(
+                    instrument.name,
+                    unit=instrument.unit,
+                    description=instrument.description,
+                    explicit_bucket_boundaries_advisory=list(BUCKETS),
+                )
+                continue
+            make: Callable[..., Any] = {
+                "counter": meter.create_observable_counter,
+                "updown": meter.create_observable_up_down_counter,
+                "gauge": meter.create_observable_gauge,
+            }[instrument.kind]
+            make(
+                instrument.name,
+                callbacks=[self._callback(instrument, leader)],
+                unit=instrument.unit,
+                description=instrument.description,
+            )
+            leader = False
+
+    def add(self, source: MetricsSource) -> None:
+        with self._lock:
+            self.sources.append(source)
+
+    def _callback(
+        self, instrument: Instrument, leader: bool
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        combine: Callable[[float, float], float] = (
+            max if instrument.kind == "gauge" else lambda a, b: a + b
+        )
+        name = instrument.name
+
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            values: dict[Attributes, float] = {}
+            for snapshot in self._snapshots(leader):
+                for value, attributes in snapshot.series.get(name, ()):
+                    before = values.get(attributes)
+                    values[attributes] = value if before is None else combine(before, value)
+            return [Observation(value, dict(key)) for key, value in values.items()]
+
+        return observe
+
+    def _snapshots(self, leader: bool) -> list[Snapshot]:
+        """Each source's snapshot for the current collection. The SDK calls the
+        callbacks of one collection in the order the instruments were made: the
+        first one's (the ``leader``) begins a collection, and the others read the
+        snapshots taken for it -- one walk per system and collection. (Called in
+        another order, a callback takes a snapshot of its own: never a stale one.)"""
+        with self._lock:
+            if leader:
+                self.collection += 1
+                # (a closed source was read by one collection: drop it)
+                self.sources = [s for s in self.sources if s.closed_in is None]
+            collection = self.collection
+            sources = list(self.sources)
+        snapshots = []
+        for source in sources:
+            snapshot = source.snapshot(collection)
+            if snapshot is not None:
+                snapshots.append(snapshot)
+            if source.closed and source.closed_in is None:
+                source.closed_in = collection
+        return snapshots
+
+
+_registries: WeakKeyDictionary[Meter, Registry] = WeakKeyDictionary()
+_registries_lock = threading.Lock()
+
+
+def registry_for(meter: Meter) -> Registry:
+    """The instruments of ``meter`` (made at its first system)."""
+    with _registries_lock:
+        registry = _registries.get(meter)
+        if registry is None:
+            registry = _registries[meter] = Registry(meter)
+        return registry
+
+
+def meter_of(options: Metrics) -> Meter:
+    """The meter of the options' provider (or the global one)."""
+    from opentelemetry import metrics
+
+    provider = options.provider if options.provider is not None else metrics.get_meter_provider()
+    return provider.get_meter("trio_actors", trio_actors.__version__)
+
+
+def attach(system: ActorSystem, options: Metrics) -> MetricsSource:
+    """Make ``system`` a source of the instruments of ``options``' meter (before its
+    dispatcher runs): its round clock gives turn times, and collections read it
+    until it closes (:meth:`MetricsSource.close`)."""
+    registry = registry_for(meter_of(options))
+    source = MetricsSource(system, options, registry.histograms)
+    dispatcher = system._dispatcher
+    clock = MeteredRoundClock(dispatcher.policy, trio.lowlevel.current_clock())
+    clock.source = source
+    dispatcher.clock = clock
+    registry.add(source)
+    return source
