@@ -33,6 +33,7 @@ LAYERS: list[list[str]] = [
     ["_core"],  # the kernel: its modules know each other, nothing above them
     ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel
     ["remote"],  # nodes on NATS
+    ["observe"],  # OpenTelemetry metrics (and traces) of a system
     ["_opener"],  # open_actor_system: a system, and with cluster= a node
     ["contracts", "sweeps", "testing", "__main__", ""],  # "": trio_actors itself
 ]
@@ -248,7 +249,7 @@ def test_the_layer_check_counts_imports_for_annotations_and_inside_functions(
     assert found == [
         "_core/_cell.py:3: _core._cell (layer 2) imports actors._system (layer 3)",
         "actors/_system.py:2: actors._system (layer 3) imports remote (layer 4)",
-        "remote/_node.py:1: remote._node (layer 4) imports _opener (layer 5)",
+        "remote/_node.py:1: remote._node (layer 4) imports _opener (layer 6)",
     ], found
 
 

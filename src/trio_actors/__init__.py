@@ -21,9 +21,11 @@ checks both by reading every import:
 3. ``actors`` -- ``Actor``, ``ActorSystem``, pools; ``lifecycle`` and ``mailbox`` --
    the public faces of the kernel's rules and mailboxes;
 4. ``remote`` -- nodes on NATS, remote refs, the codec;
-5. ``_opener`` -- ``open_actor_system``: a system, and with ``cluster=`` a node (the
+5. ``observe`` -- a system's metrics through OpenTelemetry (its options import
+   nothing of OpenTelemetry; the rest is imported only with ``metrics=``);
+6. ``_opener`` -- ``open_actor_system``: a system, and with ``cluster=`` a node (the
    remote layer, and msgspec, are imported only then);
-6. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
+7. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
    import the package's names from ``trio_actors`` itself.
 
 This module only re-exports the public API.

@@ -233,7 +233,9 @@ async def _open(
             nursery.cancel_scope.cancel()
 
 
-def _metrics_of(metrics: object) -> tuple[Callable[[ActorSystem, Metrics], MetricsSource], Metrics] | None:
+def _metrics_of(
+    metrics: object,
+) -> tuple[Callable[[ActorSystem, Metrics], MetricsSource], Metrics] | None:
     """What ``metrics=`` asks for: ``None`` for nothing, else the function that
     makes a system a source of metrics and its options (``observe/_metrics.py``,
     imported only then: it needs OpenTelemetry's API)."""

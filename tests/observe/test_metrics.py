@@ -14,11 +14,12 @@ import trio.testing
 
 import trio_actors as ta
 from trio_actors.observe import Metrics
+from trio_actors.observe._metrics import MeteredRoundClock, MetricsSource
 
 pytest.importorskip("opentelemetry.sdk")  # (the test extra has it; the extras-free wheel not)
 
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 Points = dict[tuple[tuple[str, Any], ...], Any]
 
@@ -46,6 +47,13 @@ class Reader:
                         key = tuple(sorted(point.attributes.items()))
                         points[key] = point.value if hasattr(point, "value") else point
         return found
+
+
+def metrics_source(system: ta.ActorSystem) -> MetricsSource:
+    """The system's source of metrics (its round clock's)."""
+    clock = system._dispatcher.clock
+    assert isinstance(clock, MeteredRoundClock)
+    return clock.source
 
 
 def of_class(name: str, **more: str) -> tuple[tuple[str, Any], ...]:
@@ -129,7 +137,7 @@ async def test_failures_and_restarts_per_class(reader: Reader) -> None:
     async with ta.open_actor_system(metrics=reader.provider) as system:
         ref = system.spawn(Failing, supervision=ta.Restart())
         for number in range(3):
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match=str(number)):
                 await ref.ask(number)
         await trio.testing.wait_all_tasks_blocked()
         points = reader.collect()
@@ -140,10 +148,10 @@ async def test_failures_and_restarts_per_class(reader: Reader) -> None:
 async def test_children_are_counted_at_every_level(reader: Reader) -> None:
     class Parent(ta.Actor):
         def on_start(self) -> None:
-            self.child = self.spawn(Echo)
+            self.echo = self.spawn(Echo)
 
         async def receive(self, message: Any) -> Any:
-            return await self.child.ask(message)
+            return await self.echo.ask(message)
 
     async with ta.open_actor_system(metrics=reader.provider) as system:
         parent = system.spawn(Parent)
@@ -196,7 +204,7 @@ async def test_counters_keep_what_stopped_actors_counted(reader: Reader) -> None
     async with ta.open_actor_system(metrics=reader.provider) as system:
         refs = [system.spawn(Failing, supervision=ta.Restart()) for _ in range(2)]
         for ref in refs:
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match="0"):
                 await ref.ask(0)
         await trio.testing.wait_all_tasks_blocked()
         before = reader.collect()
@@ -221,7 +229,7 @@ async def test_a_collection_from_another_thread_is_taken_in_the_trio_thread(
     async with ta.open_actor_system(metrics=reader.provider) as system:
         ref = system.spawn(Counting)
         await ref.ask(1)
-        source = system._dispatcher.clock.source
+        source = metrics_source(system)
         take = source.take
 
         def spying_take(collection: int) -> Any:
@@ -269,7 +277,7 @@ async def test_a_busy_trio_thread_gives_the_last_snapshot_without_blocking_the_e
         ref.tell("block")
         await ref.ask(3)  # (after the blocking turn)
         await trio.to_thread.run_sync(thread.join)
-        source = system._dispatcher.clock.source
+        source = metrics_source(system)
         assert source.late == 1
         fresh = reader.collect()
     stale = Reader.parse(results[0])
@@ -339,7 +347,7 @@ async def test_metrics_must_be_a_known_kind(value: Any, error: type[Exception]) 
         (lambda: Metrics(samples_per_collection=0), "samples_per_collection"),
         (lambda: Metrics(wait=0), "wait"),
         (lambda: Metrics(wait=float("inf")), "wait"),
-        (lambda: Metrics(per_actor="system/a"), "per_actor"),  # type: ignore[arg-type]
+        (lambda: Metrics(per_actor="system/a"), "per_actor"),  # type: ignore[arg-type,unused-ignore]
     ],
 )
 def test_bad_metrics_options_say_which(make: Callable[[], Metrics], message: str) -> None:

@@ -47,7 +47,8 @@ from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 
 import trio_actors
 
-from .._core._cell import NO_MESSAGE, ActorCell
+from .._core._cell import ActorCell
+from .._core._envelope import NO_MESSAGE
 from .._core._round_clock import RoundClock
 
 if TYPE_CHECKING:
@@ -94,55 +95,73 @@ class Instrument:
 
 INSTRUMENTS = (
     Instrument(
-        "trio_actors.messages.handled", "counter", "{message}",
+        "trio_actors.messages.handled",
+        "counter",
+        "{message}",
         "Messages handled by actors, per actor class (stopped actors' included).",
     ),
     Instrument(
-        "trio_actors.dead_letters", "counter", "{message}",
+        "trio_actors.dead_letters",
+        "counter",
+        "{message}",
         "Messages no handler took, per recipient class (or peer, for another "
         "node's actor) and reason.",
     ),
     Instrument(
-        "trio_actors.tells.in_doubt", "counter", "{message}",
+        "trio_actors.tells.in_doubt",
+        "counter",
+        "{message}",
         "Tells to other nodes whose fate is unknown (given back in doubt), per peer.",
     ),
     Instrument(
-        "trio_actors.mailbox.depth", "updown", "{message}",
+        "trio_actors.mailbox.depth",
+        "updown",
+        "{message}",
         "Messages queued, summed over the actors of a class.",
     ),
     Instrument(
-        "trio_actors.mailbox.depth.max", "gauge", "{message}",
+        "trio_actors.mailbox.depth.max",
+        "gauge",
+        "{message}",
         "The deepest mailbox among the actors of a class.",
     ),
+    Instrument("trio_actors.actors.live", "updown", "{actor}", "Live actors, per actor class."),
+    Instrument("trio_actors.restarts", "counter", "{restart}", "Restarts, per actor class."),
     Instrument(
-        "trio_actors.actors.live", "updown", "{actor}", "Live actors, per actor class."
-    ),
-    Instrument(
-        "trio_actors.restarts", "counter", "{restart}", "Restarts, per actor class."
-    ),
-    Instrument(
-        "trio_actors.failures", "counter", "{failure}",
+        "trio_actors.failures",
+        "counter",
+        "{failure}",
         "Handler failures, per actor class.",
     ),
     Instrument(
-        "trio_actors.cluster.members", "updown", "{node}",
+        "trio_actors.cluster.members",
+        "updown",
+        "{node}",
         "The nodes this node sees up in its cluster (itself included).",
     ),
     Instrument(
-        "trio_actors.node.bad_input", "counter", "{message}",
+        "trio_actors.node.bad_input",
+        "counter",
+        "{message}",
         "Messages from the wire this node could not take, per kind.",
     ),
     Instrument(
-        "trio_actors.histogram.unsampled", "counter", "{observation}",
+        "trio_actors.histogram.unsampled",
+        "counter",
+        "{observation}",
         "Observations left out of a histogram's sample, per instrument.",
     ),
     Instrument(
-        "trio_actors.turn.duration", "histogram", "s",
+        "trio_actors.turn.duration",
+        "histogram",
+        "s",
         "Turn times, as the round clock attributes them to one actor (inline "
         "handlers) or as an async handler's serving task measures them.",
     ),
     Instrument(
-        "trio_actors.ask.duration", "histogram", "s",
+        "trio_actors.ask.duration",
+        "histogram",
+        "s",
         "Ask latency, from ask() to its end, per target class and outcome.",
     ),
 )
@@ -413,9 +432,7 @@ class MetricsSource:
                 return self._last
             return box[0] if box else self._last
 
-    def _take_for(
-        self, collection: int, box: list[Snapshot], done: threading.Event
-    ) -> None:
+    def _take_for(self, collection: int, box: list[Snapshot], done: threading.Event) -> None:
         """:meth:`take` for another thread (in the trio thread: never raises, which
         would end the run)."""
         try:
