@@ -353,3 +353,38 @@ async def test_metrics_must_be_a_known_kind(value: Any, error: type[Exception]) 
 def test_bad_metrics_options_say_which(make: Callable[[], Metrics], message: str) -> None:
     with pytest.raises((TypeError, ValueError), match=message):
         make()
+
+
+async def test_a_failing_snapshot_never_stops_the_system_from_closing(
+    reader: Reader, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def failing_take(self: MetricsSource, collection: int) -> Any:
+        raise RuntimeError("a broken walk")
+
+    async with ta.open_actor_system(metrics=reader.provider) as system:
+        await system.spawn(Echo).ask(1)
+        monkeypatch.setattr(MetricsSource, "take", failing_take)
+    assert "the last metrics snapshot failed" in caplog.text
+    assert system.statistics().live_actors == 0
+
+
+async def test_a_node_s_series_carry_its_name_and_its_members(
+    reader: Reader, autojump_clock: trio.testing.MockClock
+) -> None:
+    from trio_actors.remote import MemoryBus
+
+    cluster = ta.Cluster(bus=MemoryBus())
+    async with (
+        ta.open_actor_system(cluster=cluster, node="a", metrics=reader.provider) as a,
+        ta.open_actor_system(cluster=cluster, node="b"),
+    ):
+        await a.spawn(Echo).ask(1)
+        await trio.sleep(5)  # (heartbeats: b is a member)
+        points = reader.collect()
+    node = (("trio_actors.node", "a"),)
+    assert points["trio_actors.messages.handled"] == {
+        tuple(sorted((*node, ("trio_actors.actor.class", "Echo")))): 1
+    }
+    assert points["trio_actors.cluster.members"] == {node: 2}
+    bad_input = points["trio_actors.node.bad_input"]
+    assert bad_input[(("trio_actors.bad_input.kind", "forged"), *node)] == 0

@@ -384,7 +384,7 @@ class MetricsSource:
         node = self.node
         if node is not None and not self.closed:
             series["trio_actors.cluster.members"].append((len(node.members()), self._base))
-            for kind, count in node.statistics().bad_input.items():
+            for kind, count in attrs.asdict(node.statistics().bad_input).items():
                 series["trio_actors.node.bad_input"].append(
                     (count, (*self._base, (BAD_INPUT_KIND, kind)))
                 )
@@ -445,9 +445,12 @@ class MetricsSource:
 
     def close(self) -> None:
         """The system is closing (trio thread): one last snapshot, which the next
-        collection reads (its :attr:`closed_in`); the one after drops the source."""
+        collection reads (its :attr:`closed_in`); the one after drops the source.
+        Never raises: the system's close must go on whatever metrics do."""
         try:
             self.take(-1)
+        except Exception:
+            _logger.exception("trio-actors: the last metrics snapshot failed")
         finally:
             self.closed = True
 
