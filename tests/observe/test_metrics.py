@@ -292,9 +292,10 @@ async def test_inline_turns_go_to_the_turn_histogram(
         def receive(self, message: Any) -> Any:
             autojump_clock.jump(message)  # holds the thread this long
 
-    async with ta.open_actor_system(metrics=reader.provider) as system:
+    options = Metrics(provider=reader.provider, turns_timed_every=1)
+    async with ta.open_actor_system(metrics=options) as system:
         ref = system.spawn(Slow)
-        ref.tell(0.0)  # (its first turn follows its start: no reading is the turn's alone)
+        ref.tell(0.0)  # (its first turn follows its start: not timed)
         await trio.sleep(1)
         for _ in range(3):
             ref.tell(0.002)
@@ -308,6 +309,58 @@ async def test_inline_turns_go_to_the_turn_histogram(
     assert point.bucket_counts[5] == 3  # (1 ms, 5 ms]
 
 
+async def test_a_turn_of_many_messages_is_timed_once_whole(
+    reader: Reader, autojump_clock: trio.testing.MockClock
+) -> None:
+    class Slow(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            autojump_clock.jump(message)
+
+    options = Metrics(provider=reader.provider, turns_timed_every=1)
+    async with ta.open_actor_system(metrics=options) as system:
+        ref = system.spawn(Slow)
+        ref.tell(0.0)  # (its first turn follows its start)
+        await trio.sleep(1)
+        for _ in range(10):  # one turn: 10 ms, within the 16 ms slice
+            ref.tell(0.001)
+        await trio.sleep(1)
+        slow = system.spawn(Slow)
+        slow.tell(0.0)
+        await trio.sleep(1)
+        for _ in range(3):  # queued before a round: two turns of three messages
+            ref.tell(0.002)
+            slow.tell(0.003)
+        await trio.sleep(1)
+        points = reader.collect()
+    [(_, point)] = points["trio_actors.turn.duration"].items()
+    assert point.count == 3
+    assert point.sum == pytest.approx(0.010 + 0.006 + 0.009)
+    assert point.max == pytest.approx(0.010)
+    assert point.min == pytest.approx(0.006)
+
+
+async def test_one_round_in_every_so_many_is_timed(
+    reader: Reader, autojump_clock: trio.testing.MockClock
+) -> None:
+    class Slow(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            autojump_clock.jump(message)
+
+    options = Metrics(provider=reader.provider, turns_timed_every=4)
+    async with ta.open_actor_system(metrics=options) as system:
+        ref = system.spawn(Slow)
+        for number in range(1, 13):  # 12 rounds of one turn each: 4, 8 and 12 timed
+            ref.tell(number / 1000)
+            await trio.sleep(1)
+        rounds = system._dispatcher.rounds
+        points = reader.collect()
+    [(_, point)] = points["trio_actors.turn.duration"].items()
+    timed = [n / 1000 for n in range(1, 13) if n % 4 == 0]
+    assert rounds == 12
+    assert point.count == len(timed)
+    assert point.sum == pytest.approx(sum(timed))
+
+
 async def test_histogram_samples_are_bounded_and_what_is_left_out_is_counted(
     reader: Reader, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -315,7 +368,7 @@ async def test_histogram_samples_are_bounded_and_what_is_left_out_is_counted(
         def receive(self, message: Any) -> Any:
             autojump_clock.jump(0.001)
 
-    options = Metrics(provider=reader.provider, samples_per_collection=10)
+    options = Metrics(provider=reader.provider, samples_per_collection=10, turns_timed_every=1)
     async with ta.open_actor_system(metrics=options, seed=7) as system:
         ref = system.spawn(Slow)
         ref.tell(None)  # (its first turn follows its start: not one the clock can time)
