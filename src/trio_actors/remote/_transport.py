@@ -28,7 +28,7 @@ from typing import Protocol
 
 import trio
 
-from ..nats import Client, Msg
+from ..nats import Client, Headers, Msg
 
 __all__ = ["MemoryBus", "MemoryTransport", "NatsTransport", "Transport", "subject_matches"]
 
@@ -38,8 +38,19 @@ Callback = Callable[[Msg], object]
 class Transport(Protocol):
     """What a node needs of its connection to the cluster."""
 
-    def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
-        """Send; never blocks, never a checkpoint."""
+    def publish(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        reply: str | None = None,
+        headers: Headers | None = None,
+    ) -> None:
+        """Send (with ``headers``: a NATS header block -- an observed node's trace
+        context, ``trio_actors/observe``); never blocks, never a checkpoint."""
+
+    def takes_headers(self) -> bool:
+        """Whether a message may carry headers (NATS: the server's INFO says so)."""
 
     def subscribe(
         self, subject: str, callback: Callback, *, queue: str | None = None
@@ -68,6 +79,9 @@ class NatsTransport:
         # The client's own method, not a call through one of ours: a remote tell
         # is one publish, and each Python call level costs ~0.2 us of its ~7 us.
         self.publish = client.publish
+
+    def takes_headers(self) -> bool:
+        return bool(self.client.server_info.get("headers", False))
 
     def subscribe(
         self, subject: str, callback: Callback, *, queue: str | None = None
@@ -144,8 +158,8 @@ class MemoryBus:
         finally:
             transport.reconnecting = False
             held, transport._held = transport._held, []
-            for subject, payload, reply in held:
-                transport.publish(subject, payload, reply=reply)
+            for subject, payload, reply, headers in held:
+                transport.publish(subject, payload, reply=reply, headers=headers)
 
     @asynccontextmanager
     async def connect(self, name: str = "") -> AsyncIterator[MemoryTransport]:
@@ -176,12 +190,15 @@ class MemoryBus:
                     "client": {"name": transport.name},
                     "reason": "Client Closed",
                 }
-                self._route("$SYS.ACCOUNT.MEMORY.DISCONNECT", json.dumps(advisory).encode(), None)
+                disconnect = "$SYS.ACCOUNT.MEMORY.DISCONNECT"
+                self._route(disconnect, json.dumps(advisory).encode(), None, None)
         transport._subscriptions.clear()
         transport._inbox.clear()
         transport.connected = False
 
-    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+    def _route(
+        self, subject: str, payload: bytes, reply: str | None, headers: Headers | None
+    ) -> None:
         self.published += 1
         if any(which(subject, payload) for which in self._losing):
             self.lost += 1
@@ -195,12 +212,12 @@ class MemoryBus:
                 if subject_matches(pattern, subject):
                     found = True
                     if queue is None:
-                        transport._put(callback, Msg(subject, 0, reply, payload))
+                        transport._put(callback, Msg(subject, 0, reply, payload, headers))
                     else:
                         groups.setdefault(queue, []).append((transport, callback))
         for members in groups.values():  # (one member of each queue group, drawn)
             transport, callback = members[self._random.randrange(len(members))]
-            transport._put(callback, Msg(subject, 0, reply, payload))
+            transport._put(callback, Msg(subject, 0, reply, payload, headers))
         if not found and reply is not None:
             # NATS's no responders: a status 503 to the reply subject.
             for transport in self._transports:
@@ -219,7 +236,7 @@ class MemoryTransport:
         self.name = name
         self.connected = True
         self.reconnecting = False  # (MemoryBus.between_connections)
-        self._held: list[tuple[str, bytes, str | None]] = []  # published meanwhile
+        self._held: list[tuple[str, bytes, str | None, Headers | None]] = []  # published meanwhile
         self._subscriptions: dict[int, tuple[str, Callback, str | None]] = {}
         self._next_id = 0
         self._inbox: deque[tuple[Callback, Msg]] = deque()
@@ -228,14 +245,24 @@ class MemoryTransport:
         self._wake_writer = trio.Event()
         self._before_writing: list[Callable[[], object]] = []
 
-    def publish(self, subject: str, payload: bytes, *, reply: str | None = None) -> None:
+    def publish(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        reply: str | None = None,
+        headers: Headers | None = None,
+    ) -> None:
         if self.reconnecting:
-            self._held.append((subject, payload, reply))
+            self._held.append((subject, payload, reply, headers))
         elif self.connected:
-            self.bus._route(subject, payload, reply)
+            self.bus._route(subject, payload, reply, headers)
             if not self._unwritten:
                 self._unwritten = True
                 self._wake_writer.set()
+
+    def takes_headers(self) -> bool:
+        return True
 
     def waiting_to_write(self) -> bool:
         return self._unwritten
