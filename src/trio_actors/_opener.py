@@ -208,8 +208,9 @@ async def _open(
         spawnable_classes(cluster)  # (a TypeError for a class that is no actor)
     metered = _metrics_of(metrics)
     async with trio.open_nursery() as nursery:
-        system = ActorSystem(nursery, serving, dead_letters, seed)
-        source = None if metered is None else metered[0](system, metered[1])
+        observer = None if metered is None else metered[0]()
+        system = ActorSystem(nursery, serving, dead_letters, seed, observer)
+        source = None if metered is None else metered[1](system, metered[2], observer)
         await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
         if sampled:
             assert turn_sampling is not None
@@ -233,12 +234,10 @@ async def _open(
             nursery.cancel_scope.cancel()
 
 
-def _metrics_of(
-    metrics: object,
-) -> tuple[Callable[[ActorSystem, Metrics], MetricsSource], Metrics] | None:
-    """What ``metrics=`` asks for: ``None`` for nothing, else the function that
-    makes a system a source of metrics and its options (``observe/_metrics.py``,
-    imported only then: it needs OpenTelemetry's API)."""
+def _metrics_of(metrics: object) -> tuple[Any, Any, Metrics] | None:
+    """What ``metrics=`` asks for: ``None`` for nothing, else the observer class of a
+    metered system, the function that attaches its source, and the options
+    (``observe/``, imported only then: it needs OpenTelemetry's API)."""
     if metrics is False or metrics is None:
         return None
     from .observe import Metrics
@@ -246,6 +245,7 @@ def _metrics_of(
     try:
         from opentelemetry.metrics import MeterProvider
 
+        from .observe._metered import MetricsObserver
         from .observe._metrics import attach
     except ModuleNotFoundError as missing:
         if not (missing.name or "").startswith("opentelemetry"):
@@ -255,11 +255,11 @@ def _metrics_of(
             name=missing.name,
         ) from None
     if metrics is True:
-        return attach, Metrics()
+        return MetricsObserver, attach, Metrics()
     if isinstance(metrics, Metrics):
-        return attach, metrics
+        return MetricsObserver, attach, metrics
     if isinstance(metrics, MeterProvider):
-        return attach, Metrics(provider=metrics)
+        return MetricsObserver, attach, Metrics(provider=metrics)
     raise TypeError(
         "metrics must be True, False, an OpenTelemetry MeterProvider or a "
         f"trio_actors.observe.Metrics, got {metrics!r}"

@@ -441,3 +441,127 @@ async def test_a_node_s_series_carry_its_name_and_its_members(
     assert points["trio_actors.cluster.members"] == {node: 2}
     bad_input = points["trio_actors.node.bad_input"]
     assert bad_input[(("trio_actors.bad_input.kind", "forged"), *node)] == 0
+
+
+async def test_dead_letters_by_recipient_class_and_reason(reader: Reader) -> None:
+    async with ta.open_actor_system(metrics=reader.provider) as system:
+        ref = system.spawn(Echo)
+        await ref.stop()
+        ref.tell("late")  # stopped
+        ref.tell("later")
+        points = reader.collect()
+    assert points["trio_actors.dead_letters"] == {
+        of_class("Echo", **{"trio_actors.dead_letter.reason": "stopped"}): 2
+    }
+
+
+async def test_async_turns_are_timed_each(
+    reader: Reader, autojump_clock: trio.testing.MockClock
+) -> None:
+    class Sleeper(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            await trio.sleep(message)
+            return message
+
+    async with ta.open_actor_system(metrics=reader.provider) as system:
+        ref = system.spawn(Sleeper)
+        for seconds in (0.5, 2.0):
+            await ref.ask(seconds)
+        points = reader.collect()
+    turns = points["trio_actors.turn.duration"]
+    point = turns[of_class("Sleeper", **{"trio_actors.turn.kind": "async"})]
+    assert point.count == 2
+    assert point.sum == pytest.approx(2.5)
+
+
+async def test_asks_are_timed_by_target_class_and_outcome(
+    reader: Reader, autojump_clock: trio.testing.MockClock
+) -> None:
+    class Sleeper(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            await trio.sleep(1)
+            if message == "fail":
+                raise ValueError("asked to")
+            return message
+
+    async with ta.open_actor_system(metrics=reader.provider) as system:
+        ref = system.spawn(Sleeper)
+        assert await ref.ask("one") == "one"
+        with pytest.raises(ValueError, match="asked to"):
+            await ref.ask("fail")
+        with trio.move_on_after(0.5):
+            await ref.ask("too slow")
+        await trio.sleep(1)  # (the abandoned handler ends)
+        await ref.stop()
+        with pytest.raises(ta.ActorStopped):
+            await ref.ask("after")
+        points = reader.collect()
+    asks = points["trio_actors.ask.duration"]
+
+    def outcome(name: str) -> Any:
+        return asks[of_class("Sleeper", **{"trio_actors.ask.outcome": name})]
+
+    assert (outcome("value").count, outcome("value").sum) == (1, pytest.approx(1.0))
+    assert (outcome("exception").count, outcome("exception").sum) == (1, pytest.approx(1.0))
+    assert (outcome("cancelled").count, outcome("cancelled").sum) == (1, pytest.approx(0.5))
+    assert outcome("stopped").count == 1
+
+
+async def test_asks_to_another_node_are_timed_by_peer_and_outcome(
+    reader: Reader, autojump_clock: trio.testing.MockClock
+) -> None:
+    from trio_actors.remote import MemoryBus
+
+    bus = MemoryBus()
+    cluster = ta.Cluster(bus=bus)
+    async with ta.open_actor_system(cluster=cluster, node="a", metrics=reader.provider) as a:
+        async with ta.open_actor_system(cluster=cluster, node="b") as b:
+            b.register("echo", b.spawn(Echo))
+            echo = await a.lookup("echo")
+            assert await echo.ask("over") == "over"
+        with pytest.raises((ta.ActorStopped, ta.NodeDown)):
+            await echo.ask("gone")
+        points = reader.collect()
+    asks = points["trio_actors.ask.duration"]
+    remote = {"trio_actors.node": "a", "trio_actors.actor.class": "remote", "trio_actors.peer": "b"}
+    values = asks[tuple(sorted({**remote, "trio_actors.ask.outcome": "value"}.items()))]
+    assert values.count == 1
+    ended = [
+        dict(key)["trio_actors.ask.outcome"]
+        for key in asks
+        if dict(key).get("trio_actors.peer") == "b"
+    ]
+    assert sorted(ended) in (["stopped", "value"], ["node_down", "value"])
+
+
+async def test_tells_lost_with_a_node_count_in_doubt_by_peer(
+    reader: Reader, autojump_clock: trio.testing.MockClock
+) -> None:
+    from trio_actors.remote import MemoryBus
+    from trio_actors.remote._node import Node
+
+    class Stuck(ta.Actor):
+        async def receive(self, message: Any) -> None:
+            await trio.sleep_forever()
+
+    bus = MemoryBus()
+    cluster = ta.Cluster(bus=bus)
+    async with (
+        ta.open_actor_system(cluster=cluster, node="a", metrics=reader.provider) as a,
+        ta.open_actor_system(cluster=cluster, node="b") as b,
+    ):
+        b.register("stuck", b.spawn(Stuck))
+        stuck = await a.lookup("stuck")
+        for number in range(3):
+            stuck.tell(number)
+        await trio.sleep(1)  # (taken by b: one in the handler, two queued)
+        bus.disconnect(Node.of(b).transport)  # type: ignore[arg-type]  # (as kill -9)
+        await trio.sleep(30)
+        in_doubt = [d.message for d in a.dead_letters.recent if d.reason == "in-doubt"]
+        points = reader.collect()
+    assert in_doubt
+    by_peer = (("trio_actors.node", "a"), ("trio_actors.peer", "b"))
+    assert points["trio_actors.tells.in_doubt"] == {by_peer: len(in_doubt)}
+    letters = points["trio_actors.dead_letters"]
+    key = tuple(sorted((*by_peer, ("trio_actors.dead_letter.reason", "in-doubt"))))
+    assert letters[key] == len(in_doubt)

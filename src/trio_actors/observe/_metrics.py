@@ -622,12 +622,14 @@ def meter_of(options: Metrics) -> Meter:
     return provider.get_meter("trio_actors", trio_actors.__version__)
 
 
-def attach(system: ActorSystem, options: Metrics) -> MetricsSource:
+def attach(system: ActorSystem, options: Metrics, observer: Any) -> MetricsSource:
     """Make ``system`` a source of the instruments of ``options``' meter (before its
-    dispatcher runs): its round clock gives turn times, and collections read it
-    until it closes (:meth:`MetricsSource.close`)."""
+    dispatcher runs), fed by ``observer`` (its ``_metered.MetricsObserver``) and
+    its round clock; collections read it until it closes
+    (:meth:`MetricsSource.close`)."""
     registry = registry_for(meter_of(options))
     source = MetricsSource(system, options, registry.histograms)
+    observer.source = source
     dispatcher = system._dispatcher
     clock = MeteredRoundClock(dispatcher.policy, trio.lowlevel.current_clock())
     clock.source = source
