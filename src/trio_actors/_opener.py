@@ -29,7 +29,7 @@ from .actors import ActorSystem
 
 if TYPE_CHECKING:
     from .observe import Metrics
-    from .observe._metrics import MetricsSource
+    from .observe._metered import MetricsObserver
     from .remote import Node
 
 __all__ = ["open_actor_system"]
@@ -208,9 +208,12 @@ async def _open(
         spawnable_classes(cluster)  # (a TypeError for a class that is no actor)
     metered = _metrics_of(metrics)
     async with trio.open_nursery() as nursery:
-        observer = None if metered is None else metered[0]()
+        observer = source = None
+        if metered is not None:
+            observer = metered[0]()
         system = ActorSystem(nursery, serving, dead_letters, seed, observer)
-        source = None if metered is None else metered[1](system, metered[2], observer)
+        if metered is not None and observer is not None:
+            source = observer.attach(system, metered[1])
         await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
         if sampled:
             assert turn_sampling is not None
@@ -234,10 +237,10 @@ async def _open(
             nursery.cancel_scope.cancel()
 
 
-def _metrics_of(metrics: object) -> tuple[Any, Any, Metrics] | None:
+def _metrics_of(metrics: object) -> tuple[type[MetricsObserver], Metrics] | None:
     """What ``metrics=`` asks for: ``None`` for nothing, else the observer class of a
-    metered system, the function that attaches its source, and the options
-    (``observe/``, imported only then: it needs OpenTelemetry's API)."""
+    metered system and the options (``observe/``, imported only then: it needs
+    OpenTelemetry's API)."""
     if metrics is False or metrics is None:
         return None
     from .observe import Metrics
@@ -246,7 +249,6 @@ def _metrics_of(metrics: object) -> tuple[Any, Any, Metrics] | None:
         from opentelemetry.metrics import MeterProvider
 
         from .observe._metered import MetricsObserver
-        from .observe._metrics import attach
     except ModuleNotFoundError as missing:
         if not (missing.name or "").startswith("opentelemetry"):
             raise
@@ -255,11 +257,11 @@ def _metrics_of(metrics: object) -> tuple[Any, Any, Metrics] | None:
             name=missing.name,
         ) from None
     if metrics is True:
-        return MetricsObserver, attach, Metrics()
+        return MetricsObserver, Metrics()
     if isinstance(metrics, Metrics):
-        return MetricsObserver, attach, metrics
+        return MetricsObserver, metrics
     if isinstance(metrics, MeterProvider):
-        return MetricsObserver, attach, Metrics(provider=metrics)
+        return MetricsObserver, Metrics(provider=metrics)
     raise TypeError(
         "metrics must be True, False, an OpenTelemetry MeterProvider or a "
         f"trio_actors.observe.Metrics, got {metrics!r}"

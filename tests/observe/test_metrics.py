@@ -14,7 +14,8 @@ import trio.testing
 
 import trio_actors as ta
 from trio_actors.observe import Metrics
-from trio_actors.observe._metrics import MeteredRoundClock, MetricsSource
+from trio_actors.observe._source import MetricsSource
+from trio_actors.observe._turns import MeteredRoundClock
 
 pytest.importorskip("opentelemetry.sdk")  # (the test extra has it; the extras-free wheel not)
 

@@ -1,5 +1,5 @@
 """A metered system: the observer (``_core/_observer.py``) that feeds a system's
-:class:`~trio_actors.observe._metrics.MetricsSource` from the kernel's hooks, and
+:class:`~trio_actors.observe._source.MetricsSource` from the kernel's hooks, and
 times asks.
 
 * a stopped actor's counts go to its class's retired totals (``retired``);
@@ -24,15 +24,19 @@ import trio
 from .._core._cell import ActorCell
 from .._core._dispatcher import Dispatcher
 from .._errors import ActorStopped, ConnectionInterrupted, MailboxFull, NodeDown, NotPermitted
-from ._metrics import Attributes, MetricsSource
+from ._instruments import Attributes, meter_of, registry_for
+from ._source import MetricsSource
+from ._turns import MeteredRoundClock
 
 if TYPE_CHECKING:
     from .._core._dead_letters import DeadLetterReason
     from .._core._observer import Lifecycle
     from .._core._ref import ActorRef
+    from ..actors import ActorSystem
     from ..nats import Headers
     from ..remote._inbound import Answers, RemoteAsk
     from ..remote._node import Node
+    from . import Metrics
 
 __all__ = ["MetricsObserver", "outcome_of"]
 
@@ -112,12 +116,26 @@ class _NodeAsksTimed:
 
 
 class MetricsObserver:
-    """The observer of a metered system (``open_actor_system(metrics=...)``): its
-    source is set once the system exists (:meth:`attach` of ``_metrics.py``)."""
+    """The observer of a metered system (``open_actor_system(metrics=...)``): made
+    before the system, which it observes once :meth:`attach` has made its source."""
 
     def __init__(self) -> None:
         self.source: MetricsSource | None = None
         self._cell_classes: dict[type[ActorCell], type[ActorCell]] = {}
+
+    def attach(self, system: ActorSystem, options: Metrics) -> MetricsSource:
+        """Make ``system`` (opening: its dispatcher not yet running) a source of the
+        instruments of ``options``' meter, fed by this observer and a metered round
+        clock; collections read it until it closes (:meth:`MetricsSource.close`)."""
+        registry = registry_for(meter_of(options))
+        source = self.source = MetricsSource(system, options, registry.histograms)
+        dispatcher = system._dispatcher
+        clock = MeteredRoundClock(dispatcher.policy, trio.lowlevel.current_clock())
+        clock.source = source
+        clock.every = options.turns_timed_every
+        dispatcher.clock = clock
+        registry.add(source)
+        return source
 
     def _source(self) -> MetricsSource:
         source = self.source
@@ -136,7 +154,7 @@ class MetricsObserver:
         return timed
 
     def dispatcher_class(self, base: type[Dispatcher]) -> type[Dispatcher]:
-        return base  # (its round clock is replaced: _metrics.attach)
+        return base  # (its round clock is replaced: attach)
 
     def failed(self, cell: ActorCell, error: BaseException, where: str) -> None:
         pass  # (counted by the cell itself: the walk reads it)

@@ -32,5 +32,5 @@ async def main(system: ta.ActorSystem) -> None:
             for metric in scope.metrics:
                 if metric.name == "trio_actors.messages.handled":
                     for point in metric.data.data_points:
-                        attributes = dict(sorted(point.attributes.items()))
-                        print(f"handled {attributes} {point.value}", flush=True)
+                        attributes = dict(sorted((point.attributes or {}).items()))
+                        print(f"handled {attributes} {point.value}", flush=True)  # type: ignore[union-attr]

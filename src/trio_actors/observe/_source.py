@@ -1,5 +1,5 @@
-"""Metrics through the OpenTelemetry metrics API: what a system's actors do, as
-instruments a Prometheus or OTLP exporter reads (``open_actor_system(metrics=...)``).
+"""A system as a source of metrics (``open_actor_system(metrics=...)``): what its
+actors did, read in the trio thread, for the instruments of ``_instruments.py``.
 
 Nothing here runs on a serving path. The numbers come from three places:
 
@@ -36,136 +36,36 @@ import logging
 import random
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 import attrs
 import trio
-from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
-
-import trio_actors
+from opentelemetry.metrics import Histogram
 
 from .._core._cell import ActorCell
 from .._core._envelope import NO_MESSAGE
-from .._core._round_clock import RoundClock
+from ._instruments import (
+    BAD_INPUT_KIND,
+    CLASS,
+    INSTRUMENT,
+    NODE,
+    OUTCOME,
+    PATH,
+    PEER,
+    REASON,
+    TURN_KIND,
+    Attributes,
+)
 
 if TYPE_CHECKING:
     from ..actors import ActorRef, ActorSystem
     from . import Metrics
 
-__all__ = [
-    "INSTRUMENTS",
-    "MeteredRoundClock",
-    "MetricsSource",
-    "Registry",
-    "Reservoir",
-    "Snapshot",
-    "attach",
-]
+__all__ = ["MetricsSource", "Reservoir", "Snapshot"]
 
 _logger = logging.getLogger("trio_actors.observe")
-
-NODE = "trio_actors.node"
-CLASS = "trio_actors.actor.class"
-PATH = "trio_actors.actor.path"
-PEER = "trio_actors.peer"
-REASON = "trio_actors.dead_letter.reason"
-OUTCOME = "trio_actors.ask.outcome"
-TURN_KIND = "trio_actors.turn.kind"
-BAD_INPUT_KIND = "trio_actors.bad_input.kind"
-INSTRUMENT = "trio_actors.instrument"
-
-# Histogram buckets (seconds): from a cheap handler's turn to a slow ask.
-BUCKETS = (1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
-
-Attributes = tuple[tuple[str, str], ...]  # (sorted: hashable, and equal sets are equal)
-
-
-@attrs.frozen
-class Instrument:
-    """One instrument: its name, kind, unit and description."""
-
-    name: str
-    kind: str  # "counter", "updown", "gauge" (observable) or "histogram"
-    unit: str
-    description: str
-
-
-INSTRUMENTS = (
-    Instrument(
-        "trio_actors.messages.handled",
-        "counter",
-        "{message}",
-        "Messages handled by actors, per actor class (stopped actors' included).",
-    ),
-    Instrument(
-        "trio_actors.dead_letters",
-        "counter",
-        "{message}",
-        "Messages no handler took, per recipient class (or peer, for another "
-        "node's actor) and reason.",
-    ),
-    Instrument(
-        "trio_actors.tells.in_doubt",
-        "counter",
-        "{message}",
-        "Tells to other nodes whose fate is unknown (given back in doubt), per peer.",
-    ),
-    Instrument(
-        "trio_actors.mailbox.depth",
-        "updown",
-        "{message}",
-        "Messages queued, summed over the actors of a class.",
-    ),
-    Instrument(
-        "trio_actors.mailbox.depth.max",
-        "gauge",
-        "{message}",
-        "The deepest mailbox among the actors of a class.",
-    ),
-    Instrument("trio_actors.actors.live", "updown", "{actor}", "Live actors, per actor class."),
-    Instrument("trio_actors.restarts", "counter", "{restart}", "Restarts, per actor class."),
-    Instrument(
-        "trio_actors.failures",
-        "counter",
-        "{failure}",
-        "Handler failures, per actor class.",
-    ),
-    Instrument(
-        "trio_actors.cluster.members",
-        "updown",
-        "{node}",
-        "The nodes this node sees up in its cluster (itself included).",
-    ),
-    Instrument(
-        "trio_actors.node.bad_input",
-        "counter",
-        "{message}",
-        "Messages from the wire this node could not take, per kind.",
-    ),
-    Instrument(
-        "trio_actors.histogram.unsampled",
-        "counter",
-        "{observation}",
-        "Observations left out of a histogram's sample, per instrument.",
-    ),
-    Instrument(
-        "trio_actors.turn.duration",
-        "histogram",
-        "s",
-        "Turn times, as the round clock attributes them to one actor (inline "
-        "handlers) or as an async handler's serving task measures them.",
-    ),
-    Instrument(
-        "trio_actors.ask.duration",
-        "histogram",
-        "s",
-        "Ask latency, from ask() to its end, per target class and outcome.",
-    ),
-)
-_HISTOGRAMS = {i.name for i in INSTRUMENTS if i.kind == "histogram"}
 
 
 class Reservoir:
@@ -203,94 +103,6 @@ class Snapshot:
 
     collection: int  # (the registry's count of collections when it was taken)
     series: Mapping[str, tuple[tuple[float, Attributes], ...]]
-
-
-class MeteredRoundClock(RoundClock):
-    """The round clock, also timing turns for the turn-time histogram.
-
-    Every ``Metrics.turns_timed_every``-th round of the dispatcher is *timed*: it
-    reads the clock after each message (instead of every 16 or so), so each turn
-    in it -- a stretch of one actor's messages -- begins and ends at a reading and
-    is timed whole. The other rounds run as without metrics. Which rounds are
-    timed does not depend on what they hold, so the turns timed are a fair sample
-    of all turns. A timed round costs about twice an untimed one for handlers of
-    a few hundred nanoseconds, and no more than the handlers themselves for slow
-    ones. Never a checkpoint.
-    """
-
-    source: MetricsSource
-    every: int  # (Metrics.turns_timed_every)
-    _rounds = 0
-    _timed: ActorCell | None = None  # the turn followed in a timed round: whose,
-    _timed_from = 0  # the round's count of messages before its first,
-    _timed_at = 0.0  # and the reading it began after
-    _end_at = 0.0  # (the round's last reading, from _attribute)
-
-    def begin_round(self) -> int:
-        check = super().begin_round()
-        self._rounds += 1
-        if self._rounds % self.every:
-            return check
-        # A timed round: the dispatcher finds this instance's next_check before the
-        # class's (an untimed round calls RoundClock's own, at no cost added).
-        self.next_check = self._timed_check  # type: ignore[method-assign]
-        self._timed = None
-        return 1
-
-    def _timed_check(self, used: int, cell: ActorCell, turn: int) -> int:
-        """``next_check`` in a timed round: the reading after each message."""
-        before_used, before_time = self._read_used, self._read_time
-        check = RoundClock.next_check(self, used, cell, turn)
-        self._follow(before_used, before_time, used, cell, turn, self._read_time, False)
-        if self.policy.time_slice is None:  # (then the batch bounds the round)
-            return used + 1 if used < self.policy.batch else 0
-        return used + 1 if check else 0
-
-    def end_round(self, used: int, last: ActorCell | None, turn: int) -> None:
-        if "next_check" not in self.__dict__:
-            super().end_round(used, last, turn)
-            return
-        del self.next_check
-        before_used, before_time = self._read_used, self._read_time
-        self._end_at = before_time  # (the round ended at a reading: unless _attribute reads)
-        super().end_round(used, last, turn)  # (one more reading: _attribute keeps it)
-        if last is not None:
-            self._follow(before_used, before_time, used, last, turn, self._end_at, True)
-        self._timed = None
-
-    def _attribute(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
-        self._end_at = now
-        super()._attribute(now, used, cell, turn)
-
-    def _follow(
-        self,
-        before_used: int,
-        before_time: float,
-        used: int,
-        cell: ActorCell,
-        turn: int,
-        now: float,
-        ended: bool,
-    ) -> None:
-        """A reading at ``now`` after ``used`` messages, in ``cell``'s turn of
-        ``turn`` messages so far (``ended``: the round's last, which ends it); the
-        reading before was after ``before_used`` messages (-1: something not a turn
-        ran since: a plain ``on_start``), at ``before_time``."""
-        began = used - turn  # (the round's count of messages before the turn)
-        timed = self._timed
-        if began == before_used:  # it began right after the reading before
-            if timed is not None:  # (so the one followed until then ended there)
-                self.source.turn(timed, before_time - self._timed_at, "inline")
-            if ended:
-                self.source.turn(cell, now - before_time, "inline")
-                self._timed = None
-            else:
-                self._timed, self._timed_from, self._timed_at = cell, began, before_time
-        elif timed is cell and began == self._timed_from and before_used >= 0:
-            if ended:  # (else it goes on past this reading: followed further)
-                self.source.turn(cell, now - self._timed_at, "inline")
-        else:
-            self._timed = None  # (it began before something else ran: not timed)
 
 
 class _ClassTotals:
@@ -520,120 +332,3 @@ class MetricsSource:
             _logger.exception("trio-actors: the last metrics snapshot failed")
         finally:
             self.closed = True
-
-
-class Registry:
-    """The instruments of one meter and the systems they observe. A meter's
-    instruments are made once (the SDK keeps the first instrument of a name and
-    drops a second one's callbacks), and each observable's callback reads every
-    live source, summing equal attribute sets."""
-
-    def __init__(self, meter: Meter) -> None:
-        self.sources: list[MetricsSource] = []
-        self.histograms: dict[str, Histogram] = {}
-        self.collection = 0
-        self._lock = threading.Lock()
-        leader = True
-        for instrument in INSTRUMENTS:
-            if instrument.kind == "histogram":
-                self.histograms[instrument.name] = meter.create_histogram(
-                    instrument.name,
-                    unit=instrument.unit,
-                    description=instrument.description,
-                    explicit_bucket_boundaries_advisory=list(BUCKETS),
-                )
-                continue
-            make: Callable[..., Any] = {
-                "counter": meter.create_observable_counter,
-                "updown": meter.create_observable_up_down_counter,
-                "gauge": meter.create_observable_gauge,
-            }[instrument.kind]
-            make(
-                instrument.name,
-                callbacks=[self._callback(instrument, leader)],
-                unit=instrument.unit,
-                description=instrument.description,
-            )
-            leader = False
-
-    def add(self, source: MetricsSource) -> None:
-        with self._lock:
-            self.sources.append(source)
-
-    def _callback(
-        self, instrument: Instrument, leader: bool
-    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
-        combine: Callable[[float, float], float] = (
-            max if instrument.kind == "gauge" else lambda a, b: a + b
-        )
-        name = instrument.name
-
-        def observe(options: CallbackOptions) -> Iterable[Observation]:
-            values: dict[Attributes, float] = {}
-            for snapshot in self._snapshots(leader):
-                for value, attributes in snapshot.series.get(name, ()):
-                    before = values.get(attributes)
-                    values[attributes] = value if before is None else combine(before, value)
-            return [Observation(value, dict(key)) for key, value in values.items()]
-
-        return observe
-
-    def _snapshots(self, leader: bool) -> list[Snapshot]:
-        """Each source's snapshot for the current collection. The SDK calls the
-        callbacks of one collection in the order the instruments were made: the
-        first one's (the ``leader``) begins a collection, and the others read the
-        snapshots taken for it -- one walk per system and collection. (Called in
-        another order, a callback takes a snapshot of its own: never a stale one.)"""
-        with self._lock:
-            if leader:
-                self.collection += 1
-                # (a closed source was read by one collection: drop it)
-                self.sources = [s for s in self.sources if s.closed_in is None]
-            collection = self.collection
-            sources = list(self.sources)
-        snapshots = []
-        for source in sources:
-            snapshot = source.snapshot(collection)
-            if snapshot is not None:
-                snapshots.append(snapshot)
-            if source.closed and source.closed_in is None:
-                source.closed_in = collection
-        return snapshots
-
-
-_registries: WeakKeyDictionary[Meter, Registry] = WeakKeyDictionary()
-_registries_lock = threading.Lock()
-
-
-def registry_for(meter: Meter) -> Registry:
-    """The instruments of ``meter`` (made at its first system)."""
-    with _registries_lock:
-        registry = _registries.get(meter)
-        if registry is None:
-            registry = _registries[meter] = Registry(meter)
-        return registry
-
-
-def meter_of(options: Metrics) -> Meter:
-    """The meter of the options' provider (or the global one)."""
-    from opentelemetry import metrics
-
-    provider = options.provider if options.provider is not None else metrics.get_meter_provider()
-    return provider.get_meter("trio_actors", trio_actors.__version__)
-
-
-def attach(system: ActorSystem, options: Metrics, observer: Any) -> MetricsSource:
-    """Make ``system`` a source of the instruments of ``options``' meter (before its
-    dispatcher runs), fed by ``observer`` (its ``_metered.MetricsObserver``) and
-    its round clock; collections read it until it closes
-    (:meth:`MetricsSource.close`)."""
-    registry = registry_for(meter_of(options))
-    source = MetricsSource(system, options, registry.histograms)
-    observer.source = source
-    dispatcher = system._dispatcher
-    clock = MeteredRoundClock(dispatcher.policy, trio.lowlevel.current_clock())
-    clock.source = source
-    clock.every = options.turns_timed_every
-    dispatcher.clock = clock
-    registry.add(source)
-    return source
