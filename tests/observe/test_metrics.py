@@ -566,3 +566,27 @@ async def test_tells_lost_with_a_node_count_in_doubt_by_peer(
     letters = points["trio_actors.dead_letters"]
     key = tuple(sorted((*by_peer, ("trio_actors.dead_letter.reason", "in-doubt"))))
     assert letters[key] == len(in_doubt)
+
+
+def test_without_opentelemetry_metrics_say_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    program = (
+        "import sys\n"
+        "sys.modules['opentelemetry'] = None  # (as if not installed)\n"
+        "import trio, trio_actors as ta\n"
+        "async def main():\n"
+        "    async with ta.open_actor_system(metrics=True):\n"
+        "        pass\n"
+        "try:\n"
+        "    trio.run(main)\n"
+        "except ModuleNotFoundError as error:\n"
+        "    print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == (
+        'metrics= needs the OpenTelemetry API: pip install "trio-actors[otel]"'
+    )
