@@ -114,6 +114,14 @@ class _ClassTotals:
         self.live = self.handled = self.depth = self.depth_max = 0
         self.restarts = self.failures = 0
 
+    def add(self, other: _ClassTotals) -> None:
+        self.live += other.live
+        self.handled += other.handled
+        self.depth += other.depth
+        self.depth_max = max(self.depth_max, other.depth_max)
+        self.restarts += other.restarts
+        self.failures += other.failures
+
 
 def _queued(cell: ActorCell) -> int:
     """The messages ``cell`` holds, as its statistics count them (a child on another
@@ -233,8 +241,17 @@ class MetricsSource:
         """Walk the live actors and read the counters (trio thread), for collection
         number ``collection``; record the histograms' samples."""
         totals: dict[Attributes, _ClassTotals] = defaultdict(_ClassTotals)
+        # By the cell's kinds first (one per actor class: no attributes made per
+        # actor), unless the options give some actors series of their own.
+        by_kinds: dict[Any, _ClassTotals] = {}
+        per_actor = self.options.per_actor
         for cell in _live_cells(self.system):
-            entry = totals[self._of(cell)]
+            if per_actor is None:
+                entry = by_kinds.get(cell.kinds)
+                if entry is None:
+                    entry = by_kinds[cell.kinds] = _ClassTotals()
+            else:
+                entry = totals[self._of(cell)]
             entry.live += 1
             entry.handled += cell.handled
             entry.restarts += cell.restarts
@@ -243,6 +260,8 @@ class MetricsSource:
             entry.depth += depth
             if depth > entry.depth_max:
                 entry.depth_max = depth
+        for kinds, counted in by_kinds.items():
+            totals[self._class_attributes(kinds.class_name)].add(counted)
         for attributes, (handled, restarts, failures) in self.retired.items():
             entry = totals[attributes]
             entry.handled += handled
