@@ -485,7 +485,8 @@ async def test_asks_are_timed_by_target_class_and_outcome(
                 raise ValueError("asked to")
             return message
 
-    async with ta.open_actor_system(metrics=reader.provider) as system:
+    options = Metrics(provider=reader.provider, asks_timed_every=1)
+    async with ta.open_actor_system(metrics=options) as system:
         ref = system.spawn(Sleeper)
         assert await ref.ask("one") == "one"
         with pytest.raises(ValueError, match="asked to"):
@@ -506,6 +507,22 @@ async def test_asks_are_timed_by_target_class_and_outcome(
     assert (outcome("exception").count, outcome("exception").sum) == (1, pytest.approx(1.0))
     assert (outcome("cancelled").count, outcome("cancelled").sum) == (1, pytest.approx(0.5))
     assert outcome("stopped").count == 1
+
+
+async def test_one_local_ask_in_every_so_many_is_timed_and_the_rest_counted(
+    reader: Reader, autojump_clock: trio.testing.MockClock
+) -> None:
+    options = Metrics(provider=reader.provider, asks_timed_every=4)
+    async with ta.open_actor_system(metrics=options) as system:
+        ref = system.spawn(Echo)
+        for number in range(10):  # the 1st, 5th and 9th are timed
+            await ref.ask(number)
+        points = reader.collect()
+    [(attributes, point)] = points["trio_actors.ask.duration"].items()
+    assert attributes == of_class("Echo", **{"trio_actors.ask.outcome": "value"})
+    assert point.count == 3
+    unsampled = points["trio_actors.histogram.unsampled"]
+    assert unsampled[(("trio_actors.instrument", "trio_actors.ask.duration"),)] == 7
 
 
 async def test_asks_to_another_node_are_timed_by_peer_and_outcome(

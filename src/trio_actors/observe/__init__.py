@@ -24,7 +24,7 @@ def _check_samples(instance: Any, attribute: Any, value: int) -> None:
 
 def _check_every(instance: Any, attribute: Any, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"Metrics(turns_timed_every=...) must be an int >= 1, got {value!r}")
+        raise ValueError(f"Metrics({attribute.name}=...) must be an int >= 1, got {value!r}")
 
 
 def _check_wait(instance: Any, attribute: Any, value: float) -> None:
@@ -62,6 +62,10 @@ class Metrics:
             sample of the turns, at about twice the cost of an untimed round for
             the cheapest handlers (so about 2 % at the default, 64). ``1`` times
             every turn of every round.
+        asks_timed_every: one ask to a local actor in this many is timed, for
+            ``trio_actors.ask.duration`` (timing one costs about a third of the
+            cheapest ask); ``1`` times each. Asks to other nodes' actors are each
+            timed.
         samples_per_collection: the most turn (and ask) durations a histogram
             records per collection: a uniform sample of them; how many were left
             out is the counter ``trio_actors.histogram.unsampled``.
@@ -73,5 +77,6 @@ class Metrics:
     provider: Any = None
     per_actor: Callable[[str], bool] | None = attrs.field(default=None, validator=_check_per_actor)
     turns_timed_every: int = attrs.field(default=64, validator=_check_every)
+    asks_timed_every: int = attrs.field(default=16, validator=_check_every)
     samples_per_collection: int = attrs.field(default=4096, validator=_check_samples)
     wait: float = attrs.field(default=1.0, validator=_check_wait)

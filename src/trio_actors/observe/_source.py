@@ -33,6 +33,7 @@ immutable; one taken for a collection serves every instrument of that collection
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 from collections import Counter, defaultdict
@@ -46,6 +47,7 @@ from opentelemetry.metrics import Histogram
 
 from .._core._cell import ActorCell
 from .._core._envelope import NO_MESSAGE
+from .._core._round_clock import clock_reader
 from ._instruments import (
     BAD_INPUT_KIND,
     CLASS,
@@ -70,29 +72,43 @@ _logger = logging.getLogger("trio_actors.observe")
 
 class Reservoir:
     """A uniform sample of at most ``size`` observations of one histogram between
-    two collections (Vitter's algorithm R), and how many it saw."""
+    two collections, and how many it saw: Li's algorithm L, which draws how many
+    observations to skip before the next one kept, so that an observation past
+    the first ``size`` costs a comparison, not a random number."""
 
-    __slots__ = ("_random", "samples", "seen", "size")
+    __slots__ = ("_next", "_random", "_weight", "samples", "seen", "size")
 
     def __init__(self, size: int, rng: random.Random) -> None:
         self.size = size
         self._random = rng
         self.samples: list[tuple[Attributes, float]] = []
         self.seen = 0
+        self._weight = 1.0
+        self._next = size  # (the number of the next observation kept past the first size)
 
     def add(self, attributes: Attributes, value: float) -> None:
-        self.seen += 1
-        if len(self.samples) < self.size:
+        seen = self.seen
+        self.seen = seen + 1
+        if seen < self.size:
             self.samples.append((attributes, value))
-        else:
-            slot = self._random.randrange(self.seen)
-            if slot < self.size:
-                self.samples[slot] = (attributes, value)
+            if seen + 1 == self.size:
+                self._draw()
+        elif seen == self._next:
+            self.samples[self._random.randrange(self.size)] = (attributes, value)
+            self._draw()
+
+    def _draw(self) -> None:
+        """The next observation to keep (algorithm L's skip)."""
+        rng = self._random
+        self._weight *= math.exp(math.log(rng.random() or 1e-300) / self.size)
+        skip = math.log(rng.random() or 1e-300) / math.log1p(-self._weight or -1e-300)
+        self._next = self.seen + int(skip)
 
     def take(self) -> tuple[list[tuple[Attributes, float]], int]:
         """The sample and how many observations it left out; empty again after."""
         samples, left_out = self.samples, self.seen - len(self.samples)
         self.samples, self.seen = [], 0
+        self._weight, self._next = 1.0, self.size
         return samples, left_out
 
 
@@ -154,9 +170,11 @@ class MetricsSource:
         self.histograms = histograms  # (the registry's, by name: recorded at each take)
         self.node: Any = None  # (a remote.Node: set_node)
         self.thread_id = system.thread_id
+        self.now = clock_reader(trio.lowlevel.current_clock())  # (the trio clock's time)
         self.trio_token = system.trio_token
         self._base: Attributes = ()
         self._by_class: dict[str, Attributes] = {}
+        self._outcomes: dict[tuple[Attributes, str], Attributes] = {}
         self.retired: dict[Attributes, list[int]] = defaultdict(lambda: [0, 0, 0])
         self.dead_letters: Counter[Attributes] = Counter()
         self.in_doubt: Counter[Attributes] = Counter()
@@ -164,6 +182,8 @@ class MetricsSource:
         self.turns = Reservoir(options.samples_per_collection, rng)
         self.asks = Reservoir(options.samples_per_collection, rng)
         self.unsampled: Counter[str] = Counter()
+        self.asks_until_timed = 1  # (the first is timed)
+        self.asks_not_timed = 0  # (since the last collection)
         self.closed = False
         self.closed_in: int | None = None  # the collection that read the last snapshot
         self.late = 0  # collections the trio thread did not answer within the wait
@@ -225,7 +245,10 @@ class MetricsSource:
 
     def ask_ended(self, attributes: Attributes, outcome: str, seconds: float) -> None:
         """An ask to an actor of ``attributes`` ended after ``seconds``."""
-        self.asks.add((*attributes, (OUTCOME, outcome)), seconds)
+        key = self._outcomes.get((attributes, outcome))
+        if key is None:
+            key = self._outcomes[attributes, outcome] = (*attributes, (OUTCOME, outcome))
+        self.asks.add(key, seconds)
 
     def class_of(self, cell: ActorCell) -> Attributes:
         """``cell``'s attribute set (for :meth:`ask_ended`)."""
@@ -291,6 +314,8 @@ class MetricsSource:
             ("trio_actors.ask.duration", self.asks),
         ):
             samples, left_out = reservoir.take()
+            if reservoir is self.asks:
+                left_out, self.asks_not_timed = left_out + self.asks_not_timed, 0
             self.unsampled[name] += left_out
             histogram = self.histograms[name]
             for attributes, seconds in samples:
