@@ -53,7 +53,7 @@ class MeteredRoundClock(RoundClock):
         # clock's (an untimed round: no call added), or timed_check. Both made now:
         # an attribute added to the instance later, or one taken away, would cost
         # every attribute read of the clock (measured: S1 ~10 % slower).
-        self._plain_check = self.next_check = _next_check.__get__(self)
+        self._plain_check = self.next_check = _next_check.__get__(self)  # type: ignore[method-assign]
         self._timed_check = self.timed_check
         self._timed: ActorCell | None = None  # the turn followed in a timed round: whose,
         self._timed_from = 0  # the round's count of messages before its first,
