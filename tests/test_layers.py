@@ -33,13 +33,14 @@ LAYERS: list[list[str]] = [
     ["_core"],  # the kernel: its modules know each other, nothing above them
     ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel
     ["remote"],  # nodes on NATS
+    ["observe"],  # tracing (OpenTelemetry): the observer the kernel and the node call
     ["_opener"],  # open_actor_system: a system, and with cluster= a node
     ["contracts", "sweeps", "testing", "__main__", ""],  # "": trio_actors itself
 ]
 PUBLIC_ONLY = ("contracts", "sweeps", "testing")
 # Packages whose own public face (their __init__, no private module) the layer above
 # may use too: the NATS client and the remote layer are documented, public packages.
-PUBLIC_FACES = (*PUBLIC_ONLY, "nats", "remote")
+PUBLIC_FACES = (*PUBLIC_ONLY, "nats", "remote", "observe")
 
 
 def layer_of(module: str) -> int:
@@ -248,7 +249,7 @@ def test_the_layer_check_counts_imports_for_annotations_and_inside_functions(
     assert found == [
         "_core/_cell.py:3: _core._cell (layer 2) imports actors._system (layer 3)",
         "actors/_system.py:2: actors._system (layer 3) imports remote (layer 4)",
-        "remote/_node.py:1: remote._node (layer 4) imports _opener (layer 5)",
+        "remote/_node.py:1: remote._node (layer 4) imports _opener (layer 6)",
     ], found
 
 

@@ -4,7 +4,8 @@ lifetime of its actors.
 It opens a nursery that owns everything the runtime runs: the dispatcher task, the
 short-lived tasks of actors whose handlers are ``async def``, and stop tasks. With
 ``cluster=`` the system becomes a node (``remote/``): this module sits above the
-remote layer, and imports it only then. Leaving the block stops every actor still
+remote layer, and imports it only then; with ``tracing=`` the system is observed
+(``observe/``, and OpenTelemetry: imported only then). Leaving the block stops every actor still
 alive (T16), newest first and one at a time (T29, T25), then leaves the cluster and
 cancels the nursery: no task is left behind.
 """
@@ -14,7 +15,13 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    nullcontext,
+)
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +35,10 @@ from ._policy import ServingPolicy
 from .actors import ActorSystem
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from .observe import Tracing
+    from .observe._tracer import TracingObserver
     from .remote import Node
 
 __all__ = ["open_actor_system"]
@@ -75,6 +86,7 @@ def open_actor_system(
     turn_sampling: float | None = DEFAULT_TURN_SAMPLING,
     cluster: str | Cluster | PathLike[str] | None = None,
     node: str | None = None,
+    tracing: bool | TracerProvider | Tracing = False,
 ) -> AbstractAsyncContextManager[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
 
@@ -107,6 +119,13 @@ def open_actor_system(
             :class:`~pathlib.Path` to a node configuration file (TOML: see
             :meth:`Cluster.from_toml <trio_actors.Cluster.from_toml>` and the CLI
             reference); its ``node`` key names the node unless ``node`` is given.
+        tracing: trace asks (and tells) with OpenTelemetry (:doc:`/tracing`):
+            ``True`` with the global tracer provider, a ``TracerProvider``, or a
+            :class:`~trio_actors.observe.Tracing` with more options. Needs the
+            ``otel`` extra (``pip install "trio-actors[otel]"``: the OpenTelemetry
+            API; without it, entering raises ``ModuleNotFoundError`` saying so).
+            ``False`` (the default) costs nothing: OpenTelemetry is not even
+            imported.
 
     Leaving the block stops every actor still alive, children before their parents,
     newest first and one at a time (an actor not yet reached keeps serving): queued
@@ -120,7 +139,9 @@ def open_actor_system(
     Used without ``async with`` (``system = open_actor_system()``, or ``await``-ed),
     the first use says how to open it instead of failing obscurely.
     """
-    return _SystemOpener(_open(serving, dead_letters_kept, seed, turn_sampling, cluster, node))
+    return _SystemOpener(
+        _open(serving, dead_letters_kept, seed, turn_sampling, cluster, node, tracing)
+    )
 
 
 class _SystemOpener:
@@ -167,6 +188,7 @@ async def _open(
     turn_sampling: float | None,
     cluster: Any,
     node: str | None,
+    tracing: object,
 ) -> AsyncIterator[ActorSystem]:
     """The body of :func:`open_actor_system`."""
     if serving is None:
@@ -193,14 +215,16 @@ async def _open(
         from .remote import spawnable_classes
 
         spawnable_classes(cluster)  # (a TypeError for a class that is no actor)
+    observer = None if tracing is False else _tracing_observer(tracing)
     async with trio.open_nursery() as nursery:
-        system = ActorSystem(nursery, serving, dead_letters, seed)
-        await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
+        system = ActorSystem(nursery, serving, dead_letters, seed, observer)
+        with _outside_traces(observer):  # (the dispatcher serves every trace's messages)
+            await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
         if sampled:
             assert turn_sampling is not None
             SAMPLER.add(system.thread_id, turn_sampling)
         try:
-            async with _node_of(system, open_node, cluster, node):
+            async with _node_of(system, open_node, cluster, node, observer):
                 try:
                     yield system
                 finally:
@@ -212,6 +236,40 @@ async def _open(
             dead_letters.close_subscriptions()  # (the exit's own letters are in)
             system._close()
             nursery.cancel_scope.cancel()
+
+
+def _tracing_observer(tracing: object) -> TracingObserver:
+    """The observer of a system opened with ``tracing=tracing`` (see
+    :func:`open_actor_system`); OpenTelemetry is imported only now.
+
+    Raises:
+        TypeError: ``tracing`` is not one of what ``tracing=`` takes.
+        ModuleNotFoundError: the OpenTelemetry API is not installed (the message
+            says what to install).
+    """
+    from .observe import Tracing
+
+    if not (isinstance(tracing, bool | Tracing) or callable(getattr(tracing, "get_tracer", None))):
+        raise TypeError(
+            "tracing must be True or False, an OpenTelemetry TracerProvider, or a "
+            f"trio_actors.observe.Tracing; got {tracing!r}"
+        )
+    try:
+        from .observe._tracer import tracing_observer
+    except ModuleNotFoundError as missing:
+        if not (missing.name or "").startswith("opentelemetry"):
+            raise
+        raise ModuleNotFoundError(
+            'tracing needs OpenTelemetry (its API): pip install "trio-actors[otel]"',
+            name="opentelemetry",
+        ) from None
+    return tracing_observer(tracing)
+
+
+def _outside_traces(observer: TracingObserver | None) -> AbstractContextManager[None]:
+    """No span current for the block, in a traced system (the tasks started in it
+    serve every trace's messages); nothing otherwise."""
+    return nullcontext() if observer is None else observer.outside_traces()
 
 
 def _import_open_node() -> Callable[..., AbstractAsyncContextManager[Node]]:
@@ -235,12 +293,16 @@ async def _node_of(
     open_node: Callable[..., AbstractAsyncContextManager[Node]] | None,
     cluster: Cluster | None,
     node: str | None,
+    observer: TracingObserver | None,
 ) -> AsyncIterator[None]:
-    """The system as a node of ``cluster`` for the block (nothing without one)."""
+    """The system as a node of ``cluster`` for the block (nothing without one). The
+    node's tasks (its connection's reader among them) start outside any trace."""
     if open_node is None:
         yield
         return
-    async with open_node(system, cluster, node) as opened:
+    async with AsyncExitStack() as stack:
+        with _outside_traces(observer):
+            opened = await stack.enter_async_context(open_node(system, cluster, node))
         system._join(opened, opened)
         try:
             yield
