@@ -33,14 +33,14 @@ LAYERS: list[list[str]] = [
     ["_core"],  # the kernel: its modules know each other, nothing above them
     ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel
     ["remote"],  # nodes on NATS
-    ["observe"],  # OpenTelemetry metrics (and traces) of a system
+    ["observe"],  # traces and metrics (OpenTelemetry): the observer the kernel calls
     ["_opener"],  # open_actor_system: a system, and with cluster= a node
     ["contracts", "sweeps", "testing", "__main__", ""],  # "": trio_actors itself
 ]
 PUBLIC_ONLY = ("contracts", "sweeps", "testing")
 # Packages whose own public face (their __init__, no private module) the layer above
 # may use too: the NATS client and the remote layer are documented, public packages.
-PUBLIC_FACES = (*PUBLIC_ONLY, "nats", "remote")
+PUBLIC_FACES = (*PUBLIC_ONLY, "nats", "remote", "observe")
 
 
 def layer_of(module: str) -> int:

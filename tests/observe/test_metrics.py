@@ -390,7 +390,7 @@ async def test_histogram_samples_are_bounded_and_what_is_left_out_is_counted(
     [("yes", TypeError), (1, TypeError)],
 )
 async def test_metrics_must_be_a_known_kind(value: Any, error: type[Exception]) -> None:
-    with pytest.raises(error, match="metrics must be True, False, an OpenTelemetry"):
+    with pytest.raises(error, match="metrics must be True or False, an OpenTelemetry"):
         async with ta.open_actor_system(metrics=value):
             pass  # pragma: no cover
 
@@ -605,5 +605,32 @@ def test_without_opentelemetry_metrics_say_what_to_install() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == (
-        'metrics= needs the OpenTelemetry API: pip install "trio-actors[otel]"'
+        'metrics needs OpenTelemetry (its API): pip install "trio-actors[otel]"'
     )
+
+
+async def test_a_system_both_traced_and_metered_does_both(
+    reader: Reader, autojump_clock: trio.testing.MockClock
+) -> None:
+    from traces import Recorded
+
+    class Sleeper(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            await trio.sleep(1)
+            return message
+
+    recorded = Recorded()
+    metrics = Metrics(provider=reader.provider, asks_timed_every=1)
+    async with ta.open_actor_system(tracing=recorded.provider, metrics=metrics) as system:
+        ref = system.spawn(Sleeper)
+        assert await ref.ask("both") == "both"
+        ref.tell("told")
+        await trio.sleep(2)
+        points = reader.collect()
+    assert sorted(recorded.names()) == ["ask Sleeper", "receive Sleeper"]
+    asks = points["trio_actors.ask.duration"]
+    point = asks[of_class("Sleeper", **{"trio_actors.ask.outcome": "value"})]
+    assert (point.count, point.sum) == (1, pytest.approx(1.0))
+    assert points["trio_actors.messages.handled"] == {of_class("Sleeper"): 2}
+    turns = points["trio_actors.turn.duration"]
+    assert turns[of_class("Sleeper", **{"trio_actors.turn.kind": "async"})].count == 2

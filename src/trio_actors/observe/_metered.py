@@ -127,14 +127,16 @@ class MetricsObserver:
     """The observer of a metered system (``open_actor_system(metrics=...)``): made
     before the system, which it observes once :meth:`attach` has made its source."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: Metrics) -> None:
+        self.options = options
         self.source: MetricsSource | None = None
         self._cell_classes: dict[type[ActorCell], type[ActorCell]] = {}
 
-    def attach(self, system: ActorSystem, options: Metrics) -> MetricsSource:
+    def attach(self, system: ActorSystem) -> MetricsSource:
         """Make ``system`` (opening: its dispatcher not yet running) a source of the
-        instruments of ``options``' meter, fed by this observer and a metered round
+        instruments of the options' meter, fed by this observer and a metered round
         clock; collections read it until it closes (:meth:`MetricsSource.close`)."""
+        options = self.options
         registry = registry_for(meter_of(options))
         source = self.source = MetricsSource(system, options, registry.histograms)
         dispatcher = system._dispatcher
