@@ -34,14 +34,15 @@ LAYERS: list[list[str]] = [
     ["_core"],  # the kernel: its modules know each other, nothing above them
     ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel
     ["remote"],  # nodes on NATS
+    ["observe"],  # traces and metrics (OpenTelemetry): the observer the kernel calls
     ["_opener"],  # open_actor_system: a system, and with cluster= a node
     ["contracts", "sweeps", "testing", "top", "__main__", ""],  # "": trio_actors itself
 ]
 PUBLIC_ONLY = ("contracts", "sweeps", "testing")
 # Packages whose own public face (their __init__, no private module) the layer above
-# may use too: the NATS client and the remote layer are documented, public packages;
-# top's face is its command (run by the CLI, in sweeps).
-PUBLIC_FACES = (*PUBLIC_ONLY, "nats", "remote", "top")
+# may use too: the NATS client and the remote layer are documented, public packages,
+# and so is observe (its options); top's face is its command (run by the CLI, in sweeps).
+PUBLIC_FACES = (*PUBLIC_ONLY, "nats", "remote", "observe", "top")
 
 
 def layer_of(module: str) -> int:
@@ -250,7 +251,7 @@ def test_the_layer_check_counts_imports_for_annotations_and_inside_functions(
     assert found == [
         "_core/_cell.py:3: _core._cell (layer 2) imports actors._system (layer 3)",
         "actors/_system.py:2: actors._system (layer 3) imports remote (layer 4)",
-        "remote/_node.py:1: remote._node (layer 4) imports _opener (layer 5)",
+        "remote/_node.py:1: remote._node (layer 4) imports _opener (layer 6)",
     ], found
 
 

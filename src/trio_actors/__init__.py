@@ -22,9 +22,13 @@ checks both by reading every import:
 3. ``actors`` -- ``Actor``, ``ActorSystem``, pools; ``lifecycle`` and ``mailbox`` --
    the public faces of the kernel's rules and mailboxes;
 4. ``remote`` -- nodes on NATS, remote refs, the codec;
-5. ``_opener`` -- ``open_actor_system``: a system, and with ``cluster=`` a node (the
+5. ``observe`` -- what a system does, through OpenTelemetry: traces and metrics (the
+   observer the kernel and a node call); its face (``Tracing``, ``Metrics``) imports
+   no OpenTelemetry, the rest is imported only for a system opened with
+   ``tracing=`` or ``metrics=``;
+6. ``_opener`` -- ``open_actor_system``: a system, and with ``cluster=`` a node (the
    remote layer, and msgspec, are imported only then);
-6. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
+7. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
    import the package's names from ``trio_actors`` itself; and ``top``, the live
    view of a cluster (``trio-actors top``), which reads the statistics service's
    documents (``_monitoring``).

@@ -4,7 +4,8 @@ lifetime of its actors.
 It opens a nursery that owns everything the runtime runs: the dispatcher task, the
 short-lived tasks of actors whose handlers are ``async def``, and stop tasks. With
 ``cluster=`` the system becomes a node (``remote/``): this module sits above the
-remote layer, and imports it only then. Leaving the block stops every actor still
+remote layer, and imports it only then; with ``tracing=`` the system is observed
+(``observe/``, and OpenTelemetry: imported only then). Leaving the block stops every actor still
 alive (T16), newest first and one at a time (T29, T25), then leaves the cluster and
 cancels the nursery: no task is left behind.
 """
@@ -14,7 +15,13 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    nullcontext,
+)
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +35,12 @@ from ._policy import ServingPolicy
 from .actors import ActorSystem
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from .observe import Metrics, Tracing
+    from .observe._both import BothObservers
+    from .observe._metered import MetricsObserver
+    from .observe._tracer import TracingObserver
     from .remote import Node
 
 __all__ = ["open_actor_system"]
@@ -75,6 +88,8 @@ def open_actor_system(
     turn_sampling: float | None = DEFAULT_TURN_SAMPLING,
     cluster: str | Cluster | PathLike[str] | None = None,
     node: str | None = None,
+    tracing: bool | TracerProvider | Tracing = False,
+    metrics: bool | Metrics | Any = False,
 ) -> AbstractAsyncContextManager[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
 
@@ -107,6 +122,20 @@ def open_actor_system(
             :class:`~pathlib.Path` to a node configuration file (TOML: see
             :meth:`Cluster.from_toml <trio_actors.Cluster.from_toml>` and the CLI
             reference); its ``node`` key names the node unless ``node`` is given.
+        tracing: trace asks (and tells) with OpenTelemetry (:doc:`/tracing`):
+            ``True`` with the global tracer provider, a ``TracerProvider``, or a
+            :class:`~trio_actors.observe.Tracing` with more options. Needs the
+            ``otel`` extra (``pip install "trio-actors[otel]"``: the OpenTelemetry
+            API; without it, entering raises ``ModuleNotFoundError`` saying so).
+            ``False`` (the default) costs nothing: OpenTelemetry is not even
+            imported.
+        metrics: report what the actors do through the OpenTelemetry metrics
+            API (``pip install "trio-actors[otel]"``): ``True`` for the global
+            meter provider, a ``MeterProvider``, or a
+            :class:`~trio_actors.observe.Metrics` with more options. The
+            instruments and their attributes are in "Observing a running system";
+            nothing of it runs on the serving paths, and with ``False`` (the
+            default) nothing of OpenTelemetry is imported.
 
     Leaving the block stops every actor still alive, children before their parents,
     newest first and one at a time (an actor not yet reached keeps serving): queued
@@ -120,7 +149,9 @@ def open_actor_system(
     Used without ``async with`` (``system = open_actor_system()``, or ``await``-ed),
     the first use says how to open it instead of failing obscurely.
     """
-    return _SystemOpener(_open(serving, dead_letters_kept, seed, turn_sampling, cluster, node))
+    return _SystemOpener(
+        _open(serving, dead_letters_kept, seed, turn_sampling, cluster, node, tracing, metrics)
+    )
 
 
 class _SystemOpener:
@@ -167,6 +198,8 @@ async def _open(
     turn_sampling: float | None,
     cluster: Any,
     node: str | None,
+    tracing: object,
+    metrics: object,
 ) -> AsyncIterator[ActorSystem]:
     """The body of :func:`open_actor_system`."""
     if serving is None:
@@ -193,14 +226,21 @@ async def _open(
         from .remote import spawnable_classes
 
         spawnable_classes(cluster)  # (a TypeError for a class that is no actor)
+    tracer = None if tracing is False else _tracing_observer(tracing)
+    meter = _metrics_observer(metrics)
+    observer = _observer(tracer, meter)
     async with trio.open_nursery() as nursery:
-        system = ActorSystem(nursery, serving, dead_letters, seed)
-        await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
+        system = ActorSystem(nursery, serving, dead_letters, seed, observer)
+        source = None if meter is None else meter.attach(system)
+        with _outside_traces(tracer):  # (the dispatcher serves every trace's messages)
+            await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
         if sampled:
             assert turn_sampling is not None
             SAMPLER.add(system.thread_id, turn_sampling)
         try:
-            async with _node_of(system, open_node, cluster, node):
+            async with _node_of(system, open_node, cluster, node, tracer):
+                if source is not None and system.node is not None:
+                    source.set_node(system.node)
                 try:
                     yield system
                 finally:
@@ -210,8 +250,91 @@ async def _open(
                 assert turn_sampling is not None
                 SAMPLER.remove(system.thread_id, turn_sampling)
             dead_letters.close_subscriptions()  # (the exit's own letters are in)
+            if source is not None:
+                source.close()  # (its last numbers: read by the next collection)
             system._close()
             nursery.cancel_scope.cancel()
+
+
+def _tracing_observer(tracing: object) -> TracingObserver:
+    """The observer of a system opened with ``tracing=tracing`` (see
+    :func:`open_actor_system`); OpenTelemetry is imported only now.
+
+    Raises:
+        TypeError: ``tracing`` is not one of what ``tracing=`` takes.
+        ModuleNotFoundError: the OpenTelemetry API is not installed (the message
+            says what to install).
+    """
+    from .observe import Tracing
+
+    if not (isinstance(tracing, bool | Tracing) or callable(getattr(tracing, "get_tracer", None))):
+        raise TypeError(
+            "tracing must be True or False, an OpenTelemetry TracerProvider, or a "
+            f"trio_actors.observe.Tracing; got {tracing!r}"
+        )
+    try:
+        from .observe._tracer import tracing_observer
+    except ModuleNotFoundError as missing:
+        if not (missing.name or "").startswith("opentelemetry"):
+            raise
+        raise ModuleNotFoundError(
+            'tracing needs OpenTelemetry (its API): pip install "trio-actors[otel]"',
+            name="opentelemetry",
+        ) from None
+    return tracing_observer(tracing)
+
+
+def _metrics_observer(metrics: object) -> MetricsObserver | None:
+    """The observer of a system opened with ``metrics=metrics`` (``None``: no
+    metrics); OpenTelemetry is imported only then.
+
+    Raises:
+        TypeError: ``metrics`` is not one of what ``metrics=`` takes.
+        ModuleNotFoundError: the OpenTelemetry API is not installed (the message
+            says what to install).
+    """
+    if metrics is False or metrics is None:
+        return None
+    from .observe import Metrics
+
+    try:
+        from opentelemetry.metrics import MeterProvider
+
+        from .observe._metered import MetricsObserver
+    except ModuleNotFoundError as missing:
+        if not (missing.name or "").startswith("opentelemetry"):
+            raise
+        raise ModuleNotFoundError(
+            'metrics needs OpenTelemetry (its API): pip install "trio-actors[otel]"',
+            name="opentelemetry",
+        ) from None
+    if metrics is True:
+        return MetricsObserver(Metrics())
+    if isinstance(metrics, Metrics):
+        return MetricsObserver(metrics)
+    if isinstance(metrics, MeterProvider):
+        return MetricsObserver(Metrics(provider=metrics))
+    raise TypeError(
+        "metrics must be True or False, an OpenTelemetry MeterProvider, or a "
+        f"trio_actors.observe.Metrics; got {metrics!r}"
+    )
+
+
+def _observer(
+    tracer: TracingObserver | None, meter: MetricsObserver | None
+) -> TracingObserver | MetricsObserver | BothObservers | None:
+    """The system's one observer: the tracer's, the meter's, or both."""
+    if tracer is None or meter is None:
+        return tracer or meter
+    from .observe._both import BothObservers
+
+    return BothObservers(tracer, meter)
+
+
+def _outside_traces(observer: TracingObserver | None) -> AbstractContextManager[None]:
+    """No span current for the block, in a traced system (the tasks started in it
+    serve every trace's messages); nothing otherwise."""
+    return nullcontext() if observer is None else observer.outside_traces()
 
 
 def _import_open_node() -> Callable[..., AbstractAsyncContextManager[Node]]:
@@ -235,12 +358,16 @@ async def _node_of(
     open_node: Callable[..., AbstractAsyncContextManager[Node]] | None,
     cluster: Cluster | None,
     node: str | None,
+    observer: TracingObserver | None,
 ) -> AsyncIterator[None]:
-    """The system as a node of ``cluster`` for the block (nothing without one)."""
+    """The system as a node of ``cluster`` for the block (nothing without one). The
+    node's tasks (its connection's reader among them) start outside any trace."""
     if open_node is None:
         yield
         return
-    async with open_node(system, cluster, node) as opened:
+    async with AsyncExitStack() as stack:
+        with _outside_traces(observer):
+            opened = await stack.enter_async_context(open_node(system, cluster, node))
         system._join(opened, opened)
         try:
             yield

@@ -262,3 +262,13 @@ async def test_the_advisories_user_of_the_command_s_server_may_only_subscribe_to
             async with watcher.subscribe("$SYS.REQ.>"):  # (refused: only advisories)
                 await watcher.flush()
             assert "Permissions Violation for Subscription" in (watcher.last_error or "")
+
+
+def test_metrics_on_a_node_go_to_the_meter_provider_its_module_set_up() -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    url = f"nats://127.0.0.1:{free_port()}"
+    with cluster("--nodes", "1", "metered:main", "--cluster", url, "--metrics") as process:
+        output, _ = process.communicate(timeout=WITHIN)
+        assert process.returncode == 0, output
+        said = "{'trio_actors.actor.class': 'Echo', 'trio_actors.node': 'node-0'} 3"
+        assert f"[node-0] handled {said}" in output

@@ -18,7 +18,7 @@ import trio.testing
 from test_nodes import Echo  # (records what it is told; "seen" answers the record)
 
 import trio_actors as ta
-from trio_actors.nats import BufferFull
+from trio_actors.nats import BufferFull, Headers
 from trio_actors.remote import MemoryBus, Node
 from trio_actors.remote._tells import BYTES_PER_MESSAGE, TELLS_PER_MESSAGE
 
@@ -45,11 +45,13 @@ class CountingBus(MemoryBus):
         super().__init__()
         self.to_actors: list[tuple[int, int]] = []  # (kind, tells in it)
 
-    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+    def _route(
+        self, subject: str, payload: bytes, reply: str | None, headers: Headers | None = None
+    ) -> None:
         if ".n." in subject:
             kind, _number, _path, body = msgspec.msgpack.decode(payload)
             self.to_actors.append((kind, len(body[1]) if kind == 0 else 0))  # (first, tells)
-        super()._route(subject, payload, reply)
+        super()._route(subject, payload, reply, headers)
 
     def tells_per_message(self) -> list[int]:
         return [count for kind, count in self.to_actors if kind == 0]

@@ -18,6 +18,7 @@ import trio.testing
 
 import trio_actors as ta
 from helpers import Echo
+from trio_actors.nats import Headers
 from trio_actors.remote import MemoryBus, Node, _group_sends, _groups, _refused, _subjects
 
 HEARTBEAT = 1.0
@@ -123,7 +124,9 @@ class _CountsShared(MemoryBus):
         self.ends: dict[str, list[int]] = {}  # (by the subject they were said on)
         self.answers = 0  # (those saying which ended)
 
-    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+    def _route(
+        self, subject: str, payload: bytes, reply: str | None, headers: Headers | None = None
+    ) -> None:
         if ".r." in subject:
             ok, body = msgspec.msgpack.decode(payload, type=tuple[bool, msgspec.Raw])
             said = msgspec.msgpack.decode(body)
@@ -135,7 +138,7 @@ class _CountsShared(MemoryBus):
             if kind in (_subjects.TELL, _subjects.SENDS):
                 raws = msgspec.msgpack.decode(body, type=list[msgspec.Raw])
                 self.messages.append([bytes(raw) for raw in raws])
-        super()._route(subject, payload, reply)
+        super()._route(subject, payload, reply, headers)
 
 
 async def test_a_burst_to_a_shared_name_leaves_in_messages_of_sixteen_each_to_one_member(
@@ -348,8 +351,10 @@ class _StopsAfterRouting(MemoryBus):
 
     victim: ta.ActorRef | None = None
 
-    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
-        super()._route(subject, payload, reply)
+    def _route(
+        self, subject: str, payload: bytes, reply: str | None, headers: Headers | None = None
+    ) -> None:
+        super()._route(subject, payload, reply, headers)
         if ".shared." in subject and self.victim is not None:
             self.victim.stop_nowait()
             self.victim = None
@@ -592,8 +597,10 @@ class _UnregistersAfterRouting(MemoryBus):
 
     victim: tuple[ta.ActorSystem, ta.ActorRef] | None = None
 
-    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
-        super()._route(subject, payload, reply)
+    def _route(
+        self, subject: str, payload: bytes, reply: str | None, headers: Headers | None = None
+    ) -> None:
+        super()._route(subject, payload, reply, headers)
         if ".shared." in subject and self.victim is not None:
             system, ref = self.victim
             system.unregister("work", ref)
@@ -782,9 +789,11 @@ async def test_forged_or_oversized_ends_of_tells_to_a_shared_name_are_refused(
 class _DropsShared(MemoryBus):
     """Carries nothing to shared names (as a server refusing them would)."""
 
-    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+    def _route(
+        self, subject: str, payload: bytes, reply: str | None, headers: Headers | None = None
+    ) -> None:
         if ".shared." not in subject:
-            super()._route(subject, payload, reply)
+            super()._route(subject, payload, reply, headers)
 
 
 def _refusal(subject: str) -> str:

@@ -31,6 +31,7 @@ import attrs
 from .._stream import Stream
 
 if TYPE_CHECKING:
+    from ._observer import Observer
     from ._ref import ActorRef
 
 DeadLetterReason = Literal[
@@ -143,7 +144,7 @@ class DeadLetters:
             ``"overflow"``).
     """
 
-    __slots__ = ("_closed", "_recent", "_subscriptions", "by_reason", "count")
+    __slots__ = ("_closed", "_recent", "_subscriptions", "by_reason", "count", "observer")
 
     def __init__(self, keep: int = DEFAULT_RECENT_DEAD_LETTERS) -> None:
         if isinstance(keep, bool) or not isinstance(keep, int):
@@ -166,6 +167,7 @@ class DeadLetters:
         # system's life; a task waiting on it, or iterating it, holds it)
         self._subscriptions: weakref.WeakSet[DeadLetterSubscription] = weakref.WeakSet()
         self._closed = False
+        self.observer: Observer | None = None  # (the system's, if it is observed)
 
     def subscribe(self, *, capacity: int = DEFAULT_SUBSCRIPTION_CAPACITY) -> DeadLetterSubscription:
         """A stream of every dead letter from now on (see
@@ -219,6 +221,8 @@ class DeadLetters:
         self._recent.append((recipient, message, reason))
         if self._subscriptions:
             self._offer(DeadLetter(recipient, message, reason))
+        if self.observer is not None:
+            self.observer.dead_letters(recipient, reason, 1)
 
     def record_many(
         self, recipient: ActorRef, messages: Sequence[Any], reason: DeadLetterReason
@@ -231,6 +235,8 @@ class DeadLetters:
         if self._subscriptions:
             for message in messages:
                 self._offer(DeadLetter(recipient, message, reason))
+        if self.observer is not None:
+            self.observer.dead_letters(recipient, reason, n)
         return n
 
     def _offer(self, letter: DeadLetter) -> None:

@@ -65,6 +65,10 @@ class Ask:
 
     __slots__ = ("cell", "message", "scope", "state", "task")
 
+    # An observed envelope (``trio_actors/observe``) says so: a class attribute, no
+    # slot, read only where a queued envelope is taken by a plain handler.
+    traced = False
+
     def __init__(self, cell: ActorCell, message: Any, task: trio.lowlevel.Task) -> None:
         self.cell = cell
         self.message = message
@@ -102,6 +106,11 @@ class Ask:
                 self.scope.cancel()
             return True
         return False
+
+    def begin(self) -> None:
+        """A traced envelope is taken by a plain handler, which runs next in this
+        task (``answer_plain``, once the state is RUNNING). Nothing to do for an
+        untraced one (never called: ``traced`` is false)."""
 
     def start(self) -> bool:
         """The actor reached this ask; return False if it was withdrawn."""

@@ -72,12 +72,15 @@ class RestartWindow:
 
 def record_failure(cell: ActorCell, error: BaseException, where: str) -> None:
     """Count ``cell``'s failure (its own and the system's) and log it once, with the
-    traceback: ``"<path> failed <where>"``."""
+    traceback: ``"<path> failed <where>"``; an observer hears of it."""
     cell.failures += 1
-    cell.system.failures += 1
+    system = cell.system
+    system.failures += 1
     logger.error(
         "%s failed %s", cell.path, where, exc_info=(type(error), error, error.__traceback__)
     )
+    if system._observer is not None:
+        system._observer.failed(cell, error, where)
 
 
 def handle_failure(

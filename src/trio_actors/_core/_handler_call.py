@@ -102,6 +102,8 @@ def answer_plain(cell: ActorCell, receive: Any, ask: Ask) -> None:
         cell.skipped_withdrawn()
         return
     ask.state = _RUNNING  # Ask.start(), inlined: every queued ask passes here
+    if ask.traced:  # (an observed envelope: its span begins, _core/_observer.py)
+        ask.begin()
     try:
         result = reply_plain(cell, receive, ask.message)
     except Exception as error:

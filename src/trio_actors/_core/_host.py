@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._dispatcher import Dispatcher
     from ._foreign import ForeignInbox
     from ._kinds import HandlerKinds
+    from ._observer import Observer
     from ._registry import Registry
     from ._timers import TimerService
 
@@ -45,6 +46,7 @@ class Host(Protocol):
     _foreign: ForeignInbox
     _registry: Registry
     _random: random.Random
+    _observer: Observer | None  # (None: not observed; _core/_observer.py)
 
     # Written by the kernel, read by statistics().
     restarts: int

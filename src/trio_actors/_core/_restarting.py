@@ -241,7 +241,17 @@ def take_down(member: ActorCell, delay: float) -> None:
 
 @enable_ki_protection
 async def run_restart(cell: ActorCell, delay: float) -> None:
-    """Take a RESTARTING actor to a fresh instance; see the module docstring."""
+    """Take a RESTARTING actor to a fresh instance; see the module docstring. (The
+    restart task's body; an observer brackets it, ``_core/_observer.py``.)"""
+    observer = cell.system._observer
+    if observer is None:
+        await _restart(cell, delay)
+    else:
+        with observer.lifecycle(cell, "restart"):
+            await _restart(cell, delay)
+
+
+async def _restart(cell: ActorCell, delay: float) -> None:
     cell.serving_task = trio.lowlevel.current_task()
     replaced = False
     group = cell.group_restart

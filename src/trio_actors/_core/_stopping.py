@@ -239,6 +239,9 @@ def finished(cell: ActorCell) -> None:
     if cell._stopped is not None:
         cell._stopped.set()
     cell.release_instance()
+    observer = cell.system._observer
+    if observer is not None:
+        observer.retired(cell)  # (its counters are final)
 
 
 def stop_hook_failed(cell: ActorCell, error: BaseException) -> None:

@@ -96,9 +96,9 @@ def _clean_group(cell: ActorCell, ref: ActorRef, stranded: deque[Any], group: in
         tells = []
         for _ in range(group):
             item = popleft()
-            if type(item) is Notice:
+            if isinstance(item, Notice):  # (or an observed tell's: observe/)
                 cell.stranded_asks -= 1
-                if item.take_back():  # a timer's message: a dead letter like a tell
+                if item.take_back():  # a timer's (or a tell's) message: a dead letter
                     tells.append(item.message)
             elif isinstance(item, Ask):  # (or a pool's kind of ask)
                 cell.stranded_asks -= 1

@@ -114,6 +114,7 @@ async def serve_async_turns(policy: ServingPolicy, cell: ActorCell) -> None:
     """Serve turns until the mailbox is empty or the state no longer serves. A
     checkpoint between turns (and in every handler that is one)."""
     clock = trio.lowlevel.current_clock()
+    observer = cell.system._observer
     while cell.has_queued() and cell.state.serves:
         turn_start = clock.current_time()
         n = 0
@@ -127,6 +128,8 @@ async def serve_async_turns(policy: ServingPolicy, cell: ActorCell) -> None:
                 break
         if n > cell.longest_turn:
             cell.longest_turn = n
+        if observer is not None:
+            observer.async_turn(cell, elapsed)
         if cell.has_queued():
             await trio.lowlevel.checkpoint()
 

@@ -40,7 +40,7 @@ from .._statistics import ActorStatistics
 if TYPE_CHECKING:
     from ._system import ActorSystem
 
-__all__ = ["SORTS", "Busiest", "Census", "handled_total", "live_cells"]
+__all__ = ["SORTS", "Busiest", "Census", "handled_total", "live_cells", "mailbox_depth"]
 
 _snapshot = ActorCell.snapshot
 
@@ -70,9 +70,12 @@ def handled_total(system: ActorSystem) -> int:
     return total
 
 
-def _mailbox(cell: ActorCell) -> int:
-    # (as ActorCell.snapshot counts it)
-    return (cell.head is not NO_MESSAGE) + len(cell.mailbox or ()) - cell.withdrawn_queued
+def mailbox_depth(cell: ActorCell) -> int:
+    """The messages ``cell`` holds, as its statistics count them (a child on another
+    node: the tells held for its next instance too)."""
+    depth = (cell.head is not NO_MESSAGE) + len(cell.mailbox or ()) - cell.withdrawn_queued
+    held = getattr(cell, "held", None)  # (remote._children.RemoteChildCell)
+    return depth if held is None else depth + len(held)
 
 
 def _turn(cell: ActorCell) -> float:
@@ -85,7 +88,7 @@ def _dead_letters(cell: ActorCell) -> int:
 
 _KEYS: Final[dict[str, Callable[[ActorCell], float]]] = {
     "handled": lambda cell: cell.handled,
-    "mailbox": _mailbox,
+    "mailbox": mailbox_depth,
     "turn": _turn,
     "dead_letters": _dead_letters,
     "failures": lambda cell: cell.failures,

@@ -48,6 +48,7 @@ from ._cluster_node import ClusterNode
 from ._naming import Siblings, check_instance, check_name, free_name
 
 if TYPE_CHECKING:
+    from .._core._observer import Observer
     from .._core._registry import RegistryListener
 
 _new_object = object.__new__
@@ -69,10 +70,19 @@ class ActorSystem:
         serving: ServingPolicy,
         dead_letters: DeadLetters,
         seed: int,
+        observer: Observer | None = None,
     ) -> None:
         self._nursery = nursery
         self._serving = serving
-        self._dispatcher = Dispatcher(serving, nursery)
+        # Observed (open_actor_system(tracing=...)): the observer chooses the
+        # dispatcher's class and each actor's cell class; None costs nothing
+        # (_core/_observer.py).
+        self._observer = observer
+        if observer is None:
+            self._dispatcher = Dispatcher(serving, nursery)
+        else:
+            self._dispatcher = observer.dispatcher_class(Dispatcher)(serving, nursery)
+            dead_letters.observer = observer
         self.dead_letters = dead_letters
         self.trio_token = trio.lowlevel.current_trio_token()
         self.thread_id = get_ident()
@@ -334,6 +344,8 @@ class ActorSystem:
                     "a Pool's mailbox= is its workers': give it to Pool(..., mailbox=...)"
                 )
             cell_class = kinds.cell_class
+        if self._observer is not None:
+            cell_class = self._observer.cell_class(cell_class)
         cell = cell_class(self, instance, kinds, key)
         if parent is None:
             self._cells[key] = cell
@@ -373,7 +385,12 @@ class ActorSystem:
 
     @enable_ki_protection
     async def _stop_task(self, cell: ActorCell) -> None:
-        await finish_stop(cell, CleanupCadence(self._serving.cleanup_batch))
+        cadence = CleanupCadence(self._serving.cleanup_batch)
+        if self._observer is None:
+            await finish_stop(cell, cadence)
+        else:
+            with self._observer.lifecycle(cell, "stop"):
+                await finish_stop(cell, cadence)
 
     def _start_restart_task(self, cell: ActorCell, delay: float) -> None:
         self._nursery.start_soon(run_restart, cell, delay, name=f"restart {cell.path}")

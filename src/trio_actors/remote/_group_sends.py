@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from functools import partial
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,6 +31,7 @@ from ._subjects import ASK, CANCEL, NONE, SENDS, TELL, encode
 if TYPE_CHECKING:
     from .._core._dead_letters import DeadLetterReason
     from ..actors import ActorRef
+    from ..nats import Headers
     from ._codec import Codec
     from ._group_cell import GroupCell
     from ._node import Node
@@ -82,6 +84,7 @@ class Sent:
         "cell",
         "done",
         "groups",
+        "headers",
         "kind",
         "member",
         "messages",
@@ -102,6 +105,7 @@ class Sent:
         number: int,
         reply_subject: str,
         waiter: _Waiter,
+        headers: Headers | None = None,
     ) -> None:
         self.groups = groups
         self.cell = cell
@@ -113,6 +117,7 @@ class Sent:
         self.number = number
         self.reply_subject = reply_subject
         self.waiter = waiter
+        self.headers = headers  # (an observed ask's: sent with it, also again)
         self.sent_at = trio.current_time()
         self.again = 0  # times sent again (a member's node did not serve it)
         self.member: ActorRef | None = None  # (its taker, once known)
@@ -244,10 +249,10 @@ class GroupSends:
         else:
             body = msgspec.Raw(sent.bodies[0])
         data, tells = encode((sent.kind, body)), self.node.tells
-        if from_the_outbox:
+        if from_the_outbox:  # (tells: never with headers)
             tells.transport.publish(sent.cell.subject, data, reply=sent.reply_subject)
         else:
-            tells.out(sent.cell.subject, data, sent.reply_subject)
+            tells.out(sent.cell.subject, data, sent.reply_subject, headers=sent.headers)
 
     def _send(
         self,
@@ -257,11 +262,13 @@ class GroupSends:
         messages: list[Any],
         *,
         from_the_outbox: bool = False,
+        headers: Headers | None = None,
     ) -> Sent:
         requests = self.node.requests
         number, reply_subject, waiter = requests._request(None)
-        sent = Sent(self, cell, kind, bodies, messages, number, reply_subject, waiter)
+        sent = Sent(self, cell, kind, bodies, messages, number, reply_subject, waiter, headers)
         waiter.group = sent
+        waiter.headers = headers  # (taken on another node: confirmed, sent again, with it)
         self.untaken[number] = sent
         try:
             self.publish(sent, from_the_outbox=from_the_outbox)
@@ -424,10 +431,19 @@ class GroupSends:
         node = self.node
         node.check_thread("ask")
         body = node.codec.encode(message)
+        if node.observer is not None:
+            return await node.observer.ask(cell, message, partial(self._ask, cell, body, message))
+        return await self._ask(cell, body, message)
+
+    async def _ask(
+        self, cell: GroupCell, body: bytes, message: Any, headers: Headers | None = None
+    ) -> Any:
+        """:meth:`ask`, its message encoded (``headers``: an observed ask's)."""
+        node = self.node
         if node.closed:
             await trio.lowlevel.checkpoint()
             raise ActorStopped(f"{cell.path}: this node has left the cluster; ask not sent")
-        sent = self._send(cell, ASK, [body], [message])
+        sent = self._send(cell, ASK, [body], [message], headers=headers)
         waiter = sent.waiter
         try:
             await waiter.event.wait()

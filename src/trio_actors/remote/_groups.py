@@ -90,7 +90,7 @@ if TYPE_CHECKING:
 
     from .._core._cell import ActorCell
     from ..actors import ActorRef
-    from ..nats import Msg
+    from ..nats import Headers, Msg
     from ._node import Node
 
 from ._group_cell import GroupCell
@@ -287,14 +287,23 @@ class Groups(GroupSends):
         def take(item: tuple[int, Any, str]) -> None:
             self._take(name, cell, *item)
 
-        unsubscribe = listen(
-            node.transport,
-            subjects.shared(name),
-            node.bad_input,
-            self._parse,
-            take,
-            queue=subjects.shared_group(name),
-        )
+        def take_observed(item: tuple[int, Any, str, Headers | None]) -> None:
+            self._take(name, cell, *item)  # (an observed node's: with the headers)
+
+        shared, queue = subjects.shared(name), subjects.shared_group(name)
+        if node.observer is None:
+            unsubscribe = listen(
+                node.transport, shared, node.bad_input, self._parse, take, queue=queue
+            )
+        else:
+            unsubscribe = listen(
+                node.transport,
+                shared,
+                node.bad_input,
+                self._parse_observed,
+                take_observed,
+                queue=queue,
+            )
         first = name not in self._served
         self._served.setdefault(name, {})[cell] = unsubscribe
         if first:
@@ -337,11 +346,25 @@ class Groups(GroupSends):
             return Bad("messages", f"a message of {len(body)} tells to a shared name")
         return (kind, body, answer)
 
-    def _take(self, name: str, chosen: ActorCell, kind: int, body: Any, answer: str) -> None:
+    def _parse_observed(self, message: Msg) -> tuple[int, Any, str, Headers | None] | Bad:
+        """:meth:`_parse`, and the message's headers (an observed node's parser)."""
+        parsed = self._parse(message)
+        return parsed if isinstance(parsed, Bad) else (*parsed, message.headers)
+
+    def _take(
+        self,
+        name: str,
+        chosen: ActorCell,
+        kind: int,
+        body: Any,
+        answer: str,
+        headers: Headers | None = None,
+    ) -> None:
         """The server chose ``chosen`` for a message (``body``: an ask's, or the
         tells'): say *taken*, then give it to the actor -- or to another member here
         if it has left the name since (it began to stop, or was unregistered); with
-        none, say *not served here*. Called by the connection's reader."""
+        none, say *not served here*. Called by the connection's reader. (``headers``:
+        an ask's, on an observed node.)"""
         node = self.node
         cell: ActorCell | None = chosen
         members = self._served.get(name, {})
@@ -358,7 +381,7 @@ class Groups(GroupSends):
         if kind == PROBE:
             return
         if kind == ASK:
-            node.answers.receive_ask(cell, cell.path, body, answer)
+            node.answers.receive_ask(cell, cell.path, body, answer, headers)
             return
         tells = _Taken(self, answer, len(body))
         self.taken_here.add(answer)

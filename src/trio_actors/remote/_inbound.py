@@ -27,6 +27,7 @@ answers nothing (a ``stop_nowait``).
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -39,6 +40,7 @@ from ._subjects import NONE, encode
 
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
+    from ..nats import Headers
     from ._node import Node
 
 __all__ = ["Answers", "RemoteAsk"]
@@ -62,6 +64,15 @@ class RemoteAsk(Ask):
         """The asker's ``CANCEL``: see the table above. Never a checkpoint."""
         if self.asker_cancelled():
             self.answers.forget(self)
+
+    def taken_by_task(self) -> None:
+        """Its actor takes asks only from a task (a pool): a task of the node asks on
+        its behalf (:meth:`ask_from_task`), running from now on."""
+        self.start()
+
+    def ask_from_task(self) -> Coroutine[Any, Any, Any]:
+        """The ask the node's task makes on its behalf (awaited in that task)."""
+        return new_ref(self.cell).ask(self.message)
 
     def reply(self, value: Any) -> None:
         if self.state is _RUNNING:
@@ -102,8 +113,16 @@ class Answers:
                 held.append(number)
         return held
 
-    def receive_ask(self, cell: ActorCell | None, path: str, body: Any, reply: str) -> None:
-        """Queue an ask from another node, now, in arrival order."""
+    def receive_ask(
+        self,
+        cell: ActorCell | None,
+        path: str,
+        body: Any,
+        reply: str,
+        headers: Headers | None = None,
+    ) -> None:
+        """Queue an ask from another node, now, in arrival order (``headers``: those
+        it came with, on an observed node: its observer may make its envelope)."""
         node = self._node
         try:
             message = node.codec.decode(body)
@@ -113,9 +132,13 @@ class Answers:
             error_body = msgspec.Raw(node.codec.encode_error(error))
             node.tells.publish(reply, encode((False, error_body)))
             return
-        envelope = self.owed[reply] = RemoteAsk(cell, message, self, reply)
+        observed = None
+        if headers is not None and node.observer is not None:
+            observed = node.observer.received_ask(cell, message, self, reply, headers)
+        envelope = RemoteAsk(cell, message, self, reply) if observed is None else observed
+        self.owed[reply] = envelope
         if not cell.accept_ask(envelope):
-            envelope.start()  # (running from now on: a task asks for it)
+            envelope.taken_by_task()  # (running from now on: a task asks for it)
             envelope.scope = trio.CancelScope()
             node.start(self._ask_by_task, envelope)
 
@@ -132,7 +155,7 @@ class Answers:
         try:
             with envelope.scope:
                 try:
-                    value = await new_ref(envelope.cell).ask(envelope.message)
+                    value = await envelope.ask_from_task()
                 except Exception as error:
                     envelope.fail(error)
                 else:

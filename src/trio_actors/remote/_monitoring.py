@@ -60,6 +60,7 @@ from .._monitoring import (
     service_subjects,
 )
 from ..actors._census import Census, handled_total
+from ..nats import Headers
 from ._bad_input import Bad
 from ._frames import _valid_reply
 
@@ -333,7 +334,9 @@ class Monitoring:
 
     def _publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> None:
         try:
-            self._node.transport.publish(subject, payload, headers=headers)
+            self._node.transport.publish(
+                subject, payload, headers=None if headers is None else Headers(headers)
+            )
         except Exception as error:  # (closed, full while reconnecting: said, not raised)
             _log.warning(
                 "node %s: could not answer on %s: %s", self._node.name, subject[:200], error

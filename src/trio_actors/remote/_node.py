@@ -45,6 +45,7 @@ from ._link import Link
 from ._members import Members
 from ._monitoring import Monitoring
 from ._names import ClusterNames
+from ._observed import ObservedGroups, ObservedTells, observer_of
 from ._peers import Peers
 from ._requests import Requests
 from ._spawning import Spawning, check_spawn, spawnable_classes
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
 
     from .._core._cell import ActorCell
     from ..actors import ActorRef, ActorSystem
-    from ..nats import Client, Msg
+    from ..nats import Client, Headers, Msg
     from ._codec import WireRef
 
 __all__ = ["Node"]
@@ -113,6 +114,7 @@ class Node:
         spawnable: dict[str, type[Actor]] | None = None,
     ) -> None:
         self.system = system
+        self.observer = observer_of(self)  # (None: not observed, _observed.py)
         self.transport = transport
         self.cluster = cluster
         self.name = name
@@ -129,7 +131,7 @@ class Node:
         self.not_permitted = 0  # messages the server refused to carry (_refused.py)
         self.exports = Exports(self)
         self.codec = self.new_codec()
-        self.tells = Tells(self)
+        self.tells = Tells(self) if self.observer is None else ObservedTells(self)
         self.requests = Requests(self)
         self.watches = Watches(self)
         self.confirmations = Confirmations(self)  # (every request ends: _confirm.py)
@@ -147,7 +149,8 @@ class Node:
             on_gone=membership.gone,
         )
         self.names = ClusterNames(self, self.tells.publish)  # the cluster's names
-        self.groups = Groups(self)  # (names served by many actors: _groups.py)
+        # (names served by many actors: _groups.py)
+        self.groups = Groups(self) if self.observer is None else ObservedGroups(self)
         self.answers = Answers(self)  # (asks and stops from other nodes)
         # (spawns asked of the others, and by them: what it may spawn for them)
         if spawnable is None:
@@ -156,7 +159,10 @@ class Node:
         self.heartbeats = Heartbeats(self)  # (the peer table's input)
         frames, heartbeats = self.frames, self.heartbeats
         self._unsubscribes = [
-            self.listen(self.subject, frames.envelope, self._on_message),
+            # (first: leave() ends it first; an observed node's sees the headers too)
+            self.listen(self.subject, frames.envelope, self._on_message)
+            if self.observer is None
+            else self.listen(self.subject, self._envelope_and_headers, self._on_observed),
             self.listen(self.requests.subject, frames.reply, self.requests.on_reply),
             self.listen(subjects.heartbeats(), frames.heartbeat, heartbeats.on_heartbeat),
             self.listen(self.watches.subject, frames.termination, self.watches.on_terminated),
@@ -539,6 +545,21 @@ class Node:
             self.spawning.receive_spawn(body, reply, sender)
         elif kind == LOAD:
             self.spawning.receive_load(body, reply)
+
+    def _envelope_and_headers(self, message: Msg) -> tuple[Envelope, Headers | None] | Bad:
+        """``Frames.envelope``, and the message's headers (an observed node's parser)."""
+        parsed = self.frames.envelope(message)
+        return parsed if isinstance(parsed, Bad) else (parsed, message.headers)
+
+    def _on_observed(self, parsed: tuple[Envelope, Headers | None]) -> None:
+        """A message for this observed node's actors: an ask that came with headers
+        goes to its observer (``Answers.receive_ask``); the rest as on any node."""
+        envelope, headers = parsed
+        if headers is not None and envelope.kind == ASK and envelope.reply is not None:
+            cell = self.exports.cells.get(envelope.number)
+            self.answers.receive_ask(cell, envelope.path, envelope.body, envelope.reply, headers)
+        else:
+            self._on_message(envelope)
 
     # --- leaving --------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ sent after a peer's down, or to no peer at all, a lookup, is not ended by it).
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -53,6 +54,7 @@ from ._subjects import ASK, CANCEL, CONFIRM, NONE, STOP, Peer, encode
 
 if TYPE_CHECKING:
     from ..actors import ActorRef
+    from ..nats import Headers
     from ._codec import WireRef
     from ._node import Node
     from ._remote_cell import RemoteCell
@@ -80,6 +82,7 @@ class _Waiter:
         "event",
         "failed",
         "group",
+        "headers",
         "interrupted",
         "lookup",
         "peer",
@@ -108,6 +111,7 @@ class _Waiter:
         self.undelivered = 0  # times it was not delivered (no-responders, peer up)
         self.to_send_again = False  # not delivered: sent again at the next round
         self.group: Any = None  # (a request to a shared name: its _group_sends.Sent)
+        self.headers: Headers | None = None  # (an observed ask's: sent again with it)
 
     @property
     def open(self) -> bool:
@@ -181,13 +185,17 @@ class Requests:
         fewer on every ask's way.)"""
         node = self._node
         node.check_thread("ask")
-        return self.request(cell, ASK, node.codec.encode(message))
+        if node.observer is None:
+            return self.request(cell, ASK, node.codec.encode(message))
+        body = node.codec.encode(message)
+        return node.observer.ask(cell, message, partial(self.request, cell, ASK, body))
 
     async def request(
         self,
         cell: RemoteCell,
         kind: int,
         body: bytes,
+        headers: Headers | None = None,
         *,
         then_late: Callable[[Any], None] | None = None,
     ) -> Any:
@@ -200,12 +208,13 @@ class Requests:
         that ends unanswered, never delivered (NATS's no-responders each time it
         was sent), raises
         ``ActorStopped`` rather than ``NodeDown`` or ``ConnectionInterrupted``: it
-        surely was not handled."""
+        surely was not handled. ``headers``: an observed ask's (sent again with it)."""
         if self._node.closed:
             await trio.lowlevel.checkpoint()
             raise ActorStopped(f"{cell.path}: this node has left the cluster; not sent")
         peer = cell.peer
         number, reply_subject, waiter = self._request(peer, (cell, kind, body))
+        waiter.headers = headers
         try:
             self._send_or_wait_for_round(waiter, cell, peer, kind, body, reply_subject)
             try:
@@ -241,7 +250,7 @@ class Requests:
         if self._node.tells.fates.undelivered_to(peer):
             waiter.to_send_again = True
         else:
-            self._node.tells.send(cell, kind, body, reply)
+            self._node.tells.send(cell, kind, body, reply, waiter.headers)
 
     def _answer_of(self, waiter: _Waiter, cell: RemoteCell) -> Any:
         reply = waiter.reply
@@ -460,7 +469,8 @@ class Requests:
         cell, kind, body = waiter.resend
         waiter.sent_at = trio.current_time()
         waiter.to_send_again = False
-        self._node.tells.send(cell, kind, body, self._reply_subject(waiter.peer, number))
+        reply = self._reply_subject(waiter.peer, number)
+        self._node.tells.send(cell, kind, body, reply, waiter.headers)
 
     def confirmed(self, asked: list[int], held: set[int], peer: Peer) -> None:
         """A confirm round's answer: of the requests ``asked`` about, ``peer`` holds

@@ -69,6 +69,7 @@ from ._subjects import SENDS, TELL, encode, tells_frame
 from ._taken_in import TakenIn
 
 if TYPE_CHECKING:
+    from ..nats import Headers
     from ._codec import Codec
     from ._node import Node
     from ._remote_cell import RemoteCell
@@ -155,15 +156,22 @@ class Tells:
     # --- what the node publishes, in order --------------------------------------
 
     def out(
-        self, subject: str, data: bytes, reply: str | None = None, *, ordered: bool = True
+        self,
+        subject: str,
+        data: bytes,
+        reply: str | None = None,
+        *,
+        ordered: bool = True,
+        headers: Headers | None = None,
     ) -> None:
         """Publish, after the tells waiting in the outbox -- and, if it is for a
         node whose link holds tells (a reply, a stop notice: they must not overtake
         the tells made before them, to whichever actor), after those, sent now past
         the window: what the node sends leaves in the order it was sent (T2). Not
         ``ordered``: a confirm round, which is about the tells sent, not those
-        held; and what :meth:`send` sends, which has sent its own actor's. May
-        raise what the connection refuses."""
+        held; and what :meth:`send` sends, which has sent its own actor's.
+        ``headers``: an observed node's (a traced ask's context). May raise what
+        the connection refuses."""
         if self.held and ordered:
             peer = self._node.subjects.addressee(subject)
             link = None if peer is None else self._node.peers.current_link(peer)
@@ -171,7 +179,10 @@ class Tells:
                 self.room(link, past_the_window=True)
         if self.outbox.waiting:
             self.outbox.flush()
-        self.transport.publish(subject, data, reply=reply)
+        if headers is None:
+            self.transport.publish(subject, data, reply=reply)
+        else:
+            self.transport.publish(subject, data, reply=reply, headers=headers)
 
     def publish(self, subject: str, data: bytes, *, ordered: bool = True) -> None:
         """Send a message of the node's own (a heartbeat, a reply, a notice): what the
@@ -184,12 +195,17 @@ class Tells:
             _log.warning("node %s: could not send to %s: %s", self._node.name, subject, error)
 
     def send(
-        self, cell: RemoteCell, kind: int, body: bytes | msgspec.Raw, reply: str | None
+        self,
+        cell: RemoteCell,
+        kind: int,
+        body: bytes | msgspec.Raw,
+        reply: str | None,
+        headers: Headers | None = None,
     ) -> None:
         """A message of ``kind`` to a remote actor (an ask, a stop, a watch...): after
         the tells told before it -- those waiting in the outbox, and those its link
         holds for that actor, sent now past the window (T2 is per actor: the
-        others' stay held)."""
+        others' stay held). ``headers``: see :meth:`out`."""
         raw = body if isinstance(body, msgspec.Raw) else msgspec.Raw(body)
         # (the cell's link is its record with tells held for it, if any: a closed
         # one holds none -- they went to the next record, through this cell, which
@@ -197,7 +213,8 @@ class Tells:
         link = cell.link
         if link.held.tells and cell.eid in link.held.by_actor:
             self._send_held(link.held.all_of(cell), link)
-        self.out(cell.subject, encode((kind, cell.eid, cell.local_path, raw)), reply, ordered=False)
+        data = encode((kind, cell.eid, cell.local_path, raw))
+        self.out(cell.subject, data, reply, ordered=False, headers=headers)
 
     # --- tells ------------------------------------------------------------------
 

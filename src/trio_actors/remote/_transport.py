@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Protocol
 
@@ -44,9 +44,13 @@ class Transport(Protocol):
         payload: bytes,
         *,
         reply: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Headers | None = None,
     ) -> None:
-        """Send (with NATS ``headers``, if given); never blocks, never a checkpoint."""
+        """Send (with ``headers``: a NATS header block -- an observed node's trace
+        context, ``trio_actors/observe``); never blocks, never a checkpoint."""
+
+    def takes_headers(self) -> bool:
+        """Whether a message may carry headers (NATS: the server's INFO says so)."""
 
     def subscribe(
         self, subject: str, callback: Callback, *, queue: str | None = None
@@ -75,6 +79,9 @@ class NatsTransport:
         # The client's own method, not a call through one of ours: a remote tell
         # is one publish, and each Python call level costs ~0.2 us of its ~7 us.
         self.publish = client.publish
+
+    def takes_headers(self) -> bool:
+        return bool(self.client.server_info.get("headers", False))
 
     def subscribe(
         self, subject: str, callback: Callback, *, queue: str | None = None
@@ -183,19 +190,15 @@ class MemoryBus:
                     "client": {"name": transport.name},
                     "reason": "Client Closed",
                 }
-                self._route("$SYS.ACCOUNT.MEMORY.DISCONNECT", json.dumps(advisory).encode(), None)
+                disconnect = "$SYS.ACCOUNT.MEMORY.DISCONNECT"
+                self._route(disconnect, json.dumps(advisory).encode(), None, None)
         transport._subscriptions.clear()
         transport._inbox.clear()
         transport.connected = False
 
-    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
-        self._route_message(subject, payload, reply, None)
-
-    def _route_message(
+    def _route(
         self, subject: str, payload: bytes, reply: str | None, headers: Headers | None
     ) -> None:
-        """Deliver, with ``headers`` (a message without them comes through
-        :meth:`_route`, which tests override to lose or watch messages)."""
         self.published += 1
         if any(which(subject, payload) for which in self._losing):
             self.lost += 1
@@ -233,8 +236,7 @@ class MemoryTransport:
         self.name = name
         self.connected = True
         self.reconnecting = False  # (MemoryBus.between_connections)
-        # (published meanwhile)
-        self._held: list[tuple[str, bytes, str | None, Mapping[str, str] | None]] = []
+        self._held: list[tuple[str, bytes, str | None, Headers | None]] = []  # published meanwhile
         self._subscriptions: dict[int, tuple[str, Callback, str | None]] = {}
         self._next_id = 0
         self._inbox: deque[tuple[Callback, Msg]] = deque()
@@ -249,18 +251,18 @@ class MemoryTransport:
         payload: bytes,
         *,
         reply: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Headers | None = None,
     ) -> None:
         if self.reconnecting:
             self._held.append((subject, payload, reply, headers))
         elif self.connected:
-            if headers is None:
-                self.bus._route(subject, payload, reply)
-            else:
-                self.bus._route_message(subject, payload, reply, Headers(headers))
+            self.bus._route(subject, payload, reply, headers)
             if not self._unwritten:
                 self._unwritten = True
                 self._wake_writer.set()
+
+    def takes_headers(self) -> bool:
+        return True
 
     def waiting_to_write(self) -> bool:
         return self._unwritten

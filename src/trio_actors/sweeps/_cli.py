@@ -230,6 +230,12 @@ def _add_node_commands(commands: Any) -> None:
             metavar="SECONDS",
             help="between heartbeats (a node silent for 3 is down; default: the file's, else 1.0)",
         )
+        command.add_argument(
+            "--metrics",
+            action="store_true",
+            help="report the node's metrics through OpenTelemetry's global meter provider, "
+            "which MODULE sets up when it is imported (needs trio-actors[otel])",
+        )
     cluster.set_defaults(system_user=None, system_password_file=None)
 
 

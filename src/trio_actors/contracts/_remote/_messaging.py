@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from ... import Actor, ActorStopped, ActorSystem, RemoteError, ServingPolicy
+from ...nats import Headers
 from ...remote import MemoryBus, MemoryTransport, Node, _link, _outbox
 from .._harness import require, run_virtual
 from .._registry import contract
@@ -41,11 +42,13 @@ class _SpyBus(MemoryBus):
         self.asks = 0
         self.subjects: list[str] = []  # (of every message, in the order routed)
 
-    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
+    def _route(
+        self, subject: str, payload: bytes, reply: str | None, headers: Headers | None = None
+    ) -> None:
         if ".n." in subject and reply is not None and ".r." in reply:  # (answer awaited)
             self.asks += 1
         self.subjects.append(subject)
-        super()._route(subject, payload, reply)
+        super()._route(subject, payload, reply, headers)
 
 
 @contract(

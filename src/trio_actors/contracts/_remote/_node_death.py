@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from ... import Actor, ActorRef, ActorSystem, NodeDown, Pool, ServingPolicy, Terminated
+from ...nats import Headers
 from ...remote import MemoryBus, Node
 from .._harness import require, run_virtual
 from .._registry import ContractViolation, contract
@@ -50,8 +51,10 @@ class _CuttingBus(MemoryBus):
         """Cut ``node``'s connection after the next message to its actors."""
         self._cut = (node.transport, node.subject.removesuffix("*"))  # (from any node)
 
-    def _route(self, subject: str, payload: bytes, reply: str | None) -> None:
-        super()._route(subject, payload, reply)
+    def _route(
+        self, subject: str, payload: bytes, reply: str | None, headers: Headers | None = None
+    ) -> None:
+        super()._route(subject, payload, reply, headers)
         if self._cut is not None and subject.startswith(self._cut[1]):
             transport, _subject = self._cut
             self._cut = None
