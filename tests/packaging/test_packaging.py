@@ -60,9 +60,9 @@ def test_extras_are_what_users_install_and_the_tools_are_groups() -> None:
     assert isinstance(extras, dict)
     # test stays an extra only for the README's command (a new venv's pip may predate
     # dependency groups): the test group plus the extras the tests run.
-    assert set(extras) == {"sweep", "plot", "nats", "cluster", "top", "test"}
+    assert set(extras) == {"sweep", "plot", "nats", "cluster", "top", "otel", "test"}
     groups = _groups()
-    assert extras["test"] == ["trio-actors[sweep,nats,cluster,top]", *groups["test"]]
+    assert extras["test"] == ["trio-actors[sweep,nats,cluster,top,otel]", *groups["test"]]
     tools = ["test", "docs", "lint", "bench"]
     assert list(groups) == [*tools, "dev"]
     assert groups["dev"] == [{"include-group": name} for name in tools]
@@ -72,6 +72,12 @@ def test_the_top_extra_has_what_top_draws_with() -> None:
     extras = _project()["optional-dependencies"]
     assert isinstance(extras, dict)
     assert _names(extras["top"]) == {"rich"}
+
+
+def test_the_otel_extra_is_the_opentelemetry_api_alone() -> None:
+    extras = _project()["optional-dependencies"]
+    assert isinstance(extras, dict)
+    assert _names(extras["otel"]) == {"opentelemetry-api"}  # (the SDK is the application's)
 
 
 def test_the_version_has_one_source() -> None:

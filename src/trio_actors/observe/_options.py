@@ -107,7 +107,7 @@ def _check_per_actor(instance: Any, attribute: Any, value: object) -> None:
 class Metrics:
     """What ``open_actor_system(metrics=...)`` reports through the OpenTelemetry
     metrics API (``metrics=True`` is ``Metrics()``; a ``MeterProvider`` is
-    ``Metrics(provider=...)``). The instruments are listed in :doc:`/metrics`.
+    ``Metrics(provider=...)``). The instruments are listed in :doc:`/observing`.
 
     Attributes:
         provider: the ``MeterProvider`` whose meter ``trio_actors`` makes the
