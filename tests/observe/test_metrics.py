@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Costly, Echo, Failing
 from trio_actors.observe import Metrics
 from trio_actors.observe._source import MetricsSource
 from trio_actors.observe._turns import MeteredRoundClock
@@ -61,19 +62,20 @@ def of_class(name: str, **more: str) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted({"trio_actors.actor.class": name, **more}.items()))
 
 
-class Echo(ta.Actor):
-    def receive(self, message: Any) -> Any:
-        return message
-
-
 class Other(ta.Actor):
     def receive(self, message: Any) -> Any:
         return message
 
 
-class Failing(ta.Actor):
-    def receive(self, message: Any) -> Any:
-        raise ValueError(message)
+class Holding(ta.Actor):
+    """Each message holds the trio thread that many seconds of ``clock``'s time (as a
+    blocking handler would)."""
+
+    def __init__(self, clock: trio.testing.MockClock) -> None:
+        self.clock = clock
+
+    def receive(self, message: float) -> None:
+        self.clock.jump(message)
 
 
 class Waiting(ta.Actor):
@@ -289,13 +291,9 @@ async def test_a_busy_trio_thread_gives_the_last_snapshot_without_blocking_the_e
 async def test_inline_turns_go_to_the_turn_histogram(
     reader: Reader, autojump_clock: trio.testing.MockClock
 ) -> None:
-    class Slow(ta.Actor):
-        def receive(self, message: Any) -> Any:
-            autojump_clock.jump(message)  # holds the thread this long
-
     options = Metrics(provider=reader.provider, turns_timed_every=1)
     async with ta.open_actor_system(metrics=options) as system:
-        ref = system.spawn(Slow)
+        ref = system.spawn(Holding, autojump_clock)
         ref.tell(0.0)  # (its first turn follows its start: not timed)
         await trio.sleep(1)
         for _ in range(3):
@@ -303,7 +301,7 @@ async def test_inline_turns_go_to_the_turn_histogram(
             await trio.sleep(1)  # (each its own round: its own turn)
         points = reader.collect()
     [(attributes, point)] = points["trio_actors.turn.duration"].items()
-    assert attributes == of_class("Slow", **{"trio_actors.turn.kind": "inline"})
+    assert attributes == of_class("Holding", **{"trio_actors.turn.kind": "inline"})
     assert point.count == 3
     assert point.sum == pytest.approx(0.006)
     assert point.explicit_bounds[3:5] == (5e-4, 1e-3)
@@ -313,19 +311,15 @@ async def test_inline_turns_go_to_the_turn_histogram(
 async def test_a_turn_of_many_messages_is_timed_once_whole(
     reader: Reader, autojump_clock: trio.testing.MockClock
 ) -> None:
-    class Slow(ta.Actor):
-        def receive(self, message: Any) -> Any:
-            autojump_clock.jump(message)
-
     options = Metrics(provider=reader.provider, turns_timed_every=1)
     async with ta.open_actor_system(metrics=options) as system:
-        ref = system.spawn(Slow)
+        ref = system.spawn(Holding, autojump_clock)
         ref.tell(0.0)  # (its first turn follows its start)
         await trio.sleep(1)
         for _ in range(10):  # one turn: 10 ms, within the 16 ms slice
             ref.tell(0.001)
         await trio.sleep(1)
-        slow = system.spawn(Slow)
+        slow = system.spawn(Holding, autojump_clock)
         slow.tell(0.0)
         await trio.sleep(1)
         for _ in range(3):  # queued before a round: two turns of three messages
@@ -343,13 +337,9 @@ async def test_a_turn_of_many_messages_is_timed_once_whole(
 async def test_one_round_in_every_so_many_is_timed(
     reader: Reader, autojump_clock: trio.testing.MockClock
 ) -> None:
-    class Slow(ta.Actor):
-        def receive(self, message: Any) -> Any:
-            autojump_clock.jump(message)
-
     options = Metrics(provider=reader.provider, turns_timed_every=4)
     async with ta.open_actor_system(metrics=options) as system:
-        ref = system.spawn(Slow)
+        ref = system.spawn(Holding, autojump_clock)
         for number in range(1, 13):  # 12 rounds of one turn each: 4, 8 and 12 timed
             ref.tell(number / 1000)
             await trio.sleep(1)
@@ -365,13 +355,9 @@ async def test_one_round_in_every_so_many_is_timed(
 async def test_histogram_samples_are_bounded_and_what_is_left_out_is_counted(
     reader: Reader, autojump_clock: trio.testing.MockClock
 ) -> None:
-    class Slow(ta.Actor):
-        def receive(self, message: Any) -> Any:
-            autojump_clock.jump(0.001)
-
     options = Metrics(provider=reader.provider, samples_per_collection=10, turns_timed_every=1)
     async with ta.open_actor_system(metrics=options, seed=7) as system:
-        ref = system.spawn(Slow)
+        ref = system.spawn(Costly, autojump_clock)
         ref.tell(None)  # (its first turn follows its start: not one the clock can time)
         await trio.sleep(1)
         for _ in range(100):

@@ -5,7 +5,6 @@ its end -- and checked gone, by PID."""
 
 from __future__ import annotations
 
-import os
 import queue
 import subprocess
 import sys
@@ -14,21 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from helpers import gone
 from nats_server import running_nats_server
 
 APPS = Path(__file__).parent / "apps"
 WITHIN = 60.0  # seconds: a safety net for a loaded machine, not a speed check
 NODES = ("n0", "n1")
 CLUSTER = "top-test"
-
-
-def gone(pid: int) -> bool:
-    """Whether no process has ``pid`` (any more)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def _ready(process: subprocess.Popen[str], name: str) -> None:

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 import trio
-from busy_nodes import CLUSTER, busy_nodes, gone
+from busy_nodes import CLUSTER, busy_nodes
+
+from helpers import gone
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
