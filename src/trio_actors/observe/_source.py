@@ -172,6 +172,7 @@ class MetricsSource:
         self._late_in = -2  # (the last of them)
         self._last: Snapshot | None = None
         self._lock = threading.Lock()
+        self.per_actor_failed = 0  # (calls of Metrics.per_actor that raised: logged once)
 
     def set_node(self, node: Any) -> None:
         """The system became node ``node``: its series carry the node's name."""
@@ -188,7 +189,14 @@ class MetricsSource:
         per_actor = self.options.per_actor
         if per_actor is not None:
             path = cell.path
-            if per_actor(path):
+            try:
+                own = per_actor(path)
+            except Exception:  # (the user's code, called from the dispatcher and stops)
+                if not self.per_actor_failed:  # (said once: it may fail for every actor)
+                    _logger.exception("trio-actors: Metrics.per_actor raised for %s", path)
+                self.per_actor_failed += 1
+                own = False
+            if own:
                 return (*self._class_attributes(name), (PATH, path))
         return self._class_attributes(name)
 
