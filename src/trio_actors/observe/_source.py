@@ -37,7 +37,7 @@ import math
 import random
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +173,7 @@ class MetricsSource:
         self._last: Snapshot | None = None
         self._lock = threading.Lock()
         self.per_actor_failed = 0  # (calls of Metrics.per_actor that raised: logged once)
+        self.on_closed: Callable[[MetricsSource], None] | None = None  # (Registry.closed)
 
     def set_node(self, node: Any) -> None:
         """The system became node ``node``: its series carry the node's name."""
@@ -358,11 +359,19 @@ class MetricsSource:
 
     def close(self) -> None:
         """The system is closing (trio thread): one last snapshot, which the next
-        collection reads (its :attr:`closed_in`); the one after drops the source.
-        Never raises: the system's close must go on whatever metrics do."""
+        collection reads (its :attr:`closed_in`); the one after drops it. The
+        registry keeps that snapshot, not the source (:meth:`Registry.closed`: a
+        closed system is not kept alive where nobody collects). Never raises: the
+        system's close must go on whatever metrics do."""
         try:
             self.take(-1)
         except Exception:
             _logger.exception("trio-actors: the last metrics snapshot failed")
         finally:
             self.closed = True
+            on_closed = self.on_closed
+            if on_closed is not None:
+                try:
+                    on_closed(self)
+                except Exception:
+                    _logger.exception("trio-actors: releasing a closed system's metrics failed")
