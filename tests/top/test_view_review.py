@@ -26,7 +26,9 @@ def test_a_node_s_strings_are_neither_markup_nor_terminal_control() -> None:
     state = on_key(state, "enter")
     state = with_actors(state, answer("n0", [HOSTILE]))
     shown = terminal_output(state)  # (rich's MarkupError on "[/]" before)
-    assert "\x1b]0;" not in shown and "\x1b[2J" not in shown and "\x9b" not in shown
+    assert "\x1b]0;" not in shown
+    assert "\x1b[2J" not in shown
+    assert "\x9b" not in shown
     assert "[bold red]b" in shown  # (as the node sent it: text)
 
 
