@@ -51,6 +51,11 @@ async def test_a_raising_per_actor_never_ends_the_system(
     assert "per_actor" in caplog.text
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed: the pool's cell and its worker's are both timed (the pool's "
+    "ask_message calls the worker's), so one ask is two observations",
+)
 async def test_an_ask_to_a_pool_is_one_ask_duration(reader: Reader) -> None:
     # One ask() of the user's, one observation: not the pool's and its worker's.
     options = Metrics(provider=reader.provider, asks_timed_every=1)
@@ -65,6 +70,11 @@ async def test_an_ask_to_a_pool_is_one_ask_duration(reader: Reader) -> None:
     }
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed: a closed system's series are dropped from the sum (a design "
+    "decision to make: carry closed systems' counter totals in the registry)",
+)
 async def test_a_counter_never_decreases_while_another_system_goes_on(reader: Reader) -> None:
     # Two systems in one process are summed per attribute set; when one closes, its
     # series is dropped after one collection -- and the summed counter goes down
