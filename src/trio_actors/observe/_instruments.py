@@ -137,6 +137,24 @@ INSTRUMENTS = (
 )
 
 
+CLOSED_KEPT = 64
+"""Closed systems whose last snapshot a registry keeps for a collection to come."""
+
+
+class _Closed:
+    """A closed system's place among a registry's sources: its last snapshot."""
+
+    __slots__ = ("closed_in", "last")
+    closed = True
+
+    def __init__(self, last: Snapshot | None) -> None:
+        self.last = last
+        self.closed_in: int | None = None
+
+    def snapshot(self, collection: int) -> Snapshot | None:
+        return self.last
+
+
 class Registry:
     """The instruments of one meter and the systems they observe. A meter's
     instruments are made once (the SDK keeps the first instrument of a name and
@@ -144,7 +162,7 @@ class Registry:
     live source, summing equal attribute sets."""
 
     def __init__(self, meter: Meter) -> None:
-        self.sources: list[MetricsSource] = []
+        self.sources: list[MetricsSource | _Closed] = []
         self.histograms: dict[str, Histogram] = {}
         self.collection = 0
         self._lock = threading.Lock()
@@ -174,6 +192,19 @@ class Registry:
     def add(self, source: MetricsSource) -> None:
         with self._lock:
             self.sources.append(source)
+
+    def closed(self, source: MetricsSource) -> None:
+        """``source``'s system has closed (trio thread): the registry keeps only its
+        last snapshot (not the system), until one collection has read it -- and of
+        those not yet read (nobody collects: no reader, or the global provider not
+        set), only the last :data:`CLOSED_KEPT`."""
+        with self._lock:
+            kept = [s for s in self.sources if s is not source]
+            if source.closed_in is None:
+                kept.append(_Closed(source.snapshot(-1)))
+            unread = [s for s in kept if isinstance(s, _Closed) and s.closed_in is None]
+            dropped = {id(s) for s in unread[: max(0, len(unread) - CLOSED_KEPT)]}
+            self.sources = [s for s in kept if id(s) not in dropped]
 
     def _callback(
         self, instrument: Instrument, leader: bool
@@ -234,4 +265,11 @@ def meter_of(options: Metrics) -> Meter:
     from opentelemetry import metrics
 
     provider = options.provider if options.provider is not None else metrics.get_meter_provider()
-    return provider.get_meter("trio_actors", trio_actors.__version__)
+    with _registries_lock:  # (one meter per provider: the global proxy makes one per call)
+        meter = _meters.get(provider)
+        if meter is None:
+            meter = _meters[provider] = provider.get_meter("trio_actors", trio_actors.__version__)
+        return meter
+
+
+_meters: WeakKeyDictionary[Any, Meter] = WeakKeyDictionary()

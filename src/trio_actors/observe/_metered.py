@@ -143,6 +143,7 @@ class MetricsObserver:
         dispatcher.clock = MeteredRoundClock(
             dispatcher.policy, trio.lowlevel.current_clock(), source, options.turns_timed_every
         )
+        source.on_closed = registry.closed
         registry.add(source)
         return source
 

@@ -118,6 +118,8 @@ class Metrics:
             it accepts get series of their own (the attribute
             ``trio_actors.actor.path`` beside the class). ``None`` (the default):
             series per actor class only, so that their number stays bounded.
+            It is also called when an actor stops, and for timed turns and asks;
+            if it raises, the actor gets its class's series (logged once).
         turns_timed_every: every this many rounds of the dispatcher, one reads
             the clock after each message and so times each turn in it (a stretch
             of one actor's messages, for ``trio_actors.turn.duration``): a fair

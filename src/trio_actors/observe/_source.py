@@ -37,7 +37,7 @@ import math
 import random
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
@@ -172,6 +172,8 @@ class MetricsSource:
         self._late_in = -2  # (the last of them)
         self._last: Snapshot | None = None
         self._lock = threading.Lock()
+        self.per_actor_failed = 0  # (calls of Metrics.per_actor that raised: logged once)
+        self.on_closed: Callable[[MetricsSource], None] | None = None  # (Registry.closed)
 
     def set_node(self, node: Any) -> None:
         """The system became node ``node``: its series carry the node's name."""
@@ -188,7 +190,14 @@ class MetricsSource:
         per_actor = self.options.per_actor
         if per_actor is not None:
             path = cell.path
-            if per_actor(path):
+            try:
+                own = per_actor(path)
+            except Exception:  # (the user's code, called from the dispatcher and stops)
+                if not self.per_actor_failed:  # (said once: it may fail for every actor)
+                    _logger.exception("trio-actors: Metrics.per_actor raised for %s", path)
+                self.per_actor_failed += 1
+                own = False
+            if own:
                 return (*self._class_attributes(name), (PATH, path))
         return self._class_attributes(name)
 
@@ -350,11 +359,19 @@ class MetricsSource:
 
     def close(self) -> None:
         """The system is closing (trio thread): one last snapshot, which the next
-        collection reads (its :attr:`closed_in`); the one after drops the source.
-        Never raises: the system's close must go on whatever metrics do."""
+        collection reads (its :attr:`closed_in`); the one after drops it. The
+        registry keeps that snapshot, not the source (:meth:`Registry.closed`: a
+        closed system is not kept alive where nobody collects). Never raises: the
+        system's close must go on whatever metrics do."""
         try:
             self.take(-1)
         except Exception:
             _logger.exception("trio-actors: the last metrics snapshot failed")
         finally:
             self.closed = True
+            on_closed = self.on_closed
+            if on_closed is not None:
+                try:
+                    on_closed(self)
+                except Exception:
+                    _logger.exception("trio-actors: releasing a closed system's metrics failed")

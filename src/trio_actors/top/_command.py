@@ -255,8 +255,7 @@ class _Live:
         while True:
             began = trio.current_time()
             if not self.state.paused:
-                expected = {row.summary.node for row in self.state.rows if not row.stale}
-                summaries = await poller.summaries(options.wait, expected)
+                summaries = await poller.summaries(options.wait, self._expected())
                 self.state = observe(self.state, summaries, trio.current_time())
                 selected = self.state.selected
                 if self.state.detail and selected is not None:
@@ -270,6 +269,16 @@ class _Live:
             with trio.move_on_at(began + options.interval):
                 await self.poke.wait()
             self.poke = trio.Event()
+
+    def _expected(self) -> set[str]:
+        """The nodes whose answers end a poll before ``--wait``: those answering
+        now -- unless one of them sees more nodes up than they are (a node that
+        joined, or one silent for a while: its answer may come after theirs), then
+        none (the poll waits ``--wait`` for every answer)."""
+        rows = [row for row in self.state.rows if not row.stale]
+        answering = {row.summary.node for row in rows}
+        seen_up = max((row.summary.members for row in rows), default=0)
+        return answering if seen_up <= len(answering) else set()
 
     def _notice(self) -> str:
         said = []

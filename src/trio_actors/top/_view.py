@@ -6,6 +6,11 @@ the last refresh is the caller's, passed in), so a test renders it into a
 ``Console(record=True)`` and reads the text. ``--once`` prints :func:`nodes_table`.
 Markers a plain capture keeps (no colour needed): ``>`` before the selected node,
 ``v``/``^`` after the sorted column's name.
+
+What a node sends (its name, actor paths, class names, states, an error's text) is
+input: it is shown through :func:`plain` -- a ``Text``, never rich markup (an
+actor may be named ``[bold]``), its control characters shown as ``?`` (never an
+escape sequence to the terminal).
 """
 
 from __future__ import annotations
@@ -20,7 +25,24 @@ from rich.text import Text
 from .._monitoring import ActorRow
 from ._model import ACTOR_SORTS, COLUMNS, HELP, TopState, selected_row, sorted_rows
 
-__all__ = ["actors_table", "duration", "help_table", "nodes_table", "rate", "render", "seconds"]
+__all__ = [
+    "actors_table",
+    "duration",
+    "help_table",
+    "nodes_table",
+    "plain",
+    "rate",
+    "render",
+    "seconds",
+]
+
+# C0 controls, DEL and C1 controls (C1 0x9b is CSI on some terminals): shown as "?"
+_CONTROLS = {code: "?" for code in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def plain(value: str) -> Text:
+    """``value`` (from a node) as text to show: no markup, no control characters."""
+    return Text(value.translate(_CONTROLS))
 
 
 def duration(value: float) -> str:
@@ -84,15 +106,15 @@ def nodes_table(state: TopState, *, marks: bool = True) -> Table:
     for row in sorted_rows(state):
         summary = row.summary
         chosen = marks and summary.node == state.selected
-        cells = [
-            summary.node,
+        cells: list[str | Text] = [
+            plain(summary.node),
             duration(summary.uptime),
             str(summary.live_actors),
             "no answer" if row.stale else rate(row.message_rate),
             "" if row.stale else rate(row.dead_rate),
             str(summary.unconfirmed),
             seconds(summary.longest_turn_seconds),
-            summary.longest_turn_path or "-",
+            plain(summary.longest_turn_path or "-"),
         ]
         style = "dim" if row.stale else ("reverse" if chosen else "")
         table.add_row(*(([">" if chosen else ""]) if marks else []), *cells, style=style)
@@ -113,9 +135,9 @@ def actors_table(state: TopState) -> RenderableType:
     """The selected node's busiest actors (sorted here too by the state's actor
     sort, so a change shows at once; the next answer is sorted by the node)."""
     answer = state.actors
-    title = f"{state.selected}: busiest actors by {state.actor_sort.replace('_', ' ')}"
+    title = plain(f"{state.selected}: busiest actors by {state.actor_sort.replace('_', ' ')}")
     if answer is None:
-        return Text(f"{title} -- {state.actors_error or 'waiting for an answer'}")
+        return plain(f"{title} -- {state.actors_error or 'waiting for an answer'}")
     table = Table(
         title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
     )
@@ -133,9 +155,9 @@ def actors_table(state: TopState) -> RenderableType:
     rows = sorted(answer.actors, key=lambda row: _actor_key(row, state.actor_sort), reverse=True)
     for row in rows:
         table.add_row(
-            row.path,
-            row.actor_class,
-            row.state,
+            plain(row.path),
+            plain(row.actor_class),
+            plain(row.state),
             rate(row.rate),
             str(row.mailbox),
             str(row.handled),
@@ -148,7 +170,7 @@ def actors_table(state: TopState) -> RenderableType:
     note = f"{shown}; rates over {answer.interval:.1f}s" if answer.interval else shown
     if state.actors_error:
         note += f" -- latest poll: {state.actors_error}"
-    return Group(table, Text(note, style="dim"))
+    return Group(table, Text(note.translate(_CONTROLS), style="dim"))
 
 
 def help_table() -> Table:
@@ -186,5 +208,5 @@ def render(state: TopState, refreshed: str = "") -> RenderableType:
     )
     parts.append(Text(footer, style="dim"))
     if state.notice:
-        parts.append(Text(state.notice, style="bold red"))
+        parts.append(Text(state.notice.translate(_CONTROLS), style="bold red"))
     return Group(*parts)
