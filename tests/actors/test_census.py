@@ -159,3 +159,10 @@ async def test_a_bad_sort_or_limit_is_refused() -> None:
         with pytest.raises(ValueError, match="limit"):
             Census().busiest(system, "rate", -1, 0.0)
     assert SORTS == ("rate", "handled", "mailbox", "turn", "dead_letters", "failures", "restarts")
+
+
+def test_every_sort_the_wire_names_is_one_the_census_can_make() -> None:
+    from trio_actors.actors._census import _FROM_STATISTICS, _KEYS
+
+    assert ("rate", *_KEYS) == SORTS
+    assert set(_FROM_STATISTICS) == set(_KEYS)

@@ -4,6 +4,7 @@ collects), under ``MockClock`` where time matters."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -192,15 +193,16 @@ async def test_two_systems_on_one_meter_are_summed(reader: Reader) -> None:
     assert points["trio_actors.actors.live"] == {of_class("Echo"): 3}
 
 
-async def test_a_closed_system_is_reported_once_more_then_dropped(reader: Reader) -> None:
+async def test_a_closed_system_s_counters_stay_and_its_gauges_go(reader: Reader) -> None:
     async with ta.open_actor_system(metrics=reader.provider) as system:
         await system.spawn(Echo).ask(1)
     after_close = reader.collect()
     later = reader.collect()
-    # Its last numbers, taken as it closed: its actors stopped, their counts kept.
-    assert after_close["trio_actors.messages.handled"] == {of_class("Echo"): 1}
-    assert after_close["trio_actors.actors.live"] == {of_class("Echo"): 0}
-    assert later.get("trio_actors.messages.handled", {}) == {}
+    # Its last numbers, taken as it closed: its counters stay in every collection (a
+    # counter never goes down), its live actors are gone.
+    for points in (after_close, later):
+        assert points["trio_actors.messages.handled"] == {of_class("Echo"): 1}
+        assert points.get("trio_actors.actors.live", {}) == {}
 
 
 async def test_counters_keep_what_stopped_actors_counted(reader: Reader) -> None:
@@ -620,3 +622,129 @@ async def test_a_system_both_traced_and_metered_does_both(
     assert points["trio_actors.messages.handled"] == {of_class("Sleeper"): 2}
     turns = points["trio_actors.turn.duration"]
     assert turns[of_class("Sleeper", **{"trio_actors.turn.kind": "async"})].count == 2
+
+
+def _broken_per_actor(path: str) -> bool:
+    if path.endswith("/bad"):
+        raise RuntimeError("a bug in the user's per_actor")
+    return False
+
+
+async def test_a_raising_per_actor_never_ends_the_system(
+    reader: Reader, caplog: pytest.LogCaptureFixture
+) -> None:
+    # per_actor is user code; it is called from the dispatcher (a timed turn), from
+    # ask() and from the stop path. Its bug must not end the system, fail an ask
+    # or the system's close: the actor gets its class's series, and it is logged.
+    options = Metrics(
+        provider=reader.provider,
+        per_actor=_broken_per_actor,
+        turns_timed_every=1,
+        asks_timed_every=1,
+    )
+    async with ta.open_actor_system(metrics=options) as system:
+        bad = system.spawn(Echo, name="bad")
+        for number in range(50):
+            bad.tell(number)
+        assert await bad.ask("still answers") == "still answers"
+        points = reader.collect()
+    assert points["trio_actors.messages.handled"] == {of_class("Echo"): 51}
+    assert "per_actor" in caplog.text
+
+
+async def test_an_ask_to_a_pool_is_one_ask_duration(reader: Reader) -> None:
+    # One ask() of the user's, one observation: not the pool's and its worker's.
+    options = Metrics(provider=reader.provider, asks_timed_every=1)
+    async with ta.open_actor_system(metrics=options) as system:
+        pool = system.spawn(ta.Pool(Echo, size=2))
+        for number in range(10):
+            await pool.ask(number)
+        points = reader.collect()
+    asks = points["trio_actors.ask.duration"]
+    assert sum(point.count for point in asks.values()) == 10, {
+        key: point.count for key, point in asks.items()
+    }
+
+
+async def test_a_counter_never_decreases_while_another_system_goes_on(reader: Reader) -> None:
+    # Two systems in one process are summed per attribute set; when one closes, its
+    # counts stay in the sum (a counter that went down would read as a reset to
+    # Prometheus: rate() would see a spike of the whole remaining value).
+    async with ta.open_actor_system(metrics=reader.provider) as lasting:
+        await lasting.spawn(Echo).ask(1)
+        async with ta.open_actor_system(metrics=reader.provider) as brief:
+            await brief.spawn(Echo).ask(1)
+            await brief.spawn(Echo).ask(1)
+        seen = [reader.collect()["trio_actors.messages.handled"][of_class("Echo")]]
+        seen.append(reader.collect()["trio_actors.messages.handled"][of_class("Echo")])
+    assert seen == sorted(seen), f"trio_actors.messages.handled went {seen[0]} -> {seen[1]}"
+
+
+def _closed_systems_held(metrics: Any, systems: int) -> int:
+    class Counted(ta.Actor):
+        def receive(self, message: Any) -> Any:
+            return message
+
+    async def main() -> None:
+        for _ in range(systems):
+            async with ta.open_actor_system(metrics=metrics) as system:
+                await system.spawn(Counted).ask(1)
+
+    trio.run(main)
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, ta.ActorSystem))
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [MeterProvider(), True],  # (a provider nobody collects; the global one, never set)
+    ids=["uncollected-provider", "global-noop"],
+)
+def test_closed_systems_are_not_kept_alive_by_their_metrics(metrics: Any) -> None:
+    before = _closed_systems_held(metrics, 0)
+    assert _closed_systems_held(metrics, 20) == before
+
+
+async def test_an_actor_of_its_own_series_that_stopped_keeps_its_counts_not_its_gauges(
+    reader: Reader,
+) -> None:
+    options = Metrics(provider=reader.provider, per_actor=lambda path: path.endswith("/own"))
+    async with ta.open_actor_system(metrics=options) as system:
+        own = system.spawn(Echo, name="own")
+        await own.ask(1)
+        await own.stop()
+        points = reader.collect()
+    key = of_class("Echo", **{"trio_actors.actor.path": "system/own"})
+    assert points["trio_actors.messages.handled"] == {key: 1}
+    assert key not in points.get("trio_actors.actors.live", {})
+    assert key not in points.get("trio_actors.mailbox.depth", {})
+
+
+async def test_what_was_counted_before_the_system_became_a_node_carries_its_name(
+    reader: Reader,
+) -> None:
+    class Named:
+        name = "n1"
+
+        def members(self) -> list[object]:
+            return []
+
+        def statistics(self) -> object:
+            from trio_actors._statistics import BadInputCounts
+
+            class Statistics:
+                bad_input = BadInputCounts()
+
+            return Statistics()
+
+    async with ta.open_actor_system(metrics=reader.provider) as system:
+        ref = system.spawn(Echo)
+        await ref.stop()
+        ref.tell("late")  # (a dead letter, counted before the "join")
+        source = metrics_source(system)
+        source.set_node(Named())
+        points = reader.collect()
+    node = ("trio_actors.node", "n1")
+    for name in ("trio_actors.messages.handled", "trio_actors.dead_letters"):
+        assert points[name], name
+        assert all(node in key for key in points[name]), points[name]

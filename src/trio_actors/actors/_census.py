@@ -35,6 +35,7 @@ import attrs
 
 from .._core._cell import ActorCell
 from .._core._envelope import NO_MESSAGE
+from .._monitoring import SORTS
 from .._statistics import ActorStatistics
 
 if TYPE_CHECKING:
@@ -96,12 +97,6 @@ _FROM_STATISTICS: Final[dict[str, Callable[[ActorStatistics], float]]] = {
     "failures": lambda stats: stats.failures,
     "restarts": lambda stats: stats.restarts,
 }
-
-SORTS: Final = ("rate", *_KEYS)
-"""What :func:`Census.busiest` may sort by: messages handled per second since the
-previous census (``"rate"``), then ``ActorStatistics``' ``handled``,
-``mailbox_depth``, ``longest_turn_seconds``, ``dead_letters.total``, ``failures``,
-``restarts``."""
 
 
 @attrs.frozen

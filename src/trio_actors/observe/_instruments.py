@@ -137,34 +137,28 @@ INSTRUMENTS = (
 )
 
 
-CLOSED_KEPT = 64
-"""Closed systems whose last snapshot a registry keeps for a collection to come."""
-
-
-class _Closed:
-    """A closed system's place among a registry's sources: its last snapshot."""
-
-    __slots__ = ("closed_in", "last")
-    closed = True
-
-    def __init__(self, last: Snapshot | None) -> None:
-        self.last = last
-        self.closed_in: int | None = None
-
-    def snapshot(self, collection: int) -> Snapshot | None:
-        return self.last
+_COUNTERS = frozenset(i.name for i in INSTRUMENTS if i.kind == "counter")
 
 
 class Registry:
     """The instruments of one meter and the systems they observe. A meter's
     instruments are made once (the SDK keeps the first instrument of a name and
     drops a second one's callbacks), and each observable's callback reads every
-    live source, summing equal attribute sets."""
+    live source, summing equal attribute sets.
+
+    A counter never goes down (an exporter reads a counter that decreases as a
+    reset: Prometheus' ``rate()`` would show a spike). So when a system closes, its
+    last counts stay in the registry's :attr:`retired` totals, added to every later
+    collection -- the registry keeps those numbers, not the system; its up-down
+    counters and gauges (live actors, queued messages) end with it.
+    """
 
     def __init__(self, meter: Meter) -> None:
-        self.sources: list[MetricsSource | _Closed] = []
+        self.sources: list[MetricsSource] = []
         self.histograms: dict[str, Histogram] = {}
         self.collection = 0
+        # The counters of closed systems, by instrument and attribute set.
+        self.retired: dict[str, dict[Attributes, float]] = {name: {} for name in _COUNTERS}
         self._lock = threading.Lock()
         leader = True
         for instrument in INSTRUMENTS:
@@ -193,18 +187,17 @@ class Registry:
         with self._lock:
             self.sources.append(source)
 
-    def closed(self, source: MetricsSource) -> None:
-        """``source``'s system has closed (trio thread): the registry keeps only its
-        last snapshot (not the system), until one collection has read it -- and of
-        those not yet read (nobody collects: no reader, or the global provider not
-        set), only the last :data:`CLOSED_KEPT`."""
+    def closed(self, source: MetricsSource, last: Snapshot | None) -> None:
+        """``source``'s system has closed (trio thread) with ``last`` its final
+        snapshot: its counters go to the retired totals, and the registry forgets
+        the system."""
         with self._lock:
-            kept = [s for s in self.sources if s is not source]
-            if source.closed_in is None:
-                kept.append(_Closed(source.snapshot(-1)))
-            unread = [s for s in kept if isinstance(s, _Closed) and s.closed_in is None]
-            dropped = {id(s) for s in unread[: max(0, len(unread) - CLOSED_KEPT)]}
-            self.sources = [s for s in kept if id(s) not in dropped]
+            self.sources = [s for s in self.sources if s is not source]
+            if last is None:
+                return
+            for name, totals in self.retired.items():
+                for value, attributes in last.series.get(name, ()):
+                    totals[attributes] = totals.get(attributes, 0) + value
 
     def _callback(
         self, instrument: Instrument, leader: bool
@@ -215,8 +208,8 @@ class Registry:
         name = instrument.name
 
         def observe(options: CallbackOptions) -> Iterable[Observation]:
-            values: dict[Attributes, float] = {}
-            for snapshot in self._snapshots(leader):
+            snapshots, values = self._snapshots(leader, name)
+            for snapshot in snapshots:
                 for value, attributes in snapshot.series.get(name, ()):
                     before = values.get(attributes)
                     values[attributes] = value if before is None else combine(before, value)
@@ -224,27 +217,26 @@ class Registry:
 
         return observe
 
-    def _snapshots(self, leader: bool) -> list[Snapshot]:
-        """Each source's snapshot for the current collection. The SDK calls the
-        callbacks of one collection in the order the instruments were made: the
+    def _snapshots(self, leader: bool, name: str) -> tuple[list[Snapshot], dict[Attributes, float]]:
+        """Each live source's snapshot for the current collection, and the retired
+        totals of instrument ``name`` -- read together, so that a system closing
+        meanwhile counts once: in its last snapshot, or in the totals. The SDK calls
+        the callbacks of one collection in the order the instruments were made: the
         first one's (the ``leader``) begins a collection, and the others read the
         snapshots taken for it -- one walk per system and collection. (Called in
         another order, a callback takes a snapshot of its own: never a stale one.)"""
         with self._lock:
             if leader:
                 self.collection += 1
-                # (a closed source was read by one collection: drop it)
-                self.sources = [s for s in self.sources if s.closed_in is None]
             collection = self.collection
             sources = list(self.sources)
+            retired = dict(self.retired.get(name, {}))
         snapshots = []
         for source in sources:
             snapshot = source.snapshot(collection)
             if snapshot is not None:
                 snapshots.append(snapshot)
-            if source.closed and source.closed_in is None:
-                source.closed_in = collection
-        return snapshots
+        return snapshots, retired
 
 
 _registries: WeakKeyDictionary[Meter, Registry] = WeakKeyDictionary()

@@ -26,6 +26,7 @@ import trio
 from .._core._cell import ActorCell
 from .._core._dispatcher import Dispatcher
 from .._errors import ActorStopped, ConnectionInterrupted, MailboxFull, NodeDown, NotPermitted
+from ..actors._pool._cell import PoolCell
 from ._instruments import Attributes, meter_of, registry_for
 from ._source import MetricsSource
 from ._turns import MeteredRoundClock
@@ -86,6 +87,8 @@ class _AsksTimed(ActorCell):
     metrics_source: MetricsSource
 
     def ask_message(self, message: Any) -> Coroutine[Any, Any, Any]:
+        if isinstance(self.parent, PoolCell):  # (a pool routing its ask: timed there)
+            return super().ask_message(message)
         source = self.metrics_source
         source.asks_until_timed -= 1
         if source.asks_until_timed:  # (not this one: counted as left out)

@@ -167,19 +167,36 @@ class MetricsSource:
         self.asks_until_timed = 1  # (the first is timed)
         self.asks_not_timed = 0  # (since the last collection)
         self.closed = False
-        self.closed_in: int | None = None  # the collection that read the last snapshot
         self.late = 0  # collections the trio thread did not answer within the wait
         self._late_in = -2  # (the last of them)
         self._last: Snapshot | None = None
         self._lock = threading.Lock()
         self.per_actor_failed = 0  # (calls of Metrics.per_actor that raised: logged once)
-        self.on_closed: Callable[[MetricsSource], None] | None = None  # (Registry.closed)
+        # (Registry.closed: given the source and its last snapshot)
+        self.on_closed: Callable[[MetricsSource, Snapshot | None], None] | None = None
 
     def set_node(self, node: Any) -> None:
-        """The system became node ``node``: its series carry the node's name."""
+        """The system became node ``node``: its series carry the node's name, those
+        counted before it joined (its actors' starts) too."""
         self.node = node
-        self._base = ((NODE, node.name),)
+        self._base = base = ((NODE, node.name),)
         self._by_class.clear()
+        self._outcomes.clear()
+
+        def named(attributes: Attributes) -> Attributes:
+            return attributes if attributes[:1] == base else (*base, *attributes)
+
+        retired = list(self.retired.items())
+        self.retired.clear()
+        for attributes, totals in retired:
+            self.retired[named(attributes)] = totals
+        for counts in (self.dead_letters, self.in_doubt):
+            moved = list(counts.items())
+            counts.clear()
+            for attributes, count in moved:
+                counts[named(attributes)] = count
+        for reservoir in (self.turns, self.asks):
+            reservoir.samples = [(named(key), value) for key, value in reservoir.samples]
 
     # --- attributes --------------------------------------------------------------
 
@@ -224,7 +241,8 @@ class MetricsSource:
             key = (*self._class_attributes(cell.kinds.class_name), (REASON, reason))
         else:
             peer = getattr(cell, "peer", None)
-            where = peer[0] if isinstance(peer, tuple) else "shared"
+            shared = getattr(cell, "shared_name", "?")  # (a shared name's group)
+            where = peer[0] if isinstance(peer, tuple) else f"shared:{shared}"
             key = (*self._base, (PEER, where), (REASON, reason))
             if reason == "in-doubt":
                 self.in_doubt[(*self._base, (PEER, where))] += count
@@ -286,6 +304,8 @@ class MetricsSource:
             series["trio_actors.messages.handled"].append((entry.handled, attributes))
             series["trio_actors.restarts"].append((entry.restarts, attributes))
             series["trio_actors.failures"].append((entry.failures, attributes))
+            if not entry.live and attributes[-1][0] == PATH:
+                continue  # (an actor of its own series that stopped: its counts stay)
             series["trio_actors.actors.live"].append((entry.live, attributes))
             series["trio_actors.mailbox.depth"].append((entry.depth, attributes))
             series["trio_actors.mailbox.depth.max"].append((entry.depth_max, attributes))
@@ -358,13 +378,13 @@ class MetricsSource:
             done.set()
 
     def close(self) -> None:
-        """The system is closing (trio thread): one last snapshot, which the next
-        collection reads (its :attr:`closed_in`); the one after drops it. The
-        registry keeps that snapshot, not the source (:meth:`Registry.closed`: a
-        closed system is not kept alive where nobody collects). Never raises: the
-        system's close must go on whatever metrics do."""
+        """The system is closing (trio thread): its last snapshot goes to the
+        registry (``on_closed``: its counters stay there, added to every later
+        collection), which then forgets the system. Never raises: the system's
+        close must go on whatever metrics do."""
+        last = None
         try:
-            self.take(-1)
+            last = self.take(-1)
         except Exception:
             _logger.exception("trio-actors: the last metrics snapshot failed")
         finally:
@@ -372,6 +392,6 @@ class MetricsSource:
             on_closed = self.on_closed
             if on_closed is not None:
                 try:
-                    on_closed(self)
+                    on_closed(self, last)
                 except Exception:
                     _logger.exception("trio-actors: releasing a closed system's metrics failed")

@@ -1,4 +1,4 @@
-"""Review of issue 33's top: what a node sends is shown as text, never as markup or
+"""What a node sends is shown as text, never as markup or
 terminal control (a node's answer is input: an actor may be named ``[bold]`` or
 ``x[`` with a child ``]``; a forged or buggy answer may hold anything)."""
 

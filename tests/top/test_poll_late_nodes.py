@@ -1,4 +1,4 @@
-"""Review of issue 33's top: a node that answers after the nodes already shown is
+"""top: a node that answers after the nodes already shown is
 still seen (a node that joins later, or one that was silent for a while and is
 slower than the others: the busy one top is there to show)."""
 
