@@ -20,6 +20,8 @@ from helpers import Echo
 from traces import ALWAYS_OFF, Recorded, attributes, events, is_child, outcome
 from trio_actors.observe import Tracing
 
+pytestmark = pytest.mark.usefixtures("no_context_left_behind")
+
 PATH = "trio_actors.actor.path"
 CLASS = "trio_actors.actor.class"
 MESSAGE = "trio_actors.message.type"

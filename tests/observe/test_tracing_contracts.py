@@ -25,6 +25,8 @@ import trio_actors as ta
 from trio_actors.contracts import REGISTRY
 from trio_actors.observe import Tracing
 
+pytestmark = pytest.mark.usefixtures("no_context_left_behind")
+
 # Contracts that open no system themselves (they check the runtime's tables).
 OPENS_NONE: frozenset[str] = frozenset()
 

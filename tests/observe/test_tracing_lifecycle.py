@@ -27,6 +27,8 @@ from trio_actors._core._ref import local_cell
 from trio_actors.observe import Tracing
 from trio_actors.observe._tracer import TracingObserver
 
+pytestmark = pytest.mark.usefixtures("no_context_left_behind")
+
 
 class Fragile(ta.Actor):
     """``"fail"`` raises; ``"stop"`` stops it from its handler; the rest is echoed."""

@@ -22,6 +22,8 @@ from traces import ALWAYS_ON, Recorded, attributes, events, is_child, outcome
 from trio_actors._core._ref import local_cell
 from trio_actors.observe import Tracing
 
+pytestmark = pytest.mark.usefixtures("no_context_left_behind")
+
 
 class Log(ta.Actor):
     """Records what it is told; ``"log"`` answers the record."""
