@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import opentelemetry.propagators.textmap
+import opentelemetry.trace
 from docutils import nodes
 from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
@@ -34,6 +36,8 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 import trio_actors
+from trio_actors import _opener
+from trio_actors.observe import Tracing, _options
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +154,23 @@ nitpick_ignore.append(("py:class", "Path"))
 # Cluster(bus=...)'s type: the protocol that MemoryBus (documented) implements; the
 # value sits below the remote layer and cannot name MemoryBus.
 nitpick_ignore += [("py:class", "Bus"), ("py:class", "trio_actors._cluster.Bus")]
+
+# -- Names imported only for type checking ---------------------------------------------
+#
+# ``open_actor_system(tracing=...)`` and ``trio_actors.observe.Tracing`` name
+# OpenTelemetry's TracerProvider and TextMapPropagator, imported under TYPE_CHECKING
+# only: the runtime imports OpenTelemetry for a traced system alone. autodoc evaluates
+# the signatures, so the modules are given those names here (the docs group installs
+# the API); without an inventory of OpenTelemetry's docs, the references are ignored.
+
+for _module in (_opener, _options):
+    _module.TracerProvider = opentelemetry.trace.TracerProvider  # type: ignore[attr-defined]
+    _module.TextMapPropagator = opentelemetry.propagators.textmap.TextMapPropagator  # type: ignore[attr-defined]
+_opener.Tracing = Tracing  # type: ignore[attr-defined]
+nitpick_ignore += [
+    ("py:class", "opentelemetry.trace.TracerProvider"),
+    ("py:class", "opentelemetry.propagators.textmap.TextMapPropagator"),
+]
 
 # -- HTML ----------------------------------------------------------------------------
 
