@@ -22,6 +22,7 @@ import trio_actors as ta
 from helpers import Echo
 from traces import Recorded, attributes, is_child, outcome, render
 from trio_actors.nats import Headers
+from trio_actors.observe import Tracing
 from trio_actors.remote import MemoryBus, Node
 from trio_actors.remote._subjects import ASK
 
@@ -289,3 +290,34 @@ async def test_traced_and_untraced_nodes_talk_and_only_a_sampled_ask_is_traced_o
         assert await at_c.ask("to untraced c") == "to untraced c"
     assert [headers is None for _subject, headers in bus.asks] == [True, False]
     assert [span.name for span in recorded.spans] == ["ask c"]  # (a's; c makes none)
+
+
+async def test_a_context_nats_headers_cannot_carry_is_left_out_and_the_ask_goes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from opentelemetry.propagate import get_global_textmap
+
+    class Newlines:
+        """A propagator that writes a value with a line feed (NATS refuses it)."""
+
+        fields = frozenset({"traceparent", "x-note"})
+
+        def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+            get_global_textmap().inject(carrier, context=context)
+            carrier["x-note"] = "two\nlines"
+
+        def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+            return get_global_textmap().extract(carrier, context=context)
+
+    recorded = Recorded()
+    tracing = Tracing(provider=recorded.provider, propagator=Newlines())  # type: ignore[arg-type]
+    cluster = ta.Cluster(bus=MemoryBus(), heartbeat=HEARTBEAT)
+    async with (
+        ta.open_actor_system(cluster=cluster, node="a", tracing=tracing) as a,
+        ta.open_actor_system(cluster=cluster, node="b", tracing=tracing) as b,
+    ):
+        echo = await reach(b, a, b.spawn(Echo, name="echo"), "echo")
+        assert await echo.ask("still") == "still"
+    client = recorded.one("ask b")
+    assert [event.name for event in client.events] == ["trace_context_not_sent"]
+    assert not recorded.named("receive Echo")  # (b had no context: no span there)

@@ -144,7 +144,11 @@ class TracingNode:
         if self.node.transport.takes_headers():
             carrier: dict[str, str] = {}
             self.spans.propagator().inject(carrier, context=context)
-            headers = Headers(carrier) if carrier else None
+            try:
+                headers = Headers(carrier) if carrier else None
+            except (TypeError, ValueError) as error:  # (a propagator's, not NATS's)
+                # The ask goes all the same, without its context: said on its span.
+                span.add_event("trace_context_not_sent", {"exception.message": str(error)})
         token = otel_context.attach(context)
         try:
             value = await send(headers)
