@@ -324,3 +324,46 @@ async def test_tracing_accepts_true_a_provider_or_tracing_and_refuses_anything_e
         Tracing(roots=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"propagator=.*TextMapPropagator"):
         Tracing(propagator="w3c")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (trio.Cancelled._create(source="deadline"), "cancelled"),
+        (ta.ConnectionInterrupted("lost"), "in_doubt"),  # (a NodeDown: told apart first)
+        (ta.NodeDown("down"), "node_down"),
+        (ta.NotPermitted("refused"), "not_permitted"),
+        (ta.MailboxFull("full"), "mailbox_full"),
+        (ta.ActorStopped("stopped"), "stopped"),
+        (ta.ActorNotFound("nobody"), "not_found"),
+        (KeyError("mine"), "exception"),
+    ],
+)
+def test_what_an_ask_raised_is_its_askers_outcome(error: BaseException, expected: str) -> None:
+    from trio_actors.observe._spans import outcome_of
+
+    assert outcome_of(error) == expected
+
+
+async def test_a_traced_ask_a_full_mailbox_drops_is_a_mailbox_full_outcome(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    recorded = Recorded()
+    async with ta.open_actor_system(tracing=recorded.provider) as system:
+        sleeper = system.spawn(Sleeper, mailbox=ta.Bounded(1, "drop_old"))
+        dropped: list[BaseException] = []
+
+        async def ask_dropped() -> None:
+            with pytest.raises(ta.MailboxFull) as raised:
+                await sleeper.ask("dropped")
+            dropped.append(raised.value)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper.ask, ("sleep", 10))
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(ask_dropped)
+            await trio.testing.wait_all_tasks_blocked()
+            sleeper.tell("newer")  # (drops the oldest queued: the ask)
+        assert len(dropped) == 1
+    outcomes = {attributes(s)[MESSAGE]: outcome(s) for s in recorded.named("ask Sleeper")}
+    assert outcomes == {"tuple": "value", "str": "mailbox_full"}
