@@ -228,6 +228,12 @@ def _add_node_commands(commands: Any) -> None:
             metavar="SECONDS",
             help="between heartbeats (a node silent for 3 is down; default: the file's, else 1.0)",
         )
+        command.add_argument(
+            "--tracing",
+            action="store_true",
+            help="trace with OpenTelemetry's global tracer provider, which MODULE sets up "
+            'when imported (needs pip install "trio-actors[otel]")',
+        )
     cluster.set_defaults(system_user=None, system_password_file=None)
 
 

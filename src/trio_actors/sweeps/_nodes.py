@@ -133,7 +133,9 @@ def run_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         async with trio.open_nursery() as nursery:
             await nursery.start(_stop_on_signal, stopping, stopped_by)
             with joining:
-                async with open_actor_system(cluster=cluster, node=name) as system:
+                async with open_actor_system(
+                    cluster=cluster, node=name, tracing=args.tracing
+                ) as system:
                     assert system.node is not None
                     print(
                         f"node {name} ({system.node.incarnation}) joined cluster "
@@ -316,6 +318,8 @@ def _node_command(args: argparse.Namespace, name: str, secret: Path | None) -> l
             command += [option, str(value)]
     if secret is not None:
         command += ["--system-user", ADVISORIES_USER, "--system-password-file", str(secret)]
+    if args.tracing:
+        command.append("--tracing")
     return command
 
 
