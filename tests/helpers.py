@@ -9,6 +9,7 @@ as ``from helpers import Echo``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -119,3 +120,13 @@ async def eventually(check: Callable[[], Awaitable[bool] | bool], within: float 
             if result:
                 return
             await trio.sleep(0.01)
+
+
+def gone(pid: int) -> bool:
+    """Whether no process has ``pid`` (any more): for the tests that start real node
+    processes and check that none is left behind."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False

@@ -48,6 +48,7 @@ errors = ["builtins:LookupError"]
 spawnable = ["test_cluster_config:Packer"]
 heartbeat = 0.5
 heartbeats_missed = 4
+monitoring = false
 
 [tls]
 ca = "ca.pem"
@@ -71,6 +72,7 @@ password = "also-secret"
     assert cluster.errors == (LookupError,)
     assert cluster.spawnable == (Packer,)
     assert (cluster.heartbeat, cluster.heartbeats_missed) == (0.5, 4)
+    assert cluster.monitoring is False
     assert isinstance(cluster.tls, ssl.SSLContext)
     assert cluster.tls_hostname == "nats.test"
     assert (cluster.user, cluster.password) == ("worker-1", "secret")
@@ -103,6 +105,7 @@ def test_an_empty_file_is_the_default_cluster(tmp_path: Path) -> None:
         ('[auth]\nuser = "u"', "auth: user and password go together"),
         ('[system]\nusr = "u"', "system.usr: unknown key"),
         ("pickle = 1", "pickle: expected true or false"),
+        ('monitoring = "no"', "monitoring: expected true or false"),
         ("servers = [", "not valid TOML"),
     ],
 )

@@ -29,18 +29,20 @@ LAYERS: list[list[str]] = [
         "_membership",
         "_placement",
         "_stream",
+        "_monitoring",  # the statistics service's subjects and documents
     ],
     ["_core"],  # the kernel: its modules know each other, nothing above them
     ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel
     ["remote"],  # nodes on NATS
-    ["observe"],  # tracing (OpenTelemetry): the observer the kernel and the node call
+    ["observe"],  # traces and metrics (OpenTelemetry): the observer the kernel calls
     ["_opener"],  # open_actor_system: a system, and with cluster= a node
-    ["contracts", "sweeps", "testing", "__main__", ""],  # "": trio_actors itself
+    ["contracts", "sweeps", "testing", "top", "__main__", ""],  # "": trio_actors itself
 ]
 PUBLIC_ONLY = ("contracts", "sweeps", "testing")
 # Packages whose own public face (their __init__, no private module) the layer above
-# may use too: the NATS client and the remote layer are documented, public packages.
-PUBLIC_FACES = (*PUBLIC_ONLY, "nats", "remote", "observe")
+# may use too: the NATS client and the remote layer are documented, public packages,
+# and so is observe (its options); top's face is its command (run by the CLI, in sweeps).
+PUBLIC_FACES = (*PUBLIC_ONLY, "nats", "remote", "observe", "top")
 
 
 def layer_of(module: str) -> int:

@@ -37,9 +37,11 @@ def test_actor_stopped_is_an_actor_error() -> None:
     assert issubclass(trio_actors.ActorStopped, trio_actors.ActorError)
 
 
-def test_the_observe_face_is_tracing_alone_and_says_where_it_lives() -> None:
+def test_the_observe_face_is_its_two_options_and_says_where_they_live() -> None:
     from trio_actors import observe
 
-    assert observe.__all__ == ["Tracing"]
+    assert observe.__all__ == ["Metrics", "Tracing"]
     assert observe.Tracing.__module__ == "trio_actors.observe"
+    assert observe.Metrics.__module__ == "trio_actors.observe"
     assert "tracing" in trio_actors.open_actor_system.__code__.co_varnames
+    assert "metrics" in trio_actors.open_actor_system.__code__.co_varnames

@@ -8,11 +8,12 @@ checks both by reading every import:
 0. ``nats`` -- the NATS client (sans-io protocol core, trio transport): it imports
    nothing of the runtime, which may use it (the remote layer);
 1. ``_errors``, ``_policy``, ``_statistics``, ``_cluster``, ``_supervision``,
-   ``_membership``, ``_placement``, ``_stream`` -- exceptions, the serving policy,
-   the statistics records, the cluster's configuration, the supervision strategies,
-   the cluster's members (values, and the stream of membership changes), where a
-   remote spawn places an actor, and the bounded stream both the membership changes
-   and a dead-letter subscription are;
+   ``_membership``, ``_placement``, ``_stream``, ``_monitoring`` -- exceptions,
+   the serving policy, the statistics records, the cluster's configuration, the
+   supervision strategies, the cluster's members (values, and the stream of
+   membership changes), where a remote spawn places an actor, the bounded stream
+   both the membership changes and a dead-letter subscription are, and the
+   statistics service's subjects and documents;
 2. ``_core`` -- the kernel: the actor base, the ref, the cell, the state tables,
    the serving loop (the only user of trio's scheduling primitives), and the
    sequences that end or renew a life (stop, stranded cleanup, restart, failure,
@@ -21,13 +22,16 @@ checks both by reading every import:
 3. ``actors`` -- ``Actor``, ``ActorSystem``, pools; ``lifecycle`` and ``mailbox`` --
    the public faces of the kernel's rules and mailboxes;
 4. ``remote`` -- nodes on NATS, remote refs, the codec;
-5. ``observe`` -- tracing with OpenTelemetry: the observer the kernel (and a node)
-   calls; its face (``Tracing``) imports no OpenTelemetry, the rest is imported only
-   for a system opened with ``tracing=``;
+5. ``observe`` -- what a system does, through OpenTelemetry: traces and metrics (the
+   observer the kernel and a node call); its face (``Tracing``, ``Metrics``) imports
+   no OpenTelemetry, the rest is imported only for a system opened with
+   ``tracing=`` or ``metrics=``;
 6. ``_opener`` -- ``open_actor_system``: a system, and with ``cluster=`` a node (the
    remote layer, and msgspec, are imported only then);
 7. ``contracts``, ``sweeps``, ``testing`` -- built on the public API only: they
-   import the package's names from ``trio_actors`` itself.
+   import the package's names from ``trio_actors`` itself; and ``top``, the live
+   view of a cluster (``trio-actors top``), which reads the statistics service's
+   documents (``_monitoring``).
 
 This module only re-exports the public API.
 """

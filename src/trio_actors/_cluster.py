@@ -234,6 +234,10 @@ class Cluster:
             that waits on it declares it down (:exc:`~trio_actors.NodeDown`).
         limits: what a node may hold because of what other nodes (or any client
             of the servers) send it: :class:`~trio_actors.InputLimits`.
+        monitoring: the node answers the statistics service (``$SRV.PING``,
+            ``$SRV.INFO``, ``$SRV.STATS`` and its endpoint of busiest actors:
+            what ``trio-actors top`` shows); ``False``: it subscribes to none of
+            them.
 
     ``tls``, ``tls_hostname``, ``token``, ``user``, ``password``, ``nkey_seed`` and
     ``credentials`` are passed to :func:`trio_actors.nats.connect` as they are.
@@ -261,6 +265,7 @@ class Cluster:
     heartbeat: float = attrs.field(default=1.0, kw_only=True)
     heartbeats_missed: int = attrs.field(default=3, kw_only=True)
     limits: InputLimits = attrs.field(factory=InputLimits, converter=_limits, kw_only=True)
+    monitoring: bool = attrs.field(default=True, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         for server in self.servers:
@@ -268,6 +273,8 @@ class Cluster:
         check_token(self.name, "Cluster name")
         if not isinstance(self.pickle, bool):
             raise TypeError(f"Cluster pickle is True or False, got {self.pickle!r}")
+        if not isinstance(self.monitoring, bool):
+            raise TypeError(f"Cluster monitoring is True or False, got {self.monitoring!r}")
         if (
             isinstance(self.heartbeat, bool)
             or not isinstance(self.heartbeat, int | float)

@@ -13,6 +13,7 @@
     heartbeat = 1.0                   # seconds between heartbeats
     heartbeats_missed = 3
     pickle = false
+    monitoring = true                 # answer the statistics service (trio-actors top)
 
     [tls]                             # any key here: the connection is TLS
     ca = "ca.pem"                     # paths are relative to this file's directory
@@ -61,6 +62,7 @@ _TOP = {
     "heartbeat",
     "heartbeats_missed",
     "pickle",
+    "monitoring",
     "tls",
     "auth",
     "system",
@@ -139,10 +141,11 @@ def _checked(table: dict[str, Any], base: Path) -> dict[str, Any]:
         if isinstance(missed, bool) or not isinstance(missed, int) or missed < 1:
             raise _Mistake("heartbeats_missed", f"expected a whole number >= 1, got {missed!r}")
         checked["heartbeats_missed"] = missed
-    if "pickle" in table:
-        if not isinstance(table["pickle"], bool):
-            raise _Mistake("pickle", f"expected true or false, got {table['pickle']!r}")
-        checked["pickle"] = table["pickle"]
+    for key in ("pickle", "monitoring"):
+        if key in table:
+            if not isinstance(table[key], bool):
+                raise _Mistake(key, f"expected true or false, got {table[key]!r}")
+            checked[key] = table[key]
     for name, keys in _TABLES.items():
         if name in table:
             checked[name] = _sub_table(table[name], name, keys, base)
@@ -237,7 +240,7 @@ def _options(table: Mapping[str, Any]) -> dict[str, Any]:
         options["servers"] = table["servers"]
     if "cluster" in table:
         options["name"] = table["cluster"]
-    for key in ("heartbeat", "heartbeats_missed", "pickle"):
+    for key in ("heartbeat", "heartbeats_missed", "pickle", "monitoring"):
         if key in table:
             options[key] = table[key]
     options["types"] = [

@@ -37,7 +37,9 @@ from .actors import ActorSystem
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from .observe import Tracing
+    from .observe import Metrics, Tracing
+    from .observe._both import BothObservers
+    from .observe._metered import MetricsObserver
     from .observe._tracer import TracingObserver
     from .remote import Node
 
@@ -87,6 +89,7 @@ def open_actor_system(
     cluster: str | Cluster | PathLike[str] | None = None,
     node: str | None = None,
     tracing: bool | TracerProvider | Tracing = False,
+    metrics: bool | Metrics | Any = False,
 ) -> AbstractAsyncContextManager[ActorSystem]:
     """Open an actor system whose actors live as long as the ``async with`` block.
 
@@ -126,6 +129,13 @@ def open_actor_system(
             API; without it, entering raises ``ModuleNotFoundError`` saying so).
             ``False`` (the default) costs nothing: OpenTelemetry is not even
             imported.
+        metrics: report what the actors do through the OpenTelemetry metrics
+            API (``pip install "trio-actors[otel]"``): ``True`` for the global
+            meter provider, a ``MeterProvider``, or a
+            :class:`~trio_actors.observe.Metrics` with more options. The
+            instruments and their attributes are in "Observing a running system";
+            nothing of it runs on the serving paths, and with ``False`` (the
+            default) nothing of OpenTelemetry is imported.
 
     Leaving the block stops every actor still alive, children before their parents,
     newest first and one at a time (an actor not yet reached keeps serving): queued
@@ -140,7 +150,7 @@ def open_actor_system(
     the first use says how to open it instead of failing obscurely.
     """
     return _SystemOpener(
-        _open(serving, dead_letters_kept, seed, turn_sampling, cluster, node, tracing)
+        _open(serving, dead_letters_kept, seed, turn_sampling, cluster, node, tracing, metrics)
     )
 
 
@@ -189,6 +199,7 @@ async def _open(
     cluster: Any,
     node: str | None,
     tracing: object,
+    metrics: object,
 ) -> AsyncIterator[ActorSystem]:
     """The body of :func:`open_actor_system`."""
     if serving is None:
@@ -215,16 +226,21 @@ async def _open(
         from .remote import spawnable_classes
 
         spawnable_classes(cluster)  # (a TypeError for a class that is no actor)
-    observer = None if tracing is False else _tracing_observer(tracing)
+    tracer = None if tracing is False else _tracing_observer(tracing)
+    meter = _metrics_observer(metrics)
+    observer = _observer(tracer, meter)
     async with trio.open_nursery() as nursery:
         system = ActorSystem(nursery, serving, dead_letters, seed, observer)
-        with _outside_traces(observer):  # (the dispatcher serves every trace's messages)
+        source = None if meter is None else meter.attach(system)
+        with _outside_traces(tracer):  # (the dispatcher serves every trace's messages)
             await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
         if sampled:
             assert turn_sampling is not None
             SAMPLER.add(system.thread_id, turn_sampling)
         try:
-            async with _node_of(system, open_node, cluster, node, observer):
+            async with _node_of(system, open_node, cluster, node, tracer):
+                if source is not None and system.node is not None:
+                    source.set_node(system.node)
                 try:
                     yield system
                 finally:
@@ -234,6 +250,8 @@ async def _open(
                 assert turn_sampling is not None
                 SAMPLER.remove(system.thread_id, turn_sampling)
             dead_letters.close_subscriptions()  # (the exit's own letters are in)
+            if source is not None:
+                source.close()  # (its last numbers: read by the next collection)
             system._close()
             nursery.cancel_scope.cancel()
 
@@ -264,6 +282,53 @@ def _tracing_observer(tracing: object) -> TracingObserver:
             name="opentelemetry",
         ) from None
     return tracing_observer(tracing)
+
+
+def _metrics_observer(metrics: object) -> MetricsObserver | None:
+    """The observer of a system opened with ``metrics=metrics`` (``None``: no
+    metrics); OpenTelemetry is imported only then.
+
+    Raises:
+        TypeError: ``metrics`` is not one of what ``metrics=`` takes.
+        ModuleNotFoundError: the OpenTelemetry API is not installed (the message
+            says what to install).
+    """
+    if metrics is False or metrics is None:
+        return None
+    from .observe import Metrics
+
+    try:
+        from opentelemetry.metrics import MeterProvider
+
+        from .observe._metered import MetricsObserver
+    except ModuleNotFoundError as missing:
+        if not (missing.name or "").startswith("opentelemetry"):
+            raise
+        raise ModuleNotFoundError(
+            'metrics needs OpenTelemetry (its API): pip install "trio-actors[otel]"',
+            name="opentelemetry",
+        ) from None
+    if metrics is True:
+        return MetricsObserver(Metrics())
+    if isinstance(metrics, Metrics):
+        return MetricsObserver(metrics)
+    if isinstance(metrics, MeterProvider):
+        return MetricsObserver(Metrics(provider=metrics))
+    raise TypeError(
+        "metrics must be True or False, an OpenTelemetry MeterProvider, or a "
+        f"trio_actors.observe.Metrics; got {metrics!r}"
+    )
+
+
+def _observer(
+    tracer: TracingObserver | None, meter: MetricsObserver | None
+) -> TracingObserver | MetricsObserver | BothObservers | None:
+    """The system's one observer: the tracer's, the meter's, or both."""
+    if tracer is None or meter is None:
+        return tracer or meter
+    from .observe._both import BothObservers
+
+    return BothObservers(tracer, meter)
 
 
 def _outside_traces(observer: TracingObserver | None) -> AbstractContextManager[None]:

@@ -182,6 +182,10 @@ class BadInputCounts:
             another node, an advisory of a connection that was not the node's
             user's): on a server with ``trio-actors secure``'s permissions, the
             subject is the sender's proof (``docs/security.rst``).
+        monitoring: requests to its statistics service it did not answer: without
+            a reply subject, with one it may not answer on (another node's, or --
+            where each node has its own user -- not a monitor's of its cluster),
+            or beyond what it queues at once (``docs/observing.rst``).
     """
 
     messages: int = 0
@@ -197,6 +201,7 @@ class BadInputCounts:
     watches: int = 0
     over_limit: int = 0
     forged: int = 0
+    monitoring: int = 0
 
     @property
     def total(self) -> int:

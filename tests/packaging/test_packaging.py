@@ -60,20 +60,25 @@ def test_extras_are_what_users_install_and_the_tools_are_groups() -> None:
     assert isinstance(extras, dict)
     # test stays an extra only for the README's command (a new venv's pip may predate
     # dependency groups): the test group plus the extras the tests run.
-    assert set(extras) == {"sweep", "plot", "nats", "cluster", "otel", "test"}
+    assert set(extras) == {"sweep", "plot", "nats", "cluster", "top", "otel", "test"}
     groups = _groups()
-    assert extras["test"] == ["trio-actors[sweep,nats,cluster,otel]", *groups["test"]]
+    assert extras["test"] == ["trio-actors[sweep,nats,cluster,top,otel]", *groups["test"]]
     tools = ["test", "docs", "lint", "bench"]
     assert list(groups) == [*tools, "dev"]
     assert groups["dev"] == [{"include-group": name} for name in tools]
 
 
-def test_the_otel_extra_is_the_opentelemetry_api_alone() -> None:
-    # (the runtime imports the API only; the SDK is the application's -- and the tests')
+def test_the_top_extra_has_what_top_draws_with() -> None:
     extras = _project()["optional-dependencies"]
     assert isinstance(extras, dict)
-    assert _names(extras["otel"]) == {"opentelemetry-api"}
-    assert "opentelemetry-sdk" in _names(_groups()["test"])  # type: ignore[arg-type]
+    assert _names(extras["top"]) == {"rich"}
+
+
+def test_the_otel_extra_is_the_opentelemetry_api_alone() -> None:
+    extras = _project()["optional-dependencies"]
+    assert isinstance(extras, dict)
+    assert _names(extras["otel"]) == {"opentelemetry-api"}  # (the SDK is the application's)
+    assert "opentelemetry-sdk" in _names(_groups()["test"])  # type: ignore[arg-type]  # (the tests')
 
 
 def test_the_version_has_one_source() -> None:

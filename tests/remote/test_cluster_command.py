@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from helpers import gone
+
 APPS = Path(__file__).parent / "apps"
 WITHIN = 60.0  # seconds: a safety net for a loaded machine, not a speed check
 STOPS_WITHIN = 40.0  # seconds a Ctrl-C'd cluster command may take (under pytest's 60 s)
@@ -179,14 +181,6 @@ def _read_until(lines: queue.Queue[str | None], seen: list[str], done: Any) -> N
         seen.append(line)
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_or_sighup_to_the_cluster_leaves_no_process_behind(number: int) -> None:
     url = f"nats://127.0.0.1:{free_port()}"
@@ -199,7 +193,7 @@ def test_sigterm_or_sighup_to_the_cluster_leaves_no_process_behind(number: int) 
         [server] = [int(pid) for pid in re.findall(r"started nats-server (\d+)", text)]
         pids.append(server)
         assert len(pids) == 3, text
-        assert not any(_gone(pid) for pid in pids)
+        assert not any(gone(pid) for pid in pids)
         process.send_signal(number)
         assert process.wait(timeout=WITHIN) == 0
         while (line := lines.get(timeout=WITHIN)) is not None:
@@ -210,7 +204,7 @@ def test_sigterm_or_sighup_to_the_cluster_leaves_no_process_behind(number: int) 
     assert "[node-0] node node-0: stopped (SIGTERM); left the cluster" in output  # (clean)
     assert "[node-1] node node-1: stopped (SIGTERM); left the cluster" in output
     assert "cluster: node-0 exited 0, node-1 exited 0" in output
-    assert [pid for pid in pids if not _gone(pid)] == []
+    assert [pid for pid in pids if not gone(pid)] == []
 
 
 def test_a_kill_9_of_a_node_is_seen_by_the_server_s_advisory_not_heartbeats() -> None:
@@ -262,6 +256,16 @@ async def test_the_advisories_user_of_the_command_s_server_may_only_subscribe_to
             async with watcher.subscribe("$SYS.REQ.>"):  # (refused: only advisories)
                 await watcher.flush()
             assert "Permissions Violation for Subscription" in (watcher.last_error or "")
+
+
+def test_metrics_on_a_node_go_to_the_meter_provider_its_module_set_up() -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    url = f"nats://127.0.0.1:{free_port()}"
+    with cluster("--nodes", "1", "metered:main", "--cluster", url, "--metrics") as process:
+        output, _ = process.communicate(timeout=WITHIN)
+        assert process.returncode == 0, output
+        said = "{'trio_actors.actor.class': 'Echo', 'trio_actors.node': 'node-0'} 3"
+        assert f"[node-0] handled {said}" in output
 
 
 def test_with_tracing_one_trace_crosses_from_one_node_process_to_the_other() -> None:

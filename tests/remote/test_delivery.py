@@ -122,14 +122,17 @@ async def test_tells_before_an_undecodable_last_one_of_a_message_stay_unacknowle
         await Node.of(b).flush()
         gate, recorder = await a.lookup("gate"), await a.lookup("recorder")
         sent = Node.of(a).tells.sent
-        recorder.tell("first")  # (at once, alone: the next wait for the writer's turn)
+        recorder.tell("first")  # (alone if the writer is idle, else with the rest)
         gate.tell(("g", 1))
         if not alone:
             recorder.tell(("r", 1))
         gate.tell(("g", 2))
         gate.tell(OnlyOnA(3))
         await trio.sleep(HEARTBEAT / 2)
-        assert Node.of(a).tells.sent == sent + 2  # (the rest left as one message)
+        # The gate's tells, told with no checkpoint between them, left as one message
+        # (after "first", or with it: trio's scheduler may have run the writer before
+        # these tells, or not -- it orders each pass's tasks at random).
+        assert Node.of(a).tells.sent - sent in (1, 2)
         assert letters(b, "undecodable") != []
         link = link_of(gate)
         # Nothing of the gate's is acknowledged while ("g", 2) is queued there.

@@ -98,6 +98,10 @@ class ActorSystem:
         self._seed = seed
         self._random = random.Random(seed)  # every random choice of the runtime
         self.restarts = 0  # of all its actors, for statistics
+        # Messages handled by its actors that have stopped (added once per stop, in
+        # _forget): with a walk of the live ones, the node-wide total the statistics
+        # service reports (actors/_census.py).
+        self.handled_by_stopped = 0
         self.failures = 0  # likewise
         self.expected_errors = 0  # likewise
         self.longest_turn_time = 0.0  # of all its actors' turns, as the trio thread saw
@@ -403,6 +407,7 @@ class ActorSystem:
         if siblings is not None and siblings.get(cell.actor_name) is cell:
             del siblings[cell.actor_name]
         self._live -= 1
+        self.handled_by_stopped += cell.handled
 
     @enable_ki_protection
     def statistics(self) -> SystemStatistics:

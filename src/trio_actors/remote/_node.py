@@ -43,6 +43,7 @@ from ._heartbeats import Heartbeats
 from ._inbound import Answers
 from ._link import Link
 from ._members import Members
+from ._monitoring import Monitoring
 from ._names import ClusterNames
 from ._observed import ObservedGroups, ObservedTells, observer_of
 from ._peers import Peers
@@ -172,6 +173,10 @@ class Node:
             transport.before_writing(self.tells.outbox.flush),
             transport.before_writing(self.groups.send_reports),
         ]
+        # (the statistics service: what trio-actors top asks; _monitoring.py)
+        self.monitoring = Monitoring(self) if cluster.monitoring else None
+        if self.monitoring is not None:
+            self._unsubscribes.extend(self.monitoring.listen())
         self.peers.start()  # (this node is up, and a member, from now)
 
     @staticmethod
@@ -291,13 +296,16 @@ class Node:
 
     async def run(self) -> None:
         """The node's own tasks: heartbeats and the watch over the nodes it waits
-        on, confirming tells and acknowledging them (``_tells.py``), and the
-        confirm rounds with the nodes it waits on (``_confirm.py``)."""
+        on, confirming tells and acknowledging them (``_tells.py``), the confirm
+        rounds with the nodes it waits on (``_confirm.py``), and the statistics
+        service's answers (``_monitoring.py``)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.heartbeats.beat)
             nursery.start_soon(self.tells.run)
             nursery.start_soon(self.confirmations.run)
             nursery.start_soon(self.groups.run)
+            if self.monitoring is not None:
+                nursery.start_soon(self.monitoring.run)
 
     # --- peers: what the peer table makes the node do --------------------------------
 

@@ -80,6 +80,15 @@ subject                                published    what
                                                     reply subject has ``-``, as a
                                                     lookup's, which the taker
                                                     replaces with its own name
+``P.s.X``                              a monitor    a request for X's busiest actors
+                                                    (its statistics service:
+                                                    ``_monitoring.py``; with the
+                                                    ``$SRV.PING|INFO|STATS`` subjects
+                                                    of NATS's service API)
+``P.m.<monitor>.X.<n>``                X            X's answer to a monitor's request
+                                                    ``n``: the request's reply subject
+                                                    names X, or ``-``, which X
+                                                    replaces with its own name
 =====================================  ===========  ==================================
 
 A message to an actor is a msgpack array ``[kind, export number, path, body]``:

@@ -11,7 +11,8 @@ checks and measures candidate policies and recommends one
 contract.
 
 ``trio-actors node`` and ``trio-actors cluster`` run nodes of a cluster
-(:mod:`trio_actors.sweeps._nodes`).
+(:mod:`trio_actors.sweeps._nodes`); ``trio-actors top`` shows a running cluster
+(:mod:`trio_actors.top`, which needs rich: the ``top`` extra, but for ``--json``).
 
 Bad options are one-line errors with exit code 2, never tracebacks. So is a sweep
 without its extra: the runtime needs only trio and attrs, the sweep also pyperf and
@@ -76,14 +77,15 @@ def _listed(item: Callable[[str], Any]) -> Callable[[str], list[Any]]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trio-actors",
-        description="trio-actors tools: the contract suite, the batch-size sweep, and "
-        "nodes of a cluster.",
+        description="trio-actors tools: the contract suite, the batch-size sweep, "
+        "nodes of a cluster, and a live view of one.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_contracts_command(commands)
     _add_sweep_command(commands)
     _add_node_commands(commands)
     _add_secure_command(commands)
+    _add_top_command(commands)
     return parser
 
 
@@ -234,6 +236,12 @@ def _add_node_commands(commands: Any) -> None:
             help="trace with OpenTelemetry's global tracer provider, which MODULE sets up "
             'when imported (needs pip install "trio-actors[otel]")',
         )
+        command.add_argument(
+            "--metrics",
+            action="store_true",
+            help="report the node's metrics through OpenTelemetry's global meter provider, "
+            "which MODULE sets up when it is imported (needs trio-actors[otel])",
+        )
     cluster.set_defaults(system_user=None, system_password_file=None)
 
 
@@ -265,6 +273,75 @@ def _add_secure_command(commands: Any) -> None:
         help="which nodes' actors a node may send to (repeatable); without it, every "
         "node may reach every other; with it, a node not listed reaches none",
     )
+    secure.add_argument(
+        "--monitor",
+        nargs="?",
+        const="ta-monitor",
+        metavar="NAME",
+        help="also a monitor user NAME (default ta-monitor) and its file NAME.toml, for "
+        "trio-actors top: it may ask the nodes' statistics, nothing else (give it after "
+        "the node names, or as --monitor=NAME)",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+
+
+def _add_top_command(commands: Any) -> None:
+    """``top`` (run by :mod:`trio_actors.top`, imported only then)."""
+    top = commands.add_parser(
+        "top",
+        help="a live view of a running cluster: its nodes, and a node's busiest actors",
+        description="Show every node of a cluster (uptime, actors, messages and dead "
+        "letters per second, tells in doubt, the longest turn and whose), and a "
+        "selected node's busiest actors, refreshed every --interval seconds; press ? "
+        "for the keys. --once prints one snapshot and exits (1 if no node answered).",
+    )
+    top.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a configuration file (TOML: servers, cluster name, TLS, credentials -- a "
+        "secure deployment's monitor file, trio-actors secure --monitor)",
+    )
+    top.add_argument(
+        "--cluster",
+        action="append",
+        metavar="URL",
+        help="a nats:// URL (repeatable; default: the file's servers, else nats://127.0.0.1:4222)",
+    )
+    top.add_argument(
+        "--cluster-name", help="the cluster's name (default: the file's, else trio-actors)"
+    )
+    top.add_argument(
+        "--interval", type=_seconds, default=1.0, metavar="SECONDS", help="between polls (1.0)"
+    )
+    top.add_argument(
+        "--wait",
+        type=_seconds,
+        default=0.5,
+        metavar="SECONDS",
+        help="how long a poll waits for the nodes' answers (0.5; less once every node "
+        "known has answered)",
+    )
+    top.add_argument(
+        "--actors",
+        type=_positive_int,
+        default=20,
+        metavar="N",
+        help="busiest actors shown for the selected node (20; at most 100)",
+    )
+    top.add_argument(
+        "--once", action="store_true", help="print one snapshot of the nodes as a table and exit"
+    )
+    top.add_argument(
+        "--json",
+        action="store_true",
+        help="print one snapshot of the nodes' summaries as JSON and exit (needs no rich)",
+    )
 
 
 SWEEP_EXTRA = 'pip install "trio-actors[sweep]"'
@@ -287,6 +364,23 @@ def _require_sweep_extra() -> None:
             file=sys.stderr,
         )
         raise SystemExit(2)
+
+
+TOP_EXTRA = 'pip install "trio-actors[top]"'
+"""How to install what ``top`` needs beyond the runtime (rich)."""
+
+
+def _require_top_extra() -> None:
+    """Exit 2 with a one-line error when rich is not installed."""
+    try:
+        importlib.import_module("rich")
+    except ImportError:
+        print(
+            f"trio-actors top: needs rich, not installed; install the top extra: {TOP_EXTRA} "
+            "(--json needs no rich)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
 
 
 def _run_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -454,6 +548,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._secure import run_secure
 
         return run_secure(args, parser)
+    if args.command == "top":
+        if not args.json:
+            _require_top_extra()
+        from ..top import run_top
+
+        return run_top(args, parser)
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse
     return 2  # pragma: no cover
 
