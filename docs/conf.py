@@ -172,6 +172,9 @@ _opener.Metrics = observe.Metrics  # type: ignore[attr-defined]
 nitpick_ignore += [
     ("py:class", "opentelemetry.trace.TracerProvider"),
     ("py:class", "opentelemetry.propagators.textmap.TextMapPropagator"),
+    # (as napoleon writes the types of Tracing's attributes: their annotations)
+    ("py:class", "TracerProvider"),
+    ("py:class", "TextMapPropagator"),
 ]
 
 # -- HTML ----------------------------------------------------------------------------
