@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import opentelemetry.propagators.textmap
+import opentelemetry.trace
 from docutils import nodes
 from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
@@ -34,6 +36,8 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 import trio_actors
+from trio_actors import _opener, observe
+from trio_actors.observe import _options
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +154,28 @@ nitpick_ignore.append(("py:class", "Path"))
 # Cluster(bus=...)'s type: the protocol that MemoryBus (documented) implements; the
 # value sits below the remote layer and cannot name MemoryBus.
 nitpick_ignore += [("py:class", "Bus"), ("py:class", "trio_actors._cluster.Bus")]
+
+# -- Names imported only for type checking ---------------------------------------------
+#
+# ``open_actor_system(tracing=..., metrics=...)`` and ``trio_actors.observe.Tracing``
+# name OpenTelemetry's TracerProvider and TextMapPropagator (and the observe layer's
+# options), imported under TYPE_CHECKING only: the runtime imports OpenTelemetry for
+# an observed system alone. autodoc evaluates
+# the signatures, so the modules are given those names here (the docs group installs
+# the API); without an inventory of OpenTelemetry's docs, the references are ignored.
+
+for _module in (_opener, _options, observe):
+    _module.TracerProvider = opentelemetry.trace.TracerProvider  # type: ignore[attr-defined]
+    _module.TextMapPropagator = opentelemetry.propagators.textmap.TextMapPropagator  # type: ignore[attr-defined]
+_opener.Tracing = observe.Tracing  # type: ignore[attr-defined]
+_opener.Metrics = observe.Metrics  # type: ignore[attr-defined]
+nitpick_ignore += [
+    ("py:class", "opentelemetry.trace.TracerProvider"),
+    ("py:class", "opentelemetry.propagators.textmap.TextMapPropagator"),
+    # (as napoleon writes the types of Tracing's attributes: their annotations)
+    ("py:class", "TracerProvider"),
+    ("py:class", "TextMapPropagator"),
+]
 
 # -- HTML ----------------------------------------------------------------------------
 

@@ -94,3 +94,15 @@ def cluster_here(
         return ta.Cluster(bus=MemoryBus())
     server: NatsServer = request.getfixturevalue("nats_server")
     return ta.Cluster(server.url)
+
+
+@pytest.fixture
+def no_context_left_behind(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """For the tracing tests (tests/observe): fail if OpenTelemetry complained -- its
+    ``detach`` of a context made current in another task (or twice) only logs "Failed
+    to detach context", the sign of a span left current where it does not belong."""
+    with caplog.at_level("ERROR", logger="opentelemetry.context"):
+        yield
+    records = caplog.get_records("setup") + caplog.get_records("call")
+    complaints = [r.getMessage() for r in records if r.name.startswith("opentelemetry")]
+    assert complaints == []

@@ -9,6 +9,8 @@ from typing import Any
 import trio
 import trio.testing
 
+import trio_actors as ta
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -325,3 +327,25 @@ def test_the_jobs_example_accounts_for_every_job_through_a_kill_9() -> None:
     assert int(restarts.rpartition(": ")[2]) >= 1, seen[-30:]  # (node-2 had workers)
     done_by = next(line for line in seen if "jobs done by node" in line)
     assert "node-2" in done_by, done_by  # (it took jobs before it died)
+
+
+def test_the_tracing_example_shows_one_trace_across_three_nodes() -> None:
+    from trio_actors.remote import MemoryBus
+
+    example = load("tracing")
+    cluster = ta.Cluster(bus=MemoryBus())
+    answer, spans = run_virtual(example.main, cluster)
+    assert answer == "ordered tea, 2 left"
+    assert len({span.context.trace_id for span in spans}) == 1
+    assert example.tree(spans, durations=False) == [
+        "checkout [INTERNAL]",
+        "  ask b [CLIENT] on a -> value",
+        "    receive Orders [SERVER] on b -> value",
+        "      ask c [CLIENT] on b -> value",
+        "        receive Stock [SERVER] on c -> value",
+    ]
+    page = (EXAMPLES.parent / "docs" / "observing.rst").read_text(encoding="utf-8")
+    shown = page.split(".. trace from examples/tracing.py:\n", 1)[1].split("\n\n", 2)[1]
+    lines = [line[3:] for line in shown.splitlines()]
+    assert lines[0] == answer
+    assert [line.rsplit(" (", 1)[0] for line in lines[2:]] == example.tree(spans, durations=False)

@@ -77,7 +77,7 @@ def events(span: ReadableSpan) -> list[str]:
 
 def render(spans: Sequence[ReadableSpan]) -> str:
     """The spans as an indented tree, parents first, children in the order they
-    started: ``name [kind] node outcome`` -- what ``docs/tracing.rst`` shows."""
+    started: ``name [kind] node outcome`` -- what ``docs/observing.rst`` shows."""
     by_parent: dict[int | None, list[ReadableSpan]] = {}
     ids = {span.context.span_id for span in spans if span.context is not None}
     for span in sorted(spans, key=lambda s: s.start_time or 0):

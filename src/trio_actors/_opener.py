@@ -122,7 +122,7 @@ def open_actor_system(
             :class:`~pathlib.Path` to a node configuration file (TOML: see
             :meth:`Cluster.from_toml <trio_actors.Cluster.from_toml>` and the CLI
             reference); its ``node`` key names the node unless ``node`` is given.
-        tracing: trace asks (and tells) with OpenTelemetry (:doc:`/tracing`):
+        tracing: trace asks (and tells) with OpenTelemetry (:ref:`traces`):
             ``True`` with the global tracer provider, a ``TracerProvider``, or a
             :class:`~trio_actors.observe.Tracing` with more options. Needs the
             ``otel`` extra (``pip install "trio-actors[otel]"``: the OpenTelemetry

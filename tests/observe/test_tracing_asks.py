@@ -1,5 +1,5 @@
 """Asks in one traced process: a CLIENT span for the asker, a SERVER span for the
-handling, child of it, with the attributes and the outcome docs/tracing.rst lists;
+handling, child of it, with the attributes and the outcome docs/observing.rst lists;
 what a handler asks is the grandchild; an untraced message sees no span; the
 samplers and ``roots`` decide, and an ask sampled out takes the untraced path.
 Spans from the SDK's in-memory exporter, under an autojumping MockClock."""
@@ -19,6 +19,8 @@ import trio_actors as ta
 from helpers import Echo
 from traces import ALWAYS_OFF, Recorded, attributes, events, is_child, outcome
 from trio_actors.observe import Tracing
+
+pytestmark = pytest.mark.usefixtures("no_context_left_behind")
 
 PATH = "trio_actors.actor.path"
 CLASS = "trio_actors.actor.class"
@@ -322,3 +324,46 @@ async def test_tracing_accepts_true_a_provider_or_tracing_and_refuses_anything_e
         Tracing(roots=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"propagator=.*TextMapPropagator"):
         Tracing(propagator="w3c")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (trio.Cancelled._create(source="deadline"), "cancelled"),
+        (ta.ConnectionInterrupted("lost"), "in_doubt"),  # (a NodeDown: told apart first)
+        (ta.NodeDown("down"), "node_down"),
+        (ta.NotPermitted("refused"), "not_permitted"),
+        (ta.MailboxFull("full"), "mailbox_full"),
+        (ta.ActorStopped("stopped"), "stopped"),
+        (ta.ActorNotFound("nobody"), "not_found"),
+        (KeyError("mine"), "exception"),
+    ],
+)
+def test_what_an_ask_raised_is_its_askers_outcome(error: BaseException, expected: str) -> None:
+    from trio_actors.observe._spans import outcome_of
+
+    assert outcome_of(error) == expected
+
+
+async def test_a_traced_ask_a_full_mailbox_drops_is_a_mailbox_full_outcome(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    recorded = Recorded()
+    async with ta.open_actor_system(tracing=recorded.provider) as system:
+        sleeper = system.spawn(Sleeper, mailbox=ta.Bounded(1, "drop_old"))
+        dropped: list[BaseException] = []
+
+        async def ask_dropped() -> None:
+            with pytest.raises(ta.MailboxFull) as raised:
+                await sleeper.ask("dropped")
+            dropped.append(raised.value)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper.ask, ("sleep", 10))
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(ask_dropped)
+            await trio.testing.wait_all_tasks_blocked()
+            sleeper.tell("newer")  # (drops the oldest queued: the ask)
+        assert len(dropped) == 1
+    outcomes = {attributes(s)[MESSAGE]: outcome(s) for s in recorded.named("ask Sleeper")}
+    assert outcomes == {"tuple": "value", "str": "mailbox_full"}

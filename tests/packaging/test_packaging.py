@@ -78,6 +78,7 @@ def test_the_otel_extra_is_the_opentelemetry_api_alone() -> None:
     extras = _project()["optional-dependencies"]
     assert isinstance(extras, dict)
     assert _names(extras["otel"]) == {"opentelemetry-api"}  # (the SDK is the application's)
+    assert "opentelemetry-sdk" in _names(_groups()["test"])  # type: ignore[arg-type]  # (the tests')
 
 
 def test_the_version_has_one_source() -> None:

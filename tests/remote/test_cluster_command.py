@@ -266,3 +266,20 @@ def test_metrics_on_a_node_go_to_the_meter_provider_its_module_set_up() -> None:
         assert process.returncode == 0, output
         said = "{'trio_actors.actor.class': 'Echo', 'trio_actors.node': 'node-0'} 3"
         assert f"[node-0] handled {said}" in output
+
+
+def test_with_tracing_one_trace_crosses_from_one_node_process_to_the_other() -> None:
+    # traced.py sets the global tracer provider at import; --tracing uses it. Each
+    # node prints its spans: node-0's ask of node-1 is the parent of node-1's
+    # handling of it, in the same trace, across two processes and a real server.
+    url = f"nats://127.0.0.1:{free_port()}"
+    with cluster("--nodes", "2", "traced:main", "--cluster", url, "--tracing") as process:
+        output, _ = process.communicate(timeout=WITHIN)
+    assert process.returncode == 0, output
+    spans = re.findall(r"\[(node-\d)\] span '([^']+)' (\w+) (\w+) (\S+) (\w+)", output)
+    asks = [s for s in spans if s[0] == "node-0" and s[1] == "ask node-1"]
+    handled = [s for s in spans if s[0] == "node-1" and s[1] == "receive Echo"]
+    assert len(asks) == 1, output
+    (_, _, kind, trace_id, _, span_id) = asks[0]
+    assert kind == "CLIENT"
+    assert [(s[2], s[3], s[4]) for s in handled] == [("SERVER", trace_id, span_id)], output

@@ -15,7 +15,7 @@ are class-level defaults, written to the instance's ``__dict__`` only when set.)
   ``receive``, which an untraced ask would have answered in the asker's own task:
   the handler then runs where the serving loop runs it, with its span current, and
   the turn sampler sees it there. (Two task switches more than untraced: the price
-  of a sampled ask, ``docs/tracing.rst``.) An ask sampled out takes the untraced
+  of a sampled ask, ``docs/observing.rst``.) An ask sampled out takes the untraced
   path, fast path included.
 * :class:`WrapsAsks` (a cell with an ``ask_message`` of its own: a pool, a child on
   another node): a CLIENT span around the ask, current while it runs -- what the
@@ -42,7 +42,7 @@ from opentelemetry import trace
 from .._core._cell import ActorCell
 from .._core._foreign import current_task_of
 from ._envelopes import TracedAsk, TracedTell
-from ._spans import ended_with, outcome_of
+from ._spans import ended_with, in_sampled_trace, outcome_of
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext
@@ -155,9 +155,12 @@ class TracesTells(ObservedCell):
             super().tell(message)  # (from another thread: never traced; or refused)
             return
         spans = self.spans
+        if spans.in_trace and not in_sampled_trace():
+            self.enqueue(message)  # (as ActorCell.tell_forwarded: it accepts)
+            return
         span = spans.local_producer(self, message)
         if span is None:
-            self.enqueue(message)  # (as ActorCell.tell_forwarded: it accepts)
+            self.enqueue(message)
             return
         self.queue_envelope(TracedTell(self, message, spans, trace.set_span_in_context(span)))
         span.end()

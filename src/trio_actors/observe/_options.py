@@ -53,7 +53,7 @@ class Tracing:
     """How a system traces with OpenTelemetry: ``open_actor_system(tracing=Tracing(
     ...))`` (``tracing=True`` is ``Tracing()``; a tracer provider ``p`` is
     ``Tracing(provider=p)``). Needs the ``otel`` extra (the OpenTelemetry API); the
-    SDK, its exporters and its sampler are yours (see :doc:`/tracing`).
+    SDK, its exporters and its sampler are yours (see :ref:`traces`).
 
     Attributes:
         provider: the ``TracerProvider`` whose tracer makes the spans; ``None``: the

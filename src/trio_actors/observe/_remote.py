@@ -18,7 +18,7 @@ node B that asks an actor on node C.
 * Tells (:meth:`TracingNode.told`): a PRODUCER span on the sending node only. A
   tell across nodes carries no context: tells coalesce, up to 64 in one NATS
   message (``remote/_outbox.py``), which one ``traceparent`` cannot describe; the
-  receiving node's handling of them is not traced (``docs/tracing.rst``).
+  receiving node's handling of them is not traced (``docs/observing.rst``).
 
 Imported only for a node (it imports the remote layer, and msgspec with it).
 """
@@ -144,7 +144,11 @@ class TracingNode:
         if self.node.transport.takes_headers():
             carrier: dict[str, str] = {}
             self.spans.propagator().inject(carrier, context=context)
-            headers = Headers(carrier) if carrier else None
+            try:
+                headers = Headers(carrier) if carrier else None
+            except (TypeError, ValueError) as error:  # (a propagator's, not NATS's)
+                # The ask goes all the same, without its context: said on its span.
+                span.add_event("trace_context_not_sent", {"exception.message": str(error)})
         token = otel_context.attach(context)
         try:
             value = await send(headers)

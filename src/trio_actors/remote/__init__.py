@@ -40,10 +40,12 @@ Imported only when a system is opened with ``cluster=``. One concept per module:
 * ``_classes.py`` -- the classes a cluster registers, and how their instances cross;
 * ``_transport.py`` -- NATS, or for tests an in-memory bus;
 * ``_refused.py`` -- what the server refused to carry (permissions), mapped to
-  what the node published.
+  what the node published;
 * ``_monitoring.py`` -- the statistics service: what ``trio-actors top`` asks,
   answered by a task of the node's (the subjects and documents are
-  ``trio_actors/_monitoring.py``'s).
+  ``trio_actors/_monitoring.py``'s);
+* ``_observed.py`` -- an observed node (``open_actor_system(tracing=...)`` or
+  ``metrics=``): what it calls, and its tells' parts then.
 """
 
 from __future__ import annotations

@@ -114,11 +114,11 @@ class Node:
         spawnable: dict[str, type[Actor]] | None = None,
     ) -> None:
         self.system = system
-        self.observer = observer_of(self)  # (None: not observed, _observed.py)
         self.transport = transport
         self.cluster = cluster
         self.name = name
         self.incarnation = incarnation
+        self.observer = observer_of(self)  # (None: not observed, _observed.py)
         self.subjects = subjects = Subjects(cluster.name)
         self.thread_id = system.thread_id  # (read by every remote tell)
         self._nursery = nursery

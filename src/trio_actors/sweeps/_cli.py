@@ -231,6 +231,12 @@ def _add_node_commands(commands: Any) -> None:
             help="between heartbeats (a node silent for 3 is down; default: the file's, else 1.0)",
         )
         command.add_argument(
+            "--tracing",
+            action="store_true",
+            help="trace with OpenTelemetry's global tracer provider, which MODULE sets up "
+            'when imported (needs pip install "trio-actors[otel]")',
+        )
+        command.add_argument(
             "--metrics",
             action="store_true",
             help="report the node's metrics through OpenTelemetry's global meter provider, "

@@ -134,7 +134,7 @@ def run_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             await nursery.start(_stop_on_signal, stopping, stopped_by)
             with joining:
                 async with open_actor_system(
-                    cluster=cluster, node=name, metrics=args.metrics
+                    cluster=cluster, node=name, tracing=args.tracing, metrics=args.metrics
                 ) as system:
                     assert system.node is not None
                     print(
@@ -318,6 +318,8 @@ def _node_command(args: argparse.Namespace, name: str, secret: Path | None) -> l
             command += [option, str(value)]
     if secret is not None:
         command += ["--system-user", ADVISORIES_USER, "--system-password-file", str(secret)]
+    if args.tracing:
+        command.append("--tracing")
     if args.metrics:
         command.append("--metrics")
     return command
