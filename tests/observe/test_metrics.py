@@ -489,7 +489,7 @@ async def test_asks_are_timed_by_target_class_and_outcome(
     asks = points["trio_actors.ask.duration"]
 
     def outcome(name: str) -> Any:
-        return asks[of_class("Sleeper", **{"trio_actors.ask.outcome": name})]
+        return asks[of_class("Sleeper", **{"trio_actors.outcome": name})]
 
     assert (outcome("value").count, outcome("value").sum) == (1, pytest.approx(1.0))
     assert (outcome("exception").count, outcome("exception").sum) == (1, pytest.approx(1.0))
@@ -507,7 +507,7 @@ async def test_one_local_ask_in_every_so_many_is_timed_and_the_rest_counted(
             await ref.ask(number)
         points = reader.collect()
     [(attributes, point)] = points["trio_actors.ask.duration"].items()
-    assert attributes == of_class("Echo", **{"trio_actors.ask.outcome": "value"})
+    assert attributes == of_class("Echo", **{"trio_actors.outcome": "value"})
     assert point.count == 3
     unsampled = points["trio_actors.histogram.unsampled"]
     assert unsampled[(("trio_actors.instrument", "trio_actors.ask.duration"),)] == 7
@@ -530,10 +530,10 @@ async def test_asks_to_another_node_are_timed_by_peer_and_outcome(
         points = reader.collect()
     asks = points["trio_actors.ask.duration"]
     remote = {"trio_actors.node": "a", "trio_actors.actor.class": "remote", "trio_actors.peer": "b"}
-    values = asks[tuple(sorted({**remote, "trio_actors.ask.outcome": "value"}.items()))]
+    values = asks[tuple(sorted({**remote, "trio_actors.outcome": "value"}.items()))]
     assert values.count == 1
     ended = [
-        dict(key)["trio_actors.ask.outcome"]
+        dict(key)["trio_actors.outcome"]
         for key in asks
         if dict(key).get("trio_actors.peer") == "b"
     ]
@@ -617,7 +617,7 @@ async def test_a_system_both_traced_and_metered_does_both(
         points = reader.collect()
     assert sorted(recorded.names()) == ["ask Sleeper", "receive Sleeper"]
     asks = points["trio_actors.ask.duration"]
-    point = asks[of_class("Sleeper", **{"trio_actors.ask.outcome": "value"})]
+    point = asks[of_class("Sleeper", **{"trio_actors.outcome": "value"})]
     assert (point.count, point.sum) == (1, pytest.approx(1.0))
     assert points["trio_actors.messages.handled"] == {of_class("Sleeper"): 2}
     turns = points["trio_actors.turn.duration"]

@@ -340,7 +340,7 @@ async def test_tracing_accepts_true_a_provider_or_tracing_and_refuses_anything_e
     ],
 )
 def test_what_an_ask_raised_is_its_askers_outcome(error: BaseException, expected: str) -> None:
-    from trio_actors.observe._spans import outcome_of
+    from trio_actors.observe._outcomes import outcome_of
 
     assert outcome_of(error) == expected
 

@@ -42,7 +42,8 @@ from opentelemetry import trace
 from .._core._cell import ActorCell
 from .._core._foreign import current_task_of
 from ._envelopes import TracedAsk, TracedTell
-from ._spans import ended_with, in_sampled_trace, outcome_of
+from ._outcomes import outcome_of
+from ._spans import ended_with, in_sampled_trace
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext

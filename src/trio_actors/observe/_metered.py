@@ -25,9 +25,9 @@ import trio
 
 from .._core._cell import ActorCell
 from .._core._dispatcher import Dispatcher
-from .._errors import ActorStopped, ConnectionInterrupted, MailboxFull, NodeDown, NotPermitted
 from ..actors._pool._cell import PoolCell
 from ._instruments import Attributes, meter_of, registry_for
+from ._outcomes import outcome_of
 from ._source import MetricsSource
 from ._turns import MeteredRoundClock
 
@@ -41,27 +41,7 @@ if TYPE_CHECKING:
     from ..remote._node import Node
     from . import Metrics
 
-__all__ = ["MetricsObserver", "outcome_of"]
-
-# The outcome of an ask that raised, by the exception's class (the first that
-# matches, in this order); any other exception is the handler's: "exception".
-_OUTCOMES: tuple[tuple[type[BaseException], str], ...] = (
-    (NodeDown, "node_down"),
-    (ConnectionInterrupted, "in_doubt"),
-    (NotPermitted, "not_permitted"),
-    (MailboxFull, "mailbox_full"),
-    (ActorStopped, "stopped"),
-    (trio.Cancelled, "cancelled"),
-    (Exception, "exception"),
-)
-
-
-def outcome_of(error: BaseException) -> str:
-    """How an ask that raised ``error`` ended, as ``trio_actors.ask.outcome`` says."""
-    for kind, outcome in _OUTCOMES:
-        if isinstance(error, kind):
-            return outcome
-    return "cancelled"  # (a KeyboardInterrupt, a GeneratorExit: not an answer)
+__all__ = ["MetricsObserver"]
 
 
 async def _timed(

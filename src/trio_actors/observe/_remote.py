@@ -38,7 +38,8 @@ from ..nats import Headers
 from ..remote._group_cell import GroupCell
 from ..remote._inbound import RemoteAsk
 from ._envelopes import BY_TASK, Handling, Trace
-from ._spans import ended_with, now_ns, outcome_of
+from ._outcomes import outcome_of
+from ._spans import ended_with, now_ns
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context

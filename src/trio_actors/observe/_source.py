@@ -53,13 +53,13 @@ from ._instruments import (
     CLASS,
     INSTRUMENT,
     NODE,
-    OUTCOME,
     PATH,
     PEER,
     REASON,
     TURN_KIND,
     Attributes,
 )
+from ._outcomes import OUTCOME
 
 if TYPE_CHECKING:
     from ..actors import ActorRef, ActorSystem

@@ -52,14 +52,7 @@ from opentelemetry.propagate import get_global_textmap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import __version__
-from .._errors import (
-    ActorNotFound,
-    ActorStopped,
-    ConnectionInterrupted,
-    MailboxFull,
-    NodeDown,
-    NotPermitted,
-)
+from ._outcomes import OUTCOME
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -74,12 +67,10 @@ __all__ = [
     "in_sampled_trace",
     "MESSAGE",
     "NODE",
-    "OUTCOME",
     "PATH",
     "PEER",
     "QUEUED",
     "Spans",
-    "outcome_of",
 ]
 
 PATH = "trio_actors.actor.path"
@@ -88,7 +79,6 @@ MESSAGE = "trio_actors.message.type"
 NODE = "trio_actors.node"
 PEER = "trio_actors.peer"
 QUEUED = "trio_actors.queued.seconds"
-OUTCOME = "trio_actors.outcome"
 
 try:
     # The key OpenTelemetry's context keeps the current span under. Read directly, a
@@ -108,26 +98,6 @@ _PRODUCER = SpanKind.PRODUCER
 _CONSUMER = SpanKind.CONSUMER
 _INTERNAL = SpanKind.INTERNAL
 _EMPTY = otel_context.Context()
-
-# What an ask raised, as its asker's outcome: the first class that matches (a
-# ConnectionInterrupted is a NodeDown, told apart first).
-_OUTCOMES: tuple[tuple[type[BaseException], str], ...] = (
-    (trio.Cancelled, "cancelled"),
-    (ConnectionInterrupted, "in_doubt"),
-    (NodeDown, "node_down"),
-    (NotPermitted, "not_permitted"),
-    (MailboxFull, "mailbox_full"),
-    (ActorStopped, "stopped"),
-    (ActorNotFound, "not_found"),
-)
-
-
-def outcome_of(error: BaseException) -> str:
-    """The asker's outcome of an ask that raised ``error`` (see the module docstring)."""
-    for kind, outcome in _OUTCOMES:
-        if isinstance(error, kind):
-            return outcome
-    return "exception"
 
 
 def ended_with(span: Span, outcome: str, error: BaseException | None = None) -> None:
