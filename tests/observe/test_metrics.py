@@ -533,9 +533,7 @@ async def test_asks_to_another_node_are_timed_by_peer_and_outcome(
     values = asks[tuple(sorted({**remote, "trio_actors.outcome": "value"}.items()))]
     assert values.count == 1
     ended = [
-        dict(key)["trio_actors.outcome"]
-        for key in asks
-        if dict(key).get("trio_actors.peer") == "b"
+        dict(key)["trio_actors.outcome"] for key in asks if dict(key).get("trio_actors.peer") == "b"
     ]
     assert sorted(ended) in (["stopped", "value"], ["node_down", "value"])
 

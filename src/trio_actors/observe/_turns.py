@@ -17,14 +17,6 @@ if TYPE_CHECKING:
 __all__ = ["MeteredRoundClock"]
 
 
-# (called directly: once or twice per round, or per reading in a timed one)
-_begin_round, _next_check, _end_round = (
-    RoundClock.begin_round,
-    RoundClock.next_check,
-    RoundClock.end_round,
-)
-
-
 class MeteredRoundClock(RoundClock):
     """The round clock, also timing turns for the turn-time histogram.
 
@@ -55,7 +47,7 @@ class MeteredRoundClock(RoundClock):
         # clock's (an untimed round: no call added), or timed_check. Both made now:
         # an attribute added to the instance later, or one taken away, would cost
         # every attribute read of the clock (measured: S1 ~10 % slower).
-        self._plain_check = self.next_check = _next_check.__get__(self)  # type: ignore[method-assign]
+        self._plain_check = self.next_check = RoundClock.next_check.__get__(self)  # type: ignore[method-assign]
         self._timed_check = self.timed_check
         self._timed: ActorCell | None = None  # the turn followed in a timed round: whose,
         self._timed_from = 0  # the round's count of messages before its first,
@@ -63,7 +55,7 @@ class MeteredRoundClock(RoundClock):
         self._end_at = 0.0  # (the round's last reading, from _attribute)
 
     def begin_round(self) -> int:
-        check = _begin_round(self)
+        check = RoundClock.begin_round(self)
         self._countdown -= 1
         if self._countdown:
             return check
@@ -75,7 +67,7 @@ class MeteredRoundClock(RoundClock):
     def timed_check(self, used: int, cell: ActorCell, turn: int) -> int:
         """``next_check`` in a timed round: the reading after each message."""
         before_used, before_time = self._read_used, self._read_time
-        check = _next_check(self, used, cell, turn)
+        check = RoundClock.next_check(self, used, cell, turn)
         self._follow(before_used, before_time, used, cell, turn, self._read_time, False)
         if self.policy.time_slice is None:  # (then the batch bounds the round)
             return used + 1 if used < self.policy.batch else 0
@@ -83,7 +75,7 @@ class MeteredRoundClock(RoundClock):
 
     def end_round(self, used: int, last: ActorCell | None, turn: int) -> None:
         if self.next_check is self._plain_check:
-            _end_round(self, used, last, turn)
+            RoundClock.end_round(self, used, last, turn)
             return
         before_used, before_time = self._read_used, self._read_time
         self._end_at = before_time  # (the round ended at a reading: unless _attribute reads)
