@@ -33,7 +33,7 @@ class MeteredRoundClock(RoundClock):
     instance later, or one taken away, would slow every attribute read of the
     clock (measured: S1 ~10 % slower); switching the instance's class per timed
     round instead cost S1 ~15 %. Measured with metrics on against off, in one
-    process (``docs/observing.rst``): S1 1.06, S3 and S4 1.00.
+    process (``docs/observing.rst``): S1 1.07, S3 1.02, S4 1.01.
     """
 
     def __init__(
