@@ -463,7 +463,8 @@ class GroupSends:
     def _answer(self, sent: Sent) -> Any:
         waiter, node, path = sent.waiter, self.node, sent.cell.path
         taker = "" if sent.member is None else f" (taken by {sent.member.path})"
-        waiter.raise_failure(f"{path}{taker}")
+        if waiter.failed:
+            raise waiter.failure(f"{path}{taker}")
         reply = waiter.reply
         if reply is None:
             raise ActorStopped(f"{path}: this node left the cluster before it was answered")
