@@ -251,7 +251,7 @@ async def _open(
                 SAMPLER.remove(system.thread_id, turn_sampling)
             dead_letters.close_subscriptions()  # (the exit's own letters are in)
             if source is not None:
-                source.close()  # (its last numbers: read by the next collection)
+                source.close()  # (its counters stay in the sums of later collections)
             system._close()
             nursery.cancel_scope.cancel()
 
