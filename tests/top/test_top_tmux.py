@@ -67,10 +67,18 @@ class Terminal:
         pytest.fail(f"the screen did not show {what} within {WITHIN} s:\n{screen}")
 
     async def ended(self) -> None:
-        """Wait until the pane's command has ended (a deadline: a safety net)."""
+        """Wait until the pane's command has ended and tmux has its exit status (a
+        deadline: a safety net). (tmux marks a pane dead when its terminal closes,
+        which may come before it has reaped the process: the status is empty until
+        then.)"""
         with trio.fail_after(WITHIN):
-            while await self.pane("#{pane_dead}") != "1":  # noqa: ASYNC110 (likewise)
+            while not await self._reaped():  # noqa: ASYNC110 (another process: polled)
                 await trio.sleep(STEP)
+
+    async def _reaped(self) -> bool:
+        if await self.pane("#{pane_dead}") != "1":
+            return False
+        return await self.pane("#{pane_dead_status}#{pane_dead_signal}") != ""
 
     async def pane(self, variable: str) -> str:
         return (await self.tmux("display", "-p", "-t", self.session, variable)).strip()
