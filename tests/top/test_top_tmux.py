@@ -67,18 +67,10 @@ class Terminal:
         pytest.fail(f"the screen did not show {what} within {WITHIN} s:\n{screen}")
 
     async def ended(self) -> None:
-        """Wait until the pane's command has ended and tmux has its exit status (a
-        deadline: a safety net). (tmux marks a pane dead when its terminal closes,
-        which may come before it has reaped the process: the status is empty until
-        then.)"""
+        """Wait until the pane's command has ended (a deadline: a safety net)."""
         with trio.fail_after(WITHIN):
-            while not await self._reaped():  # noqa: ASYNC110 (another process: polled)
+            while await self.pane("#{pane_dead}") != "1":  # noqa: ASYNC110 (likewise)
                 await trio.sleep(STEP)
-
-    async def _reaped(self) -> bool:
-        if await self.pane("#{pane_dead}") != "1":
-            return False
-        return await self.pane("#{pane_dead_status}#{pane_dead_signal}") != ""
 
     async def pane(self, variable: str) -> str:
         return (await self.tmux("display", "-p", "-t", self.session, variable)).strip()
@@ -170,7 +162,8 @@ async def test_the_live_view_in_a_real_terminal(busy_cluster: str, tmp_path: Pat
 
         await term.keys("q")
         await term.ended()
-        assert await term.pane("#{pane_dead_status}") == "0"
+        # (top's exit status, as the shell that ran it wrote it before it ended: tmux's
+        # own #{pane_dead_status} stayed empty in some runs of tmux 3.3a)
         assert (after / "exit").read_text().strip() == "0"
         mode = (after / "stty").read_text().split()
         assert "icanon" in mode  # (cbreak mode restored: lines, echo)
