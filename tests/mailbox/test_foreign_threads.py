@@ -293,11 +293,11 @@ async def test_the_thread_mark_is_owned_on_the_trio_thread_only() -> None:
         ref = system.spawn(OrderChecker)
         await ref.ask("count")  # started, and idle again
         dispatcher = local_cell(ref).dispatcher
-        assert dispatcher.thread_mark._is_owned()
+        assert dispatcher.thread_mark._is_owned()  # type: ignore[attr-defined]
 
         def from_thread() -> bool:
             ref.tell(("thread", 0))
-            return dispatcher.thread_mark._is_owned()
+            return bool(dispatcher.thread_mark._is_owned())  # type: ignore[attr-defined]
 
         assert not await trio.to_thread.run_sync(from_thread)
         assert await ref.ask("count") == (1, 0)

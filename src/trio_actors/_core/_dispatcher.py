@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections import deque
 from threading import RLock, get_ident
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any
 
 import trio
 from trio.lowlevel import enable_ki_protection
@@ -97,13 +97,6 @@ _COUNTS_UP_TO = max(64, MAX_CHECK_EVERY)
 _COUNTS = tuple(range(1, count + 1) for count in range(_COUNTS_UP_TO + 1))
 
 
-class _ThreadMark(Protocol):
-    """A lock held by one thread (``threading.RLock``: its ``_is_owned``, which
-    ``threading.Condition`` uses too, is not in the type stubs)."""
-
-    def _is_owned(self) -> bool: ...
-
-
 async def _reraise(error: BaseException) -> None:
     raise error
 
@@ -126,9 +119,9 @@ class Dispatcher:
         # owner's ident with the caller's, as ``thread_id == get_ident()`` does). It
         # is ActorRef.tell's check: a call of ``get_ident`` is not specialized by
         # the interpreter and makes an int, ~370 instructions against ~80.
-        mark = RLock()
-        mark.acquire()
-        self.thread_mark = cast(_ThreadMark, mark)
+        # (``_is_owned``, which threading.Condition uses too, is not in the stubs.)
+        self.thread_mark = RLock()
+        self.thread_mark.acquire()
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
         self.closed = False  # the system has exited: run() returns

@@ -135,7 +135,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
             # be separated by another thread (no eval breaker between them).
             cell.mailbox.append(message)  # type: ignore[union-attr]
         elif (
-            (dispatcher := cell.dispatcher).thread_mark._is_owned()
+            (dispatcher := cell.dispatcher).thread_mark._is_owned()  # type: ignore[attr-defined]
             and cell.activates
             and cell.serving is _IDLE
         ):
