@@ -28,19 +28,29 @@ The paths, each next to the floor it is measured against in performance.md:
 ``spawn``
     one idle actor spawned (garbage collection included: the collector's walks
     over the live actors are part of what a spawn costs).
-``S1-det``, ``S3-det``
-    S1 and S3 with counts that do not depend on the machine's load, for comparing
-    commits: the turn sampler off (its thread samples by *wall* time, so under
+``S1-det``, ``S3-det``, ``S4-det``
+    S1, S3 and S4 with counts that do not depend on the machine's load, for
+    comparing commits (also a tree from before the turn sampler, which has no
+    ``turn_sampling`` option): the turn sampler off (its thread samples by *wall* time, so under
     valgrind's ~50x slowdown it is counted ~50x too often: at a 10 ms interval, S1
     3,344 -> 3,724 instructions per message on a loaded machine) and a time slice of
     1,000 s (under valgrind a 16 ms slice ends S3's rounds every few dozen
     messages, and how many depends on the load; natively a round is tens of
-    thousands of messages, so a slice that never ends a round is the faithful one).
+    thousands of messages, so a slice that never ends a round is the faithful one;
+    S4's rounds of 5,000 activations take ~2 ms natively, and under valgrind a
+    16 ms slice cuts them too).
+
+Each program runs with ``PYTHONHASHSEED=0`` and, where ``setarch`` is installed,
+without address randomization: S4's count moved by ±40 instructions per
+activation from one run to the next with both (dict layouts and id hashes follow
+the addresses), and by less than 0.1 without.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
+import os
 import re
 import shutil
 import subprocess
@@ -75,13 +85,13 @@ PATHS = [
     Path("spawn", (5_000, 10_000), "spawn"),
     Path("S1-det", (100_000, 300_000)),
     Path("S3-det", (100_000, 300_000)),
+    Path("S4-det", (10, 30)),
 ]
 S4_ACTORS = 5_000
 
 
 def run_path(name: str, size: int) -> None:
     """Run path ``name`` at ``size`` units (inside callgrind)."""
-    import os
 
     import trio
 
@@ -89,13 +99,19 @@ def run_path(name: str, size: int) -> None:
 
     from . import shapes, vs_pykka
 
-    if name in ("S1-det", "S3-det"):
-        policy = ta.ServingPolicy(time_slice=1000.0)
+    if name in ("S1-det", "S3-det", "S4-det"):
+        options: dict[str, Any] = {"serving": ta.ServingPolicy(time_slice=1000.0)}
+        if "turn_sampling" in inspect.signature(ta.open_actor_system).parameters:
+            options["turn_sampling"] = None
 
         def open_deterministic() -> Any:
-            return ta.open_actor_system(serving=policy, turn_sampling=None)
+            return ta.open_actor_system(**options)
 
-        (shapes.s1 if name == "S1-det" else shapes.s3)(open_deterministic, 1, size)
+        if name == "S4-det":
+            shapes.S4_ROUNDS = size
+            shapes.s4(open_deterministic, 1, S4_ACTORS)
+        else:
+            (shapes.s1 if name == "S1-det" else shapes.s3)(open_deterministic, 1, size)
     elif name == "S1-noslice":
         policy = ta.ServingPolicy(time_slice=None)
         shapes.s1(lambda: ta.open_actor_system(serving=policy), 1, size)
@@ -128,7 +144,9 @@ def run_path(name: str, size: int) -> None:
 def _measure(path: Path, size: int, cache: bool) -> dict[str, int]:
     tool = ["--tool=cachegrind", "--cache-sim=yes"] if cache else ["--tool=callgrind"]
     out_file = "--cachegrind-out-file=/dev/null" if cache else "--callgrind-out-file=/dev/null"
+    fixed = ["setarch", "-R"] if shutil.which("setarch") else []
     command = [
+        *fixed,
         "valgrind",
         *tool,
         out_file,
@@ -139,7 +157,8 @@ def _measure(path: Path, size: int, cache: bool) -> dict[str, int]:
         path.name,
         str(size),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    environ = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=environ)
     counts: dict[str, int] = {}
     for key, pattern in (
         ("instructions", r"(?:Collected :|I\s+refs:)\s*([\d,]+)"),

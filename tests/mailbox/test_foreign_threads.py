@@ -13,6 +13,7 @@ import trio.testing
 
 import trio_actors as ta
 from trio_actors._core import _cell, _compaction, _envelope
+from trio_actors._core._ref import local_cell
 from trio_actors._core._state import Serving
 
 THREADS = 4
@@ -282,3 +283,36 @@ async def test_every_tell_from_a_thread_after_the_exit_raises() -> None:
     await trio.to_thread.run_sync(tell_three_times)
     assert len(errors) == 3
     assert system.dead_letters.count == 0
+
+
+class _LockWithoutIsOwned:
+    """An RLock as a CPython without ``_is_owned`` would make it."""
+
+    def acquire(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("lock", ["RLock", "without _is_owned"])
+async def test_the_thread_mark_is_owned_on_the_trio_thread_only(
+    lock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ActorRef.tell checks the thread with the dispatcher's thread mark, not with
+    # get_ident(): another thread's tell to an idle actor must not be activated
+    # inline, but go through the foreign inbox (and still be handled) -- also where
+    # the RLock has no _is_owned (the mark then compares idents).
+    if lock != "RLock":
+        from trio_actors._core import _dispatcher
+
+        monkeypatch.setattr(_dispatcher, "RLock", _LockWithoutIsOwned)
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(OrderChecker)
+        await ref.ask("count")  # started, and idle again
+        dispatcher = local_cell(ref).dispatcher
+        assert dispatcher.thread_mark._is_owned()
+
+        def from_thread() -> bool:
+            ref.tell(("thread", 0))
+            return bool(dispatcher.thread_mark._is_owned())
+
+        assert not await trio.to_thread.run_sync(from_thread)
+        assert await ref.ask("count") == (1, 0)

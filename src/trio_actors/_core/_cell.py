@@ -81,33 +81,51 @@ _RESTART = Serving.RESTART
 _BORN_STARTED = TRANSITIONS[_STARTING, LifecycleEvent.STARTED]
 
 
-class ActorCell:
-    """The runtime's record of one actor; users hold its :class:`ActorRef`."""
+class _TurnSlots:
+    """The slots of :class:`ActorCell` that every activation reads or writes (the
+    tell fast paths and the dispatcher's turn).
 
-    # Slots for what every actor sets or the serving loop reads. Everything else is
-    # a class-level default, written to the instance's ``__dict__`` (created on the
-    # first write) only by the actors that need it -- watchers, children, restarts,
-    # async handlers, failures. Fewer slots make a spawn cheaper and, above all, the
-    # garbage collector's walk over 50,000 live actors: it visits every slot.
+    CPython lays a base class's slots out before its subclass's, and sorts each
+    class's by name: as a base, these sit together in the cell's first 112 bytes
+    (the cold ones -- ``actor_name``, ``bounded``, ``instance``, ``kinds`` -- sorted
+    in among them spread them over 144). On fan-out (S4: 10,000 cells, more than
+    a core's second-level cache holds) that is about one cache line less per
+    activation: under cachegrind (a 2 MiB last level) 10.8 -> 9.6 last-level misses
+    per activation, instructions unchanged.
+    """
+
     __slots__ = (
-        "__dict__",
-        "__weakref__",
         "accepting",
         "activates",
-        "actor_name",
         "asks_queued",
-        "bounded",
         "dispatcher",
         "fast_tell",
         "handled",
         "head",
         "inline_ready",
-        "instance",
-        "kinds",
         "mailbox",
         "receive",
         "served_in",
         "serving",
+    )
+
+
+class ActorCell(_TurnSlots):
+    """The runtime's record of one actor; users hold its :class:`ActorRef`."""
+
+    # Slots for what every actor sets or the serving loop reads (those of every
+    # activation in _TurnSlots). Everything else is a class-level default, written
+    # to the instance's ``__dict__`` (created on the first write) only by the actors
+    # that need it -- watchers, children, restarts, async handlers, failures. Fewer
+    # slots make a spawn cheaper and, above all, the garbage collector's walk over
+    # 50,000 live actors: it visits every slot.
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "actor_name",
+        "bounded",
+        "instance",
+        "kinds",
         "started",
         "state",
         "stopping_task",

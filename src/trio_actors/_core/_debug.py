@@ -91,7 +91,10 @@ def enable_serving_checks() -> None:
 
 
 def _check_who_serves() -> None:
-    slot = ActorCell.__dict__["serving"]  # the slot's member descriptor
+    # The slot's member descriptor (a base class of the cell defines it).
+    slot = next(
+        klass.__dict__["serving"] for klass in ActorCell.__mro__ if "serving" in klass.__dict__
+    )
 
     def get(cell: ActorCell) -> Serving:
         return slot.__get__(cell, type(cell))  # type: ignore[no-any-return]

@@ -54,7 +54,7 @@ now per path are in ``docs/performance.rst``.
 from __future__ import annotations
 
 from collections import deque
-from threading import get_ident
+from threading import RLock, get_ident
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +97,19 @@ _COUNTS_UP_TO = max(64, MAX_CHECK_EVERY)
 _COUNTS = tuple(range(1, count + 1) for count in range(_COUNTS_UP_TO + 1))
 
 
+class _IdentMark:
+    """The thread mark where ``RLock`` has no ``_is_owned``: owned by the thread that
+    made it."""
+
+    __slots__ = ("_ident",)
+
+    def __init__(self) -> None:
+        self._ident = get_ident()
+
+    def _is_owned(self) -> bool:
+        return get_ident() == self._ident
+
+
 async def _reraise(error: BaseException) -> None:
     raise error
 
@@ -114,6 +127,16 @@ class Dispatcher:
         self.run_queue: deque[ActorCell] = deque()
         # The thread of the trio run: a tell from any other is handed to the run.
         self.thread_id = get_ident()
+        # The same thread as the owner of a lock it takes here and never releases:
+        # ``thread_mark._is_owned()`` is true exactly on it (the RLock compares its
+        # owner's ident with the caller's, as ``thread_id == get_ident()`` does). It
+        # is ActorRef.tell's check: a call of ``get_ident`` is not specialized by
+        # the interpreter and makes an int, ~370 instructions against ~80.
+        # (``_is_owned``, which threading.Condition uses too, is not in the stubs,
+        # and CPython could drop it: then the mark compares idents, in Python.)
+        mark = RLock()
+        mark.acquire()
+        self.thread_mark: Any = mark if hasattr(mark, "_is_owned") else _IdentMark()
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
         self.closed = False  # the system has exited: run() returns
@@ -219,6 +242,10 @@ class Dispatcher:
         this_round = self.rounds
         batch = self.policy.batch
         clock = self.clock
+        # Module constants read once per round: in the loop a LOAD_FAST costs ~10
+        # instructions where a LOAD_GLOBAL costs ~30, and every activation of fan-out
+        # and ping-pong (S3, S4) reads three of them.
+        no_message, idle = NO_MESSAGE, _IDLE
         used = turn = 0
         cell = None
         while run_queue:
@@ -231,11 +258,11 @@ class Dispatcher:
                     turn = 0
                     continue
                 item = cell.head
-                if item is not NO_MESSAGE:
+                if item is not no_message:
                     # The message that woke the actor waits in the head slot rather than
                     # in the deque: an actor that gets one message per activation (S3,
                     # S4) never touches its deque at all.
-                    cell.head = NO_MESSAGE
+                    cell.head = no_message
                     if cell.asks_queued and isinstance(item, Ask):  # or a Notice
                         cell.asks_queued -= 1
                         answer_plain(cell, cell.receive, item)
@@ -270,7 +297,7 @@ class Dispatcher:
                         # activation of fan-out and ping-pong (S3, S4). Falling through
                         # to the end of the turn instead cost S3 ~20 ns per message of
                         # ~270 (in-process A/B, 4 runs each).
-                        cell.serving = _IDLE
+                        cell.serving = idle
                         cell.fast_tell = False
                         if not cell.accepting:
                             went_idle_refusing(cell)

@@ -22,7 +22,6 @@ than a call into it.
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from threading import get_ident
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, final
 
 from trio.lowlevel import enable_ki_protection
@@ -136,7 +135,7 @@ class ActorRef(metaclass=_NoPublicConstructor):
             # be separated by another thread (no eval breaker between them).
             cell.mailbox.append(message)  # type: ignore[union-attr]
         elif (
-            (dispatcher := cell.dispatcher).thread_id == get_ident()
+            (dispatcher := cell.dispatcher).thread_mark._is_owned()
             and cell.activates
             and cell.serving is _IDLE
         ):
@@ -148,7 +147,9 @@ class ActorRef(metaclass=_NoPublicConstructor):
             # who serves): the path of every activation of fan-out and ping-pong,
             # where the two calls cost ~10%. The thread is checked first: from the
             # reads on there is no call, so no other thread can change the cell in
-            # between (see _core._foreign).
+            # between (see _core._foreign). It is checked with the dispatcher's
+            # thread mark rather than get_ident(): under callgrind, S4 4,918 ->
+            # 4,617 and S3 4,514 -> 4,217 instructions per activation.
             cell.head = message
             cell.serving = _DISPATCHER
             cell.fast_tell = cell.mailbox is not None
