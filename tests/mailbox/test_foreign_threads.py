@@ -301,9 +301,9 @@ async def test_the_thread_mark_is_owned_on_the_trio_thread_only(
     # inline, but go through the foreign inbox (and still be handled) -- also where
     # the RLock has no _is_owned (the mark then compares idents).
     if lock != "RLock":
-        from trio_actors._core import _dispatcher
+        from trio_actors._core import _thread_mark
 
-        monkeypatch.setattr(_dispatcher, "RLock", _LockWithoutIsOwned)
+        monkeypatch.setattr(_thread_mark, "RLock", _LockWithoutIsOwned)
     async with ta.open_actor_system() as system:
         ref = system.spawn(OrderChecker)
         await ref.ask("count")  # started, and idle again

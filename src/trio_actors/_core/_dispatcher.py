@@ -54,7 +54,7 @@ now per path are in ``docs/performance.rst``.
 from __future__ import annotations
 
 from collections import deque
-from threading import RLock, get_ident
+from threading import get_ident
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +74,7 @@ from ._handler_call import (
 from ._round_clock import MAX_CHECK_EVERY, RoundClock
 from ._state import ActorState, Serving, hand_over
 from ._stopping import went_idle_refusing
+from ._thread_mark import thread_mark
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -97,19 +98,6 @@ _COUNTS_UP_TO = max(64, MAX_CHECK_EVERY)
 _COUNTS = tuple(range(1, count + 1) for count in range(_COUNTS_UP_TO + 1))
 
 
-class _IdentMark:
-    """The thread mark where ``RLock`` has no ``_is_owned``: owned by the thread that
-    made it."""
-
-    __slots__ = ("_ident",)
-
-    def __init__(self) -> None:
-        self._ident = get_ident()
-
-    def _is_owned(self) -> bool:
-        return get_ident() == self._ident
-
-
 async def _reraise(error: BaseException) -> None:
     raise error
 
@@ -127,16 +115,8 @@ class Dispatcher:
         self.run_queue: deque[ActorCell] = deque()
         # The thread of the trio run: a tell from any other is handed to the run.
         self.thread_id = get_ident()
-        # The same thread as the owner of a lock it takes here and never releases:
-        # ``thread_mark._is_owned()`` is true exactly on it (the RLock compares its
-        # owner's ident with the caller's, as ``thread_id == get_ident()`` does). It
-        # is ActorRef.tell's check: a call of ``get_ident`` is not specialized by
-        # the interpreter and makes an int, ~370 instructions against ~80.
-        # (``_is_owned``, which threading.Condition uses too, is not in the stubs,
-        # and CPython could drop it: then the mark compares idents, in Python.)
-        mark = RLock()
-        mark.acquire()
-        self.thread_mark: Any = mark if hasattr(mark, "_is_owned") else _IdentMark()
+        # The same thread, as ActorRef.tell checks it (cheaper: _thread_mark.py).
+        self.thread_mark = thread_mark()
         self.parked: trio.lowlevel.Task | None = None
         self.rounds = 0  # rounds served; for tests and statistics
         self.closed = False  # the system has exited: run() returns
