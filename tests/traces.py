@@ -17,7 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler
 from opentelemetry.trace import SpanKind
 
-__all__ = ["ALWAYS_OFF", "ALWAYS_ON", "Recorded", "render"]
+import trio_actors as ta
+
+__all__ = ["ALWAYS_OFF", "ALWAYS_ON", "Front", "Recorded", "render"]
 
 
 class Recorded:
@@ -99,3 +101,14 @@ def render(spans: Sequence[ReadableSpan]) -> str:
     for root in by_parent.get(None, []):
         show(root, 0)
     return "\n".join(lines)
+
+
+class Front(ta.Actor):
+    """Asks the ref it was made with whatever it is asked; answers with the answer
+    (the middle of a trace A -> B -> C)."""
+
+    def __init__(self, back: ta.ActorRef) -> None:
+        self.back = back
+
+    async def receive(self, message: Any) -> Any:
+        return await self.back.ask(message)

@@ -16,21 +16,13 @@ import trio
 import trio_actors as ta
 from helpers import Echo, eventually
 from nats_server import NatsServer
-from traces import Recorded, attributes, is_child, outcome, render
+from traces import Front, Recorded, attributes, is_child, outcome, render
 from trio_actors import nats
 from trio_actors.remote import Node
 
 pytestmark = pytest.mark.usefixtures("no_context_left_behind")
 
 HEARTBEAT = 0.25
-
-
-class Front(ta.Actor):
-    def __init__(self, back: ta.ActorRef) -> None:
-        self.back = back
-
-    async def receive(self, message: Any) -> Any:
-        return await self.back.ask(message)
 
 
 @asynccontextmanager

@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanKind
 
 import trio_actors as ta
 from helpers import Echo
-from traces import Recorded, attributes, is_child, outcome, render
+from traces import Front, Recorded, attributes, is_child, outcome, render
 from trio_actors.nats import Headers
 from trio_actors.observe import Tracing
 from trio_actors.remote import MemoryBus, Node
@@ -29,16 +29,6 @@ from trio_actors.remote._subjects import ASK
 pytestmark = pytest.mark.usefixtures("no_context_left_behind")
 
 HEARTBEAT = 0.5
-
-
-class Front(ta.Actor):
-    """Asks the ref it was made with whatever it is asked; answers with the answer."""
-
-    def __init__(self, back: ta.ActorRef) -> None:
-        self.back = back
-
-    async def receive(self, message: Any) -> Any:
-        return await self.back.ask(message)
 
 
 class Sleeper(ta.Actor):

@@ -166,13 +166,18 @@ class Spans:
         to a shared name (``name``: ``shared:<name>``; ``peer``: ``None``)."""
         span = self._start_ask(f"ask {name}")
         if span is not None:
-            attributes: dict[str, Any] = {PATH: path, MESSAGE: type_name(message)}
-            if peer is not None:
-                attributes[PEER] = peer
-            if self.node is not None:
-                attributes[NODE] = self.node
-            span.set_attributes(attributes)
+            span.set_attributes(self._remote_attributes(path, peer, message))
         return span
+
+    def _remote_attributes(self, path: str, peer: str | None, message: Any) -> dict[str, Any]:
+        """The attributes of a span of an ask or tell to another node's actor (or a
+        shared name's: no ``peer``)."""
+        attributes: dict[str, Any] = {PATH: path, MESSAGE: type_name(message)}
+        if peer is not None:
+            attributes[PEER] = peer
+        if self.node is not None:
+            attributes[NODE] = self.node
+        return attributes
 
     def _start_ask(self, name: str) -> Span | None:
         if not self.roots and not trace.get_current_span().get_span_context().is_valid:
@@ -247,12 +252,7 @@ class Spans:
         """:meth:`producer` of a tell to another node's actor or a shared name."""
         span = self.producer(f"tell {name}")
         if span is not None:
-            attributes: dict[str, Any] = {PATH: path, MESSAGE: type_name(message)}
-            if peer is not None:
-                attributes[PEER] = peer
-            if self.node is not None:
-                attributes[NODE] = self.node
-            span.set_attributes(attributes)
+            span.set_attributes(self._remote_attributes(path, peer, message))
         return span
 
     # --- the lifecycle ------------------------------------------------------------
