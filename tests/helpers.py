@@ -33,6 +33,24 @@ class Failing(ta.Actor):
         raise ValueError(message)
 
 
+class Worker(ta.Actor):
+    """A plain actor for statistics: ``"boom"`` fails it (``RuntimeError``), a float
+    holds the thread that many seconds of ``clock``'s time, ``"child"`` spawns a
+    child named ``child`` (its ref the answer); anything else is answered as is."""
+
+    def __init__(self, clock: trio.testing.MockClock | None = None) -> None:
+        self.clock = clock
+
+    def receive(self, message: Any) -> Any:
+        if message == "boom":
+            raise RuntimeError("boom")
+        if message == "child":
+            return self.spawn(Worker, name="child")
+        if isinstance(message, float) and self.clock is not None:
+            self.clock.jump(message)  # a handler that holds the thread this long
+        return message
+
+
 class Costly(ta.Actor):
     """Each message "takes" 1 ms of virtual time: a plain handler that holds the
     thread, as seen by the ``MockClock`` it jumps."""

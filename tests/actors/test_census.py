@@ -4,30 +4,15 @@ since the previous census."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Worker
 from trio_actors.actors._census import SORTS, Census, handled_total, live_cells
 
 Clock = trio.testing.MockClock
-
-
-class Worker(ta.Actor):
-    def __init__(self, clock: Clock | None = None) -> None:
-        self.clock = clock
-
-    def receive(self, message: Any) -> Any:
-        if message == "boom":
-            raise RuntimeError("boom")
-        if message == "child":
-            return self.spawn(Worker, name="child")
-        if isinstance(message, float) and self.clock is not None:
-            self.clock.jump(message)  # a turn this long
-        return message
 
 
 async def test_the_handled_total_keeps_what_stopped_actors_handled() -> None:

@@ -8,21 +8,9 @@ import trio
 import trio.testing
 
 import trio_actors as ta
-from helpers import Costly
+from helpers import Costly, Worker
 
 Clock = trio.testing.MockClock
-
-
-class Worker(ta.Actor):
-    def __init__(self, clock: Clock | None = None) -> None:
-        self.clock = clock
-
-    def receive(self, message: Any) -> Any:
-        if message == "boom":
-            raise RuntimeError("boom")
-        if isinstance(message, float) and self.clock is not None:
-            self.clock.jump(message)  # a handler that holds the thread this long
-        return message
 
 
 async def test_a_fresh_actor_has_all_zero_statistics() -> None:

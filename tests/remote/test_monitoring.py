@@ -22,6 +22,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
+from helpers import Worker
 from trio_actors import _monitoring as wire
 from trio_actors.actors._census import SORTS
 from trio_actors.nats import Msg
@@ -29,18 +30,6 @@ from trio_actors.remote import MemoryBus, MemoryTransport, Node
 from trio_actors.remote._monitoring import FORGET_AFTER, FRESH, QUEUED
 
 Clock = trio.testing.MockClock
-
-
-class Worker(ta.Actor):
-    def __init__(self, clock: Clock | None = None) -> None:
-        self.clock = clock
-
-    def receive(self, message: Any) -> Any:
-        if message == "boom":
-            raise RuntimeError("boom")
-        if isinstance(message, float) and self.clock is not None:
-            self.clock.jump(message)  # (a turn this long)
-        return message
 
 
 class Monitor:

@@ -142,7 +142,17 @@ class _ClassTotals:
 class MetricsSource:
     """One system's metrics: its hooks' counts, its histogram samples, and its
     snapshots. Created by the opener; every method but :meth:`snapshot` runs in
-    the trio thread."""
+    the trio thread.
+
+    Its attributes are many but of four kinds, each read where they are written:
+    what it reads the system with (the system, options, node, thread, clock, trio
+    token, histograms); the attribute sets it makes once (``_base``, ``_by_class``,
+    ``_outcomes``); what the hooks count between collections (retired totals, dead
+    letters, in-doubt tells, the two reservoirs, what was left unsampled or
+    untimed); and the snapshot handed to an exporter's thread (the last one, the
+    lock, lateness, closing). They stay one object because a snapshot reads all
+    the counts at one moment of the trio thread.
+    """
 
     def __init__(
         self, system: ActorSystem, options: Metrics, histograms: Mapping[str, Histogram]
