@@ -30,6 +30,7 @@ LAYERS: list[list[str]] = [
         "_placement",
         "_stream",
         "_monitoring",  # the statistics service's subjects and documents
+        "_interrupts",  # every runtime function KI-protected
     ],
     ["_core"],  # the kernel: its modules know each other, nothing above them
     ["actors", "lifecycle", "mailbox"],  # the system, pools; public faces of the kernel

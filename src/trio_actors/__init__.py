@@ -8,12 +8,13 @@ checks both by reading every import:
 0. ``nats`` -- the NATS client (sans-io protocol core, trio transport): it imports
    nothing of the runtime, which may use it (the remote layer);
 1. ``_errors``, ``_policy``, ``_statistics``, ``_cluster``, ``_supervision``,
-   ``_membership``, ``_placement``, ``_stream``, ``_monitoring`` -- exceptions,
+   ``_membership``, ``_placement``, ``_stream``, ``_monitoring``, ``_interrupts`` -- exceptions,
    the serving policy, the statistics records, the cluster's configuration, the
    supervision strategies, the cluster's members (values, and the stream of
    membership changes), where a remote spawn places an actor, the bounded stream
-   both the membership changes and a dead-letter subscription are, and the
-   statistics service's subjects and documents;
+   both the membership changes and a dead-letter subscription are, the
+   statistics service's subjects and documents, and the rule that makes every
+   function of the runtime (layers 1-6) KI-protected;
 2. ``_core`` -- the kernel: the actor base, the ref, the cell, the state tables,
    the serving loop (the only user of trio's scheduling primitives), and the
    sequences that end or renew a life (stop, stranded cleanup, restart, failure,

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import attrs
 
 from ._cluster_config import read_config
+from ._interrupts import protect_module
 from .nats._handshake import parse_url
 
 __all__ = [
@@ -334,3 +335,6 @@ def as_cluster(value: object) -> Cluster:
     if not isinstance(value, Cluster):
         raise TypeError(f"cluster is a nats:// URL or a Cluster(...), got {value!r}")
     return value
+
+
+protect_module(globals())

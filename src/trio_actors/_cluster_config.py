@@ -48,6 +48,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from ._interrupts import protect_module
 from .nats._handshake import parse_url
 
 __all__ = ["read_config"]
@@ -295,3 +296,6 @@ def _tls_context(tls: Mapping[str, str]) -> ssl.SSLContext:
         except ssl.SSLError as error:
             raise _Mistake("tls.cert", f"the certificate and key do not load: {error}") from None
     return context
+
+
+protect_module(globals())

@@ -24,6 +24,8 @@ Each error says whose fault it is, in the manner of trio's ``ClosedResourceError
 
 from __future__ import annotations
 
+from ._interrupts import protect_module
+
 
 class ActorError(Exception):
     """Base class of the errors raised by trio-actors."""
@@ -147,6 +149,8 @@ def describe_value(value: object, limit: int = 120) -> str:
         return f"{text[: limit - 5]}...{text[-2:]}"
     return text
 
+
+protect_module(globals())
 
 __all__ = [
     "ActorError",

@@ -19,6 +19,7 @@ from typing import Literal, TypeAlias
 
 import attrs
 
+from ._interrupts import protect_module
 from ._stream import Stream
 
 DEFAULT_EVENTS_CAPACITY = 1_000
@@ -117,6 +118,8 @@ class MembershipEvents(Stream[MembershipEvent]):
         self.closed = True
         super().close()
 
+
+protect_module(globals())
 
 __all__ = [
     "DEFAULT_EVENTS_CAPACITY",

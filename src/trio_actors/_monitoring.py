@@ -48,6 +48,7 @@ from typing import Any, Final
 
 import attrs
 
+from ._interrupts import protect_module
 from ._statistics import BadInputCounts, DeadLetterCounts
 
 __all__ = [
@@ -502,3 +503,6 @@ def parse_actors_request(payload: bytes) -> tuple[str, int]:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit is a whole number from 0 to {MAX_LIMIT}, got {limit!r}"[:200])
     return sort, limit
+
+
+protect_module(globals())

@@ -31,6 +31,7 @@ from ._cluster import Cluster, as_cluster, check_token, read_cluster_file
 from ._core._dead_letters import DEFAULT_RECENT_DEAD_LETTERS, DeadLetters
 from ._core._round_clock import is_default_clock
 from ._core._turn_sampler import DEFAULT_TURN_SAMPLING, SAMPLER
+from ._interrupts import protect_module
 from ._policy import ServingPolicy
 from .actors import ActorSystem
 
@@ -373,3 +374,6 @@ async def _node_of(
             yield
         finally:
             system._leave()
+
+
+protect_module(globals())

@@ -12,6 +12,8 @@ from typing import TypeAlias
 
 import attrs
 
+from ._interrupts import protect_module
+
 __all__ = ["FewestActors", "Placement", "RoundRobin"]
 
 
@@ -38,3 +40,6 @@ class FewestActors:
 
 Placement: TypeAlias = RoundRobin | FewestActors
 """A placement rule for ``system.node.spawn(..., on=...)``."""
+
+
+protect_module(globals())

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from ._interrupts import protect_module
+
 DEFAULT_BATCH = 64
 """Messages of one mailbox handled per turn before the runtime yields."""
 
@@ -90,6 +92,8 @@ class ServingPolicy:
         slice_text = "none" if self.time_slice is None else f"{self.time_slice * 1000:g}ms"
         return f"batch={self.batch} cleanup={self.cleanup_batch} slice={slice_text}"
 
+
+protect_module(globals())
 
 __all__ = [
     "DEFAULT_BATCH",

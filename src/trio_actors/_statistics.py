@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import attrs
 
+from ._interrupts import protect_module
+
 
 @attrs.frozen
 class DeadLetterCounts:
@@ -228,6 +230,8 @@ class NodeStatistics:
     undecodable_bytes: int
     unconfirmed: int
 
+
+protect_module(globals())
 
 __all__ = [
     "ActorStatistics",

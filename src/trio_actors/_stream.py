@@ -15,6 +15,8 @@ from typing import Generic, Self, TypeVar
 
 import trio
 
+from ._interrupts import protect_module
+
 T = TypeVar("T")
 
 __all__ = ["Stream"]
@@ -93,3 +95,6 @@ class Stream(Generic[T]):
         queued = self._receive.statistics().current_buffer_used
         name = type(self).__name__
         return f"<{name} queued={queued} capacity={self.capacity} dropped={self.dropped}>"
+
+
+protect_module(globals())

@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ._interrupts import protect_module
 from ._policy import is_finite
 
 
@@ -309,6 +310,8 @@ def check_strategy(strategy: object) -> SupervisionStrategy | Decider:
         f"from exception types to them, got {strategy!r}"
     )
 
+
+protect_module(globals())
 
 __all__ = [
     "Backoff",

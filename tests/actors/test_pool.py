@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import trio.testing
 
 from trio_actors import (
     Actor,
+    ActorRef,
     ActorStopped,
     Backoff,
     Bounded,
@@ -282,7 +284,7 @@ async def test_a_tell_from_another_thread_to_a_full_worker_is_a_dead_letter() ->
     async with open_actor_system() as system:
         pool = system.spawn(Pool(Slow, size=1, mailbox=Bounded(1, "fail")))
         await pool.ask("started")
-        await trio.to_thread.run_sync(lambda: [pool.tell(n) for n in range(5)])
+        await trio.to_thread.run_sync(tell_each, pool, range(5))
         await trio.sleep(0.5)
         assert system.dead_letters.by_reason["overflow"] >= 1
 
@@ -488,3 +490,9 @@ async def test_a_workers_end_during_a_drain_does_not_end_the_drain(
             _stopping.went_idle_refusing(local_cell(pool))
         assert sorted(m for _, m in log) == list(range(10))
         assert system.dead_letters.count == 0
+
+
+def tell_each(ref: ActorRef, messages: Iterable[Any]) -> None:
+    """Tell ``ref`` each of ``messages`` (from another thread, in these tests)."""
+    for message in messages:
+        ref.tell(message)

@@ -5,6 +5,7 @@ queue holds at most ``k`` messages; ``send`` and ``ask`` wait for room in one li
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import trio.testing
 
 from trio_actors import (
     Actor,
+    ActorRef,
     ActorStopped,
     Bounded,
     MailboxFull,
@@ -216,7 +218,7 @@ async def test_a_tell_from_another_thread_to_a_full_balancing_pool_is_a_dead_let
         pool.tell("in hand")
         await trio.testing.wait_all_tasks_blocked()
         pool.tell("queued")
-        await trio.to_thread.run_sync(lambda: [pool.tell(n) for n in range(3)])
+        await trio.to_thread.run_sync(tell_each, pool, range(3))
         await trio.testing.wait_all_tasks_blocked()
         assert overflow_letters(system) == [0, 1, 2]
         gate.set()
@@ -237,3 +239,9 @@ async def test_an_ask_to_a_round_robin_pool_waits_at_its_workers_bound(
         assert started == ["in hand", "queued", "asked"]
         stats = pool.statistics()
         assert (stats.failed_back, stats.dead_letters.total) == (0, 0)
+
+
+def tell_each(ref: ActorRef, messages: Iterable[Any]) -> None:
+    """Tell ``ref`` each of ``messages`` (from another thread, in these tests)."""
+    for message in messages:
+        ref.tell(message)

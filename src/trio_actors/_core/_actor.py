@@ -11,9 +11,8 @@ from __future__ import annotations
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from trio.lowlevel import enable_ki_protection
-
 from .._errors import ActorError
+from .._interrupts import protect_module
 from .._supervision import (
     ONE_FOR_ONE,
     GroupStrategy,
@@ -157,7 +156,6 @@ class ActorBase:
             found = next((c for c in children.values() if c.name == name), None)
         return None if found is None else found.ref
 
-    @enable_ki_protection
     def stop(self) -> None:
         """Ask for this actor's own stop once the current message returns.
 
@@ -180,7 +178,6 @@ class ActorBase:
         else:
             cell.begin_stop(drain=False, cancel_handler=False)
 
-    @enable_ki_protection
     def tell_after(
         self, delay: float, message: Any, *, to: ActorRef | None = None, key: Any = None
     ) -> Timer:
@@ -198,7 +195,6 @@ class ActorBase:
         """
         return self._start_timer("tell_after", delay, message, None, to, key)
 
-    @enable_ki_protection
     def tell_every(
         self,
         interval: float,
@@ -251,7 +247,6 @@ class ActorBase:
             )
         return cell.system._timers().start(cell, target, message, seconds, interval, key)
 
-    @enable_ki_protection
     def watch(self, ref: ActorRef) -> None:
         """Get one :class:`~trio_actors.Terminated` when ``ref``'s actor stops.
 
@@ -270,7 +265,6 @@ class ActorBase:
         """
         watch(self._cell_here("watch"), cell_of_ref(ref))
 
-    @enable_ki_protection
     def unwatch(self, ref: ActorRef) -> None:
         """Stop watching ``ref``; a ``Terminated`` for it that is queued is withdrawn.
 
@@ -300,5 +294,7 @@ class ActorBase:
             )
         return cell
 
+
+protect_module(globals())
 
 __all__ = ["ActorBase", "cell_of_ref"]

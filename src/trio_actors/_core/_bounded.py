@@ -44,6 +44,7 @@ import attrs
 import outcome
 import trio
 
+from .._interrupts import protect_module
 from .._policy import positive_int
 from ._envelope import Notice
 
@@ -177,5 +178,7 @@ class WaitingSenders:
                 refused += bool(key.fail(error("an ask")))
         return refused, tells
 
+
+protect_module(globals())
 
 __all__ = ["OVERFLOW_POLICIES", "Bounded", "Overflow", "WaitingSenders", "full_text"]

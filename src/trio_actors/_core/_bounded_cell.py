@@ -27,6 +27,7 @@ from typing import Any
 import trio
 
 from .._errors import ActorError, MailboxFull, describe_value
+from .._interrupts import protect_module
 from ._bounded import Bounded, WaitingSenders, full_text
 from ._cell import ActorCell
 from ._envelope import Ask, Notice
@@ -258,5 +259,7 @@ class BoundedCell(ActorCell):
             else:
                 self.enqueue(item)
 
+
+protect_module(globals())
 
 __all__ = ["BoundedCell"]

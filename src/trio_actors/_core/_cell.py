@@ -48,6 +48,7 @@ import trio
 import trio.lowlevel
 
 from .._errors import ActorError, ActorStopped
+from .._interrupts import protect_module
 from .._statistics import ActorStatistics, DeadLetterCounts
 from .._supervision import (
     DEFAULT_RESTART_TYPE,
@@ -624,3 +625,6 @@ class ActorCell(_TurnSlots):
             if self._stopped is None:
                 self._stopped = trio.Event()
             await self._stopped.wait()
+
+
+protect_module(globals())

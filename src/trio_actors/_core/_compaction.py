@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from .._interrupts import protect_module
 from ._envelope import Ask, AskState
 
 if TYPE_CHECKING:
@@ -64,5 +65,7 @@ def live_entries(cell: ActorCell, mailbox: deque[Any]) -> tuple[list[Any], deque
         kept.append(item)
     return kept, positions
 
+
+protect_module(globals())
 
 __all__ = ["COMPACT_AT_LEAST", "compact", "live_entries"]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
 
+from .._interrupts import protect_module
 from .._stream import Stream
 
 if TYPE_CHECKING:
@@ -246,5 +247,7 @@ class DeadLetters:
     def __repr__(self) -> str:
         return f"<DeadLetters count={self.count}>"
 
+
+protect_module(globals())
 
 __all__ = ["DeadLetter", "DeadLetterReason", "DeadLetterSubscription", "DeadLetters"]

@@ -38,6 +38,9 @@ from contextlib import contextmanager
 from threading import get_ident
 from typing import Any
 
+from trio.lowlevel import enable_ki_protection
+
+from .._interrupts import protect_module
 from ._cell import ActorCell
 from ._dispatcher import Dispatcher
 from ._envelope import NO_MESSAGE, Ask, AskState
@@ -125,7 +128,10 @@ def _check_who_serves() -> None:
             if left:
                 _report(f"{cell.path} in {cell.state.name}: IDLE with {', '.join(left)}")
 
-    ActorCell.serving = property(get, set_)  # type: ignore[assignment]
+    # (The runtime's functions are KI-protected, _interrupts.py: so are these.)
+    ActorCell.serving = property(  # type: ignore[assignment]
+        enable_ki_protection(get), enable_ki_protection(set_)
+    )
 
 
 def _check_tell_paths() -> None:
@@ -148,7 +154,7 @@ def _check_tell_paths() -> None:
                 )
         tell(ref, message)
 
-    ActorRef.tell = checked_tell  # type: ignore[method-assign, assignment]
+    ActorRef.tell = enable_ki_protection(checked_tell)  # type: ignore[method-assign, assignment]
 
 
 def _check_rounds() -> None:
@@ -159,7 +165,7 @@ def _check_rounds() -> None:
         for cell in run_queue:
             _check_mailbox(cell)
 
-    Dispatcher._serve_round = checked_round  # type: ignore[method-assign, assignment]
+    Dispatcher._serve_round = enable_ki_protection(checked_round)  # type: ignore[method-assign, assignment]
 
 
 _WALK_AT_MOST = 4096
@@ -202,6 +208,8 @@ def _check_positions_only(cell: ActorCell) -> None:
 if os.environ.get("TRIO_ACTORS_DEBUG", "") not in ("", "0"):
     enable_serving_checks()
 
+
+protect_module(globals())
 
 __all__ = [
     "ServingInvariantError",

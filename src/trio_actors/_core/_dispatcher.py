@@ -59,8 +59,8 @@ from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 import trio
-from trio.lowlevel import enable_ki_protection
 
+from .._interrupts import protect_module
 from .._policy import ServingPolicy
 from . import _failure, _task_serving
 from ._envelope import NO_MESSAGE, Ask
@@ -146,7 +146,6 @@ class Dispatcher:
         self.parked = None
         trio.lowlevel.reschedule(parked)
 
-    @enable_ki_protection
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The dispatcher task: serve rounds while there is work, park otherwise,
         until :meth:`close`.
@@ -177,7 +176,6 @@ class Dispatcher:
                 if run_queue:
                     await trio.lowlevel.checkpoint()
 
-    @enable_ki_protection
     def close(self) -> None:
         """End :meth:`run` (the system has exited: every actor has stopped, so the
         run queue is empty -- unless the exit itself was cut short)."""
@@ -526,5 +524,7 @@ class Dispatcher:
         cell.mark_started()
         return True
 
+
+protect_module(globals())
 
 __all__ = ["Dispatcher"]

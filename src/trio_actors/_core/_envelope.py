@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 import outcome
 import trio
 
+from .._interrupts import protect_module
+
 if TYPE_CHECKING:
     from ._cell import ActorCell
 
@@ -217,5 +219,7 @@ class Notice(Ask):
     def queued(self) -> bool:
         return self.state is _QUEUED
 
+
+protect_module(globals())
 
 __all__ = ["NO_MESSAGE", "Ask", "AskState", "Notice"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._errors import ActorError
+from .._interrupts import protect_module
 from .._supervision import (
     DEFAULT_SUPERVISION,
     ONE_FOR_ONE,
@@ -240,6 +241,8 @@ def start_failed(cell: ActorCell, error: BaseException) -> None:
         cell.group_restart.leave(cell)  # its turn is over, whatever is decided
     handle_failure(cell, error, "in on_start")
 
+
+protect_module(globals())
 
 __all__ = [
     "RestartWindow",

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._errors import ActorError
+from .._interrupts import protect_module
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -115,5 +116,7 @@ class ForeignInbox:
             if not cell.foreign_pending:
                 cell.refresh_tell_paths()
 
+
+protect_module(globals())
 
 __all__ = ["ForeignInbox", "current_task_of"]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._errors import ActorStopped
+from .._interrupts import protect_module
 from . import _failure
 from ._envelope import Ask, AskState
 from ._state import ActorState
@@ -168,6 +169,8 @@ async def handle_async(cell: ActorCell, item: Any) -> None:
             ended = "restarted" if cell.state is ActorState.RESTARTING else "stopped"
             ask.handler_ended(ActorStopped(f"{cell.path} {ended} while answering"))
 
+
+protect_module(globals())
 
 __all__ = [
     "answer_plain",

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from .._interrupts import protect_module
+
 if TYPE_CHECKING:
     from ._actor import ActorBase
     from ._cell import ActorCell
@@ -80,3 +82,6 @@ class Host(Protocol):
     def _timers(self) -> TimerService:
         """The system's timer service (made with the first timer)."""
         ...
+
+
+protect_module(globals())

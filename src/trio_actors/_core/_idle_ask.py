@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._interrupts import protect_module
 from ._handler_call import reply_plain
 
 if TYPE_CHECKING:
@@ -82,5 +83,7 @@ async def ask_idle(cell: ActorCell, message: Any, task: trio.lowlevel.Task) -> A
     await trio.lowlevel.checkpoint()
     return result
 
+
+protect_module(globals())
 
 __all__ = ["CANCEL_CHECK_INLINED", "ask_idle"]

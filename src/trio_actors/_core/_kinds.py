@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._interrupts import PROTECTED_MODULES, protect_module
 from .._supervision import ONE_FOR_ONE, GroupStrategy, check_children_strategy
 from ._actor import ActorBase
 
@@ -127,11 +128,18 @@ def _without_ki_protection(cls: type[ActorBase]) -> None:
     """
     for name in ("__init__", "receive", "on_start", "on_stop"):
         function = getattr(cls, name)
-        if function is not getattr(ActorBase, name) and hasattr(function, "__code__"):
+        if (
+            function is not getattr(ActorBase, name)
+            and hasattr(function, "__code__")
+            and function.__module__ not in PROTECTED_MODULES  # (the runtime's own actors')
+        ):
             trio.lowlevel.disable_ki_protection(function)
 
 
 known_kinds: Callable[[type], HandlerKinds | None] = _cache.get
 """The kinds of an actor class :func:`handler_kinds` has checked, or ``None``."""
+
+
+protect_module(globals())
 
 __all__ = ["HandlerKinds", "handler_kinds", "known_kinds"]

@@ -48,6 +48,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from .._interrupts import protect_module
+
 if TYPE_CHECKING:
     from ._cell import ActorCell
     from ._dead_letters import DeadLetterReason
@@ -105,3 +107,6 @@ class Observer(Protocol):
         after another in its serving task) took ``seconds`` of trio time. (The
         dispatcher's turns of plain handlers are the round clock's.)"""
         ...
+
+
+protect_module(globals())

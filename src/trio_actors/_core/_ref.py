@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, final
 
-from trio.lowlevel import enable_ki_protection
-
+from .._interrupts import protect_module
 from ._state import Serving
 
 if TYPE_CHECKING:
@@ -113,7 +112,6 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """Where the actor lives, e.g. ``system/parent/child`` (computed when asked)."""
         return self._cell.path
 
-    @enable_ki_protection
     def tell(self, message: Any) -> None:
         """Send ``message`` without waiting for anything.
 
@@ -159,7 +157,6 @@ class ActorRef(metaclass=_NoPublicConstructor):
         else:
             cell.tell(message)  # busy, bounded, refusing, or from another thread
 
-    @enable_ki_protection
     async def ask(self, message: Any) -> Any:
         """Send ``message`` and wait for the handler's return value.
 
@@ -193,7 +190,6 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         return await self._cell.ask_message(message)
 
-    @enable_ki_protection
     async def send(self, message: Any) -> None:
         """Send ``message``, waiting for room in a bounded mailbox (backpressure).
 
@@ -216,7 +212,6 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         await self._cell.send_message(message)
 
-    @enable_ki_protection
     async def stop(self, *, drain: bool = False) -> None:
         """Stop the actor and wait until it has stopped.
 
@@ -234,7 +229,6 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         await self._cell.stop_and_wait(drain=drain)
 
-    @enable_ki_protection
     def stop_nowait(self, *, drain: bool = False) -> None:
         """Ask the actor to stop, without waiting: never blocks, never a checkpoint.
 
@@ -250,7 +244,6 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         self._cell.request_stop(drain=drain)
 
-    @enable_ki_protection
     async def wait_stopped(self) -> Terminated:
         """Wait until the actor has stopped; return its :class:`~trio_actors.Terminated`.
 
@@ -263,7 +256,6 @@ class ActorRef(metaclass=_NoPublicConstructor):
         """
         return await self._cell.wait_terminated()
 
-    @enable_ki_protection
     def statistics(self) -> ActorStatistics:
         """A snapshot of the actor's counters: an :class:`~trio_actors.ActorStatistics`.
 
@@ -318,5 +310,7 @@ def local_cell(ref: ActorRef) -> ActorCell:
         raise TypeError(f"{cell.path} is an actor of another node, not of this system")
     return cell
 
+
+protect_module(globals())
 
 __all__ = ["ActorRef", "ForeignCell", "local_cell", "new_ref"]

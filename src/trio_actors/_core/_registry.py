@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from .._errors import ActorError, ActorNotFound, ActorStopped
+from .._interrupts import protect_module
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -204,5 +205,7 @@ def wrong_system(operation: str) -> ActorError:
         "the actors of its own system"
     )
 
+
+protect_module(globals())
 
 __all__ = ["Registry", "wrong_system"]

@@ -38,8 +38,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
-from trio.lowlevel import enable_ki_protection
 
+from .._interrupts import protect_module
 from .._supervision import OneForAll, Restart, RestForOne
 from ._failure import begin_restart, escalate, record_failure, restart_delay, strategy_for
 from ._state import ActorState, LifecycleEvent, Serving, advance, hand_over
@@ -239,7 +239,6 @@ def take_down(member: ActorCell, delay: float) -> None:
 # --- the restart task ---------------------------------------------------------------
 
 
-@enable_ki_protection
 async def run_restart(cell: ActorCell, delay: float) -> None:
     """Take a RESTARTING actor to a fresh instance; see the module docstring. (The
     restart task's body; an observer brackets it, ``_core/_observer.py``.)"""
@@ -317,6 +316,8 @@ def _after_failed_creation(cell: ActorCell, error: BaseException) -> float | Non
         return None
     return restart_delay(cell, strategy, error)
 
+
+protect_module(globals())
 
 __all__ = [
     "GroupRestart",

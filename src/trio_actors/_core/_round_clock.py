@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._interrupts import protect_module
 from .._policy import ServingPolicy
 
 if TYPE_CHECKING:
@@ -196,5 +197,7 @@ class RoundClock:
             if interval > cell.longest_turn_time:
                 cell.note_turn(interval)
 
+
+protect_module(globals())
 
 __all__ = ["MAX_CHECK_EVERY", "RoundClock", "clock_reader", "is_default_clock"]

@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from .._errors import LifecycleError
+from .._interrupts import protect_module
 
 
 class ActorState(enum.Enum):
@@ -248,6 +249,8 @@ def advance(subject: HasLifecycle, event: LifecycleEvent) -> ActorState:
         subject.inline_ready = False
     return new_state
 
+
+protect_module(globals())
 
 __all__ = [
     "ACCEPTING_STATES",

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._errors import ActorError, ActorStopped, ShutdownTimeout
+from .._interrupts import protect_module
 from ._envelope import NO_MESSAGE
 from ._failure import record_failure
 from ._foreign import current_task_of
@@ -394,6 +395,8 @@ def shutdown_timed_out(cell: ActorCell, what: str) -> None:
         "to stop in time",
     )
 
+
+protect_module(globals())
 
 __all__ = [
     "DEFAULT_SHUTDOWN",

@@ -25,6 +25,7 @@ import trio
 import trio.lowlevel
 
 from .._errors import ActorStopped
+from .._interrupts import protect_module
 from ._envelope import Ask, Notice
 
 if TYPE_CHECKING:
@@ -109,5 +110,7 @@ def _clean_group(cell: ActorCell, ref: ActorRef, stranded: deque[Any], group: in
     if tells:
         cell.stranded_letters += cell.system.dead_letters.record_many(ref, tells, "stranded")
 
+
+protect_module(globals())
 
 __all__ = ["CleanupCadence", "clean_stranded", "clean_stranded_now"]

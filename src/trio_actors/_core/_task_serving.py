@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
-from trio.lowlevel import enable_ki_protection
 
+from .._interrupts import protect_module
 from .._policy import ServingPolicy
 from . import _failure
 from ._handler_call import handle_async, stray_cancelled
@@ -35,7 +35,6 @@ def may_go_on_after_failed_start(cell: ActorCell) -> bool:
     return cell.state is _STARTING or cell.state is _DRAINING
 
 
-@enable_ki_protection
 async def serve_in_task(dispatcher: Dispatcher, cell: ActorCell) -> None:
     """Serve an actor with async handlers until its mailbox runs dry.
 
@@ -133,5 +132,7 @@ async def serve_async_turns(policy: ServingPolicy, cell: ActorCell) -> None:
         if cell.has_queued():
             await trio.lowlevel.checkpoint()
 
+
+protect_module(globals())
 
 __all__ = ["may_go_on_after_failed_start", "serve_async_turns", "serve_in_task"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 from threading import RLock, get_ident
 from typing import Any
 
+from .._interrupts import protect_module
+
 __all__ = ["thread_mark"]
 
 
@@ -38,3 +40,6 @@ def thread_mark() -> Any:
     mark = RLock()
     mark.acquire()
     return mark if hasattr(mark, "_is_owned") else _IdentMark()
+
+
+protect_module(globals())

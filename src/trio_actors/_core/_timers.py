@@ -40,9 +40,9 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 import trio
-from trio.lowlevel import enable_ki_protection
 
 from .._errors import ActorError
+from .._interrupts import protect_module
 from ._envelope import Notice
 
 if TYPE_CHECKING:
@@ -137,7 +137,6 @@ class Timer:
         fired."""
         return self.deadline != math.inf
 
-    @enable_ki_protection
     def cancel(self) -> None:
         """End the timer. Never a checkpoint; idempotent.
 
@@ -285,7 +284,6 @@ class TimerService:
         if self._service_scope is not None:
             self._service_scope.cancel()
 
-    @enable_ki_protection
     async def _run(self) -> None:
         """The timer task. Shielded, as the dispatcher is: a cancelled system block
         does not stop the timers of the actors its exit has not reached yet (they
@@ -318,5 +316,7 @@ def cancel_timers(cell: ActorCell) -> None:
     for timer in list((timers or {}).values()):
         timer.cancel()
 
+
+protect_module(globals())
 
 __all__ = ["Timer", "TimerService", "cancel_timers", "check_delay"]

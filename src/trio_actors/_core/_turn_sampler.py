@@ -50,6 +50,7 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
 
+from .._interrupts import protect_module
 from ._dispatcher import Dispatcher
 from ._handler_call import handle_async
 from ._idle_ask import ask_idle
@@ -175,5 +176,7 @@ def _lasted(cell: ActorCell, seconds: float) -> None:
 SAMPLER = TurnSampler()
 """The process's one sampler."""
 
+
+protect_module(globals())
 
 __all__ = ["DEFAULT_TURN_SAMPLING", "SAMPLER", "TurnSampler", "serving_cell"]

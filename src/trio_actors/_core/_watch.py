@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._interrupts import protect_module
 from ._envelope import Notice
 from ._state import ActorState
 
@@ -145,6 +146,8 @@ def withdraw_notices(cell: ActorCell, predicate: Callable[[Any], bool]) -> None:
         cell.withdrawn += len(cell.deferred_notices) - len(kept)
         cell.deferred_notices = kept
 
+
+protect_module(globals())
 
 __all__ = [
     "Terminated",

@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from trio.lowlevel import enable_ki_protection
-
 from .._core._actor import ActorBase
 from .._core._bounded import Bounded
 from .._core._stopping import DEFAULT_SHUTDOWN
 from .._errors import ActorError
+from .._interrupts import protect_module
 from .._placement import Placement, RoundRobin
 from .._supervision import DEFAULT_RESTART_TYPE, DEFAULT_SUPERVISION, RestartType, Supervision
 
@@ -67,7 +66,6 @@ class Actor(ActorBase):
         # The kernel knows its system as a Host; the only Host is an ActorSystem.
         return cast("ActorSystem", self._cell().system)
 
-    @enable_ki_protection
     def spawn(
         self,
         actor_factory: type[Actor] | Callable[..., Actor],
@@ -148,3 +146,6 @@ class Actor(ActorBase):
         return await node.spawn_child(
             cell, actor_class, args, on, name, supervision, mailbox, shutdown, restart
         )
+
+
+protect_module(globals())

@@ -35,6 +35,7 @@ import attrs
 
 from .._core._cell import ActorCell
 from .._core._envelope import NO_MESSAGE
+from .._interrupts import protect_module
 from .._monitoring import SORTS
 from .._statistics import ActorStatistics
 
@@ -173,3 +174,6 @@ class Census:
         self._handled = {cell: cell.handled for cell in cells}
         self._at = now
         return Busiest(tuple(actors), len(cells), interval)
+
+
+protect_module(globals())

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core._ref import ActorRef
 from .._core._stopping import DEFAULT_SHUTDOWN
+from .._interrupts import protect_module
 from .._membership import DEFAULT_EVENTS_CAPACITY, Member, MembershipEvents
 from .._placement import Placement, RoundRobin
 from .._statistics import NodeStatistics
@@ -108,5 +109,7 @@ class ClusterNode(Protocol):
         with its group's ref. Never a checkpoint."""
         ...
 
+
+protect_module(globals())
 
 __all__ = ["ClusterNode"]

@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._core._kinds import HandlerKinds, handler_kinds
+from .._interrupts import protect_module
 from ._actor import Actor
 
 if TYPE_CHECKING:
@@ -88,3 +89,6 @@ def check_name(
 
 def _describe(factory: object) -> str:
     return getattr(factory, "__qualname__", None) or repr(factory)
+
+
+protect_module(globals())

@@ -15,7 +15,6 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any, cast
 
 import trio
-from trio.lowlevel import enable_ki_protection
 
 from .._core._actor import cell_of_ref
 from .._core._bounded import Bounded
@@ -33,6 +32,7 @@ from .._core._stopping import DEFAULT_SHUTDOWN, check_shutdown, finish_idle_stop
 from .._core._stranded import CleanupCadence
 from .._core._timers import TimerService
 from .._errors import ActorError, ActorNotFound
+from .._interrupts import protect_module
 from .._policy import ServingPolicy
 from .._statistics import DeadLetterCounts, SystemStatistics
 from .._supervision import (
@@ -127,7 +127,6 @@ class ActorSystem:
 
     # --- the registry (_core/_registry.py) ------------------------------------------
 
-    @enable_ki_protection
     def register(self, name: str, ref: ActorRef, *, shared: bool = False) -> None:
         """Register ``ref``'s actor under ``name``, for :meth:`lookup`. Synchronous;
         never a checkpoint.
@@ -160,7 +159,6 @@ class ActorSystem:
             raise wrong_system("register")
         self._registry.register(name, cell, shared=bool(shared))
 
-    @enable_ki_protection
     def unregister(self, name: str, ref: ActorRef | None = None) -> None:
         """Free ``name``; for a shared name, ``ref``'s actor leaves it (without
         ``ref``: every actor of this system serving it). Synchronous; never a
@@ -215,7 +213,6 @@ class ActorSystem:
         """The :class:`~trio_actors.ServingPolicy` every mailbox is served by."""
         return self._serving
 
-    @enable_ki_protection
     def spawn(
         self,
         actor_factory: type[Actor] | Callable[..., Actor],
@@ -383,7 +380,6 @@ class ActorSystem:
     def _start_stop_task(self, cell: ActorCell) -> None:
         self._nursery.start_soon(self._stop_task, cell, name=f"stop {cell.path}")
 
-    @enable_ki_protection
     async def _stop_task(self, cell: ActorCell) -> None:
         cadence = CleanupCadence(self._serving.cleanup_batch)
         if self._observer is None:
@@ -409,7 +405,6 @@ class ActorSystem:
         self._live -= 1
         self.handled_by_stopped += cell.handled
 
-    @enable_ki_protection
     def statistics(self) -> SystemStatistics:
         """A snapshot of the system's counters: a :class:`~trio_actors.SystemStatistics`.
 
@@ -494,7 +489,6 @@ class ActorSystem:
                 order.append(cell)
         return order
 
-    @enable_ki_protection
     async def _shutdown(self) -> None:
         """Stop every live actor, one at a time, newest first (T29, T25).
 
@@ -541,5 +535,7 @@ class ActorSystem:
 async def _raise(error: BaseException) -> None:
     raise error
 
+
+protect_module(globals())
 
 __all__ = ["ActorSystem", "ClusterNode"]

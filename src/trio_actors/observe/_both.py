@@ -13,6 +13,8 @@ from collections.abc import Callable, Coroutine
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from .._interrupts import protect_module
+
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
     from .._core._dead_letters import DeadLetterReason
@@ -87,3 +89,6 @@ class _BothNodeObservers:
 
     def told(self, to: Any, message: Any, tell: Callable[[Any, Any], None]) -> None:
         self.tracer.told(to, message, tell)  # (the meter counts no tells)
+
+
+protect_module(globals())

@@ -41,6 +41,7 @@ from opentelemetry import trace
 
 from .._core._cell import ActorCell
 from .._core._foreign import current_task_of
+from .._interrupts import protect_module
 from ._envelopes import TracedAsk, TracedTell
 from ._outcomes import outcome_of
 from ._spans import ended_with, in_sampled_trace
@@ -176,3 +177,6 @@ def observed_cell_class(base: type[ActorCell], spans: Spans, *, tells: bool) -> 
     mixins.append(TracesAsks if base.ask_message is ActorCell.ask_message else WrapsAsks)
     namespace = {"__slots__": (), "__module__": __name__, "spans": spans}
     return type(f"Traced{base.__name__}", (*mixins, base), namespace)
+
+
+protect_module(globals())

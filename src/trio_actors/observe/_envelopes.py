@@ -42,6 +42,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from .._core._envelope import Ask, AskState, Notice
+from .._interrupts import protect_module
 from ._spans import ended_with, type_name
 
 if TYPE_CHECKING:
@@ -202,3 +203,6 @@ class TracedTell(Handling, Notice):
     def __init__(self, cell: ActorCell, message: Any, spans: Spans, context: Context) -> None:
         super().__init__(cell, message)
         self.trace = Trace(spans, context)
+
+
+protect_module(globals())

@@ -23,6 +23,8 @@ from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 
 import trio_actors
 
+from .._interrupts import protect_module
+
 if TYPE_CHECKING:
     from . import Metrics
     from ._source import MetricsSource, Snapshot
@@ -264,3 +266,6 @@ def meter_of(options: Metrics) -> Meter:
 
 
 _meters: WeakKeyDictionary[Any, Meter] = WeakKeyDictionary()
+
+
+protect_module(globals())

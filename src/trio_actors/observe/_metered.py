@@ -25,6 +25,7 @@ import trio
 
 from .._core._cell import ActorCell
 from .._core._dispatcher import Dispatcher
+from .._interrupts import protect_module
 from ..actors._pool._cell import PoolCell
 from ._instruments import Attributes, meter_of, registry_for
 from ._outcomes import outcome_of
@@ -166,3 +167,6 @@ class MetricsObserver:
 
     def node_observer(self, node: Node) -> _NodeAsksTimed:
         return _NodeAsksTimed(self._source())
+
+
+protect_module(globals())

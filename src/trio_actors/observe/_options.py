@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from .._interrupts import protect_module
+
 if TYPE_CHECKING:
     from opentelemetry.propagators.textmap import TextMapPropagator
     from opentelemetry.trace import TracerProvider
@@ -144,3 +146,6 @@ class Metrics:
     asks_timed_every: int = attrs.field(default=16, validator=_check_every)
     samples_per_collection: int = attrs.field(default=4096, validator=_check_samples)
     wait: float = attrs.field(default=1.0, validator=_check_wait)
+
+
+protect_module(globals())

@@ -14,6 +14,7 @@ from .._errors import (
     NodeDown,
     NotPermitted,
 )
+from .._interrupts import protect_module
 
 __all__ = ["OUTCOME", "outcome_of"]
 
@@ -41,3 +42,6 @@ def outcome_of(error: BaseException) -> str:
         if isinstance(error, kind):
             return outcome
     return "exception"
+
+
+protect_module(globals())

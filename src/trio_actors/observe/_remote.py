@@ -34,6 +34,7 @@ from opentelemetry.trace import SpanKind
 
 from .._core._envelope import AskState
 from .._errors import MailboxFull
+from .._interrupts import protect_module
 from ..nats import Headers
 from ..remote._group_cell import GroupCell
 from ..remote._inbound import RemoteAsk
@@ -183,3 +184,6 @@ class TracingNode:
             ended_with(span, "exception", error)
             raise
         span.end()
+
+
+protect_module(globals())

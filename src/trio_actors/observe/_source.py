@@ -47,6 +47,7 @@ from opentelemetry.metrics import Histogram
 
 from .._core._cell import ActorCell
 from .._core._round_clock import clock_reader
+from .._interrupts import protect_module
 from ..actors._census import live_cells, mailbox_depth
 from ._instruments import (
     BAD_INPUT_KIND,
@@ -405,3 +406,6 @@ class MetricsSource:
                     on_closed(self, last)
                 except Exception:
                     _logger.exception("trio-actors: releasing a closed system's metrics failed")
+
+
+protect_module(globals())

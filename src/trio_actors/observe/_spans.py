@@ -52,6 +52,7 @@ from opentelemetry.propagate import get_global_textmap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import __version__
+from .._interrupts import protect_module
 from ._outcomes import OUTCOME
 
 if TYPE_CHECKING:
@@ -296,3 +297,6 @@ def now_ns() -> int:
 def empty_context() -> Context:
     """A context with no span (nor anything else) in it."""
     return _EMPTY
+
+
+protect_module(globals())

@@ -36,6 +36,7 @@ from opentelemetry import trace
 from .._core._cell import ActorCell
 from .._core._dispatcher import Dispatcher
 from .._core._state import ActorState
+from .._interrupts import protect_module
 from ._cells import ObservedCell, observed_cell_class
 from ._options import Tracing
 from ._spans import PATH, Spans, empty_context, ended_with
@@ -213,3 +214,6 @@ class TracingObserver:
 
         self.spans.node = node.name
         return TracingNode(self.spans, node)
+
+
+protect_module(globals())

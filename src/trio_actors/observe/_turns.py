@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._core._round_clock import RoundClock
+from .._interrupts import protect_module
 from .._policy import ServingPolicy
 
 if TYPE_CHECKING:
@@ -118,3 +119,6 @@ class MeteredRoundClock(RoundClock):
                 self.source.turn(cell, now - self._timed_at, "inline")
         else:
             self._timed = None  # (it began before something else ran: not timed)
+
+
+protect_module(globals())

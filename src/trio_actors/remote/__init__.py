@@ -63,6 +63,7 @@ import trio
 
 from .. import nats
 from .._cluster import Cluster, as_cluster, check_token
+from .._interrupts import protect_module
 from ._node import Node
 from ._refused import on_server_error
 from ._spawning import spawnable_classes
@@ -210,3 +211,6 @@ def _fix_module_names() -> None:
 
 _fix_module_names()
 del _fix_module_names
+
+
+protect_module(globals())

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
+from .._interrupts import protect_module
 from .._statistics import BadInputCounts
 
 if TYPE_CHECKING:
@@ -140,3 +141,6 @@ class UndecodableBytes:
         held = self._held
         while held and held[0][0] <= number:
             self.held -= held.popleft()[1]
+
+
+protect_module(globals())

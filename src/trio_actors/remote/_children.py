@@ -59,6 +59,7 @@ from .._core._foreign import current_task_of
 from .._core._state import ActorState
 from .._core._stopping import DEFAULT_SHUTDOWN
 from .._errors import ActorError, MailboxFull, NodeDown, describe_value
+from .._interrupts import protect_module
 from .._placement import Placement
 from ..actors import Actor, ActorRef
 from ..lifecycle import Terminated
@@ -378,3 +379,6 @@ async def spawn_child(
     assert isinstance(cell, RemoteChildCell)
     cell.first, cell.node, cell.held_bound = instance, node, mailbox
     return child
+
+
+protect_module(globals())

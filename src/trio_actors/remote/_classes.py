@@ -12,6 +12,7 @@ import attrs
 import msgspec
 
 from .._cluster import kind_of_class
+from .._interrupts import protect_module
 
 __all__ = ["Registered", "type_name"]
 
@@ -92,3 +93,6 @@ class Registered:
         for name in self.set_after & fields.keys():
             object.__setattr__(instance, name, fields[name])  # (frozen too, as attrs does)
         return instance
+
+
+protect_module(globals())

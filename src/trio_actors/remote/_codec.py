@@ -62,6 +62,7 @@ from msgspec.msgpack import Ext
 from .. import _errors
 from .._cluster import kind_of_class, message_types
 from .._errors import ActorError, RemoteError
+from .._interrupts import protect_module
 from ..actors import ActorRef
 from ._classes import Registered, type_name
 
@@ -430,3 +431,6 @@ _FROM_WIRE: Final[dict[int, Callable[[Any], Any]]] = {
     _UUID: lambda wire: uuid.UUID(bytes=wire),
     _DECIMAL: decimal.Decimal,
 }
+
+
+protect_module(globals())

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Annotated, Final
 import msgspec
 import trio
 
+from .._interrupts import protect_module
 from ._peers import PeerState
 from ._subjects import Peer, encode
 
@@ -227,3 +228,6 @@ class Confirmations:
         # (a reply, as any: Frames.reply -- but about the asker's tells, not after
         # this node's held ones: they stay held, the window's bound kept)
         node.tells.publish(reply, encode((True, answer)), ordered=False)
+
+
+protect_module(globals())

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final, cast
 
 from .._cluster import check_token
 from .._core._ref import new_ref
+from .._interrupts import protect_module
 from ..actors._pool._cell import PoolCell
 from ._remote_cell import RemoteCell
 
@@ -99,3 +100,6 @@ class Exports:
                 raise ValueError(f"a ref's overflow policy is 0 to 3, got {overflow}")
             remote = self._remote[actor] = RemoteCell(me, (*actor, overflow))
         return new_ref(remote)
+
+
+protect_module(globals())

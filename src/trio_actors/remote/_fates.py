@@ -23,6 +23,7 @@ import trio
 
 from .._core._dead_letters import DeadLetterReason
 from .._core._ref import new_ref
+from .._interrupts import protect_module
 from ._link import Link, Marks, Sent
 from ._peers import PeerState
 from ._subjects import Peer, tells_frame
@@ -311,3 +312,6 @@ class Fates:
         acknowledged. Never a checkpoint; idempotent."""
         for link in {id(link): link for link, _sequence in self.kept.values()}.values():
             self.give_back_window(link, "this node left before they were acknowledged")
+
+
+protect_module(globals())

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
 
 import msgspec
 
+from .._interrupts import protect_module
 from ._bad_input import Bad
 from ._codec import Overflow, WireOnTheWire
 from ._subjects import (
@@ -337,3 +338,6 @@ class Frames:
             # (a connection's name is the client's choice; its user the server's word)
             return Bad("forged", f"the connection named {name!r} was user {user!r}'s")
         return peer
+
+
+protect_module(globals())

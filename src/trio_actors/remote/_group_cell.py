@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import trio
 
 from .._errors import ActorError
+from .._interrupts import protect_module
 
 if TYPE_CHECKING:
     from .._core._cell import ActorCell
@@ -87,3 +88,6 @@ class GroupCell:
 
     def snapshot(self) -> ActorStatistics:
         raise self._not_an_actor("statistics()")
+
+
+protect_module(globals())

@@ -23,6 +23,7 @@ from .._errors import (
     ActorStopped,
     MailboxFull,
 )
+from .._interrupts import protect_module
 from ._bad_input import Bad
 from ._frames import Frames, Reply
 from ._remote_cell import RemoteCell
@@ -506,3 +507,6 @@ class GroupSends:
                         f"{within} s (its taker died, or what it said was lost)",
                         interrupted=True,
                     )
+
+
+protect_module(globals())

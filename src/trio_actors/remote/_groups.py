@@ -81,6 +81,7 @@ import msgspec
 
 from .._core._envelope import Notice
 from .._core._ref import new_ref
+from .._interrupts import protect_module
 from ._bad_input import Bad, listen
 from ._peers import PeerState
 from ._subjects import ASK, NONE, SENDS, TELL, Peer, encode
@@ -436,3 +437,6 @@ class Groups(GroupSends):
             self.untaken.pop(sent.number, None)
         reply = sent.waiter.reply
         return self.ref(name) if reply is not None and reply.ok else None
+
+
+protect_module(globals())

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._interrupts import protect_module
 from ._subjects import DISCONNECT_ADVISORIES, Beat, Peer
 
 if TYPE_CHECKING:
@@ -134,3 +135,6 @@ class Heartbeats:
             await node.transport.flush()
         why = "its connection ended (the server's disconnect advisory)"
         node.peers.down(peer, why, sent_up_to=sent_up_to, reason="advisory")
+
+
+protect_module(globals())

@@ -36,6 +36,7 @@ import trio
 from .._core._envelope import Ask, AskState
 from .._core._ref import new_ref
 from .._errors import ActorStopped
+from .._interrupts import protect_module
 from ._subjects import NONE, encode
 
 if TYPE_CHECKING:
@@ -214,3 +215,6 @@ class Answers:
                 self.stopping.discard(reply)
 
         node.start(stop_and_answer)
+
+
+protect_module(globals())

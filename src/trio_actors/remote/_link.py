@@ -85,6 +85,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .._interrupts import protect_module
+
 if TYPE_CHECKING:
     from ._remote_cell import RemoteCell
 
@@ -442,3 +444,6 @@ class Link:
     def pass_on(self) -> None:
         """A ``send`` woken for room has sent: wake the next, if room is left."""
         self._freed()
+
+
+protect_module(globals())

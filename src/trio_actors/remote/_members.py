@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._interrupts import protect_module
 from .._membership import (
     Member,
     MemberDown,
@@ -141,3 +142,6 @@ class Members:
         for follower in list(self._followers):
             follower.close()
         self._followers.clear()
+
+
+protect_module(globals())

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 import trio
 
+from .._interrupts import protect_module
 from .._monitoring import (
     ERROR,
     ERROR_CODE,
@@ -341,3 +342,6 @@ class Monitoring:
             _log.warning(
                 "node %s: could not answer on %s: %s", self._node.name, subject[:200], error
             )
+
+
+protect_module(globals())

@@ -41,6 +41,7 @@ import msgspec
 import trio
 
 from .._core._ref import new_ref
+from .._interrupts import protect_module
 from ._peers import PeerState
 
 if TYPE_CHECKING:
@@ -269,3 +270,6 @@ class ClusterNames:
             )
         elif held is None or peer <= (held[0], held[1]):
             self.held[name] = wire
+
+
+protect_module(globals())

@@ -25,6 +25,7 @@ import trio
 from .._cluster import Cluster
 from .._core._stopping import DEFAULT_SHUTDOWN
 from .._errors import ActorError, ActorNotFound
+from .._interrupts import protect_module
 from .._membership import DEFAULT_EVENTS_CAPACITY, Member, MembershipEvents
 from .._placement import Placement, RoundRobin
 from .._statistics import NodeStatistics
@@ -616,3 +617,6 @@ class Node:
         as in doubt the tells no node acknowledged (counted in :attr:`unconfirmed`).
         Never a checkpoint; idempotent."""
         self.tells.finish()
+
+
+protect_module(globals())

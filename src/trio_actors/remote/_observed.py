@@ -28,6 +28,7 @@ from collections.abc import Callable, Coroutine
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .._interrupts import protect_module
 from ._groups import Groups
 from ._tells import Tells
 
@@ -119,3 +120,6 @@ class ObservedGroups(Groups):
             super().tell(cell, message)  # (from another thread: never observed)
         else:
             observer.told(cell, message, super().tell)
+
+
+protect_module(globals())

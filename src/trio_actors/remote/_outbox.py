@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from .._interrupts import protect_module
 from ._subjects import TELL
 
 __all__ = ["BYTES_PER_MESSAGE", "TELLS_PER_MESSAGE", "Outbox", "Outgoing"]
@@ -74,3 +75,6 @@ class Outbox:
         checkpoint; never raises (what cannot be sent is the node's to account)."""
         while self.waiting:
             self._send_waiting(next(iter(self.waiting)))
+
+
+protect_module(globals())

@@ -82,6 +82,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import trio
 
 from .._errors import ActorError
+from .._interrupts import protect_module
 
 if TYPE_CHECKING:
     from ._link import Link
@@ -450,3 +451,6 @@ class Peers:
         for record in list(self._records.values()):
             if record.heard is not None and now - record.heard > self.silence:
                 self.down(record.peer, why)
+
+
+protect_module(globals())

@@ -38,6 +38,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from .._errors import NotPermitted
+from .._interrupts import protect_module
 
 if TYPE_CHECKING:
     from ._node import Node
@@ -93,3 +94,6 @@ def on_server_error(node: Node, said: str) -> None:
         node.name,
         subject,
     )
+
+
+protect_module(globals())

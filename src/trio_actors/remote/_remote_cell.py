@@ -21,6 +21,7 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import ActorError
+from .._interrupts import protect_module
 from ._codec import WireRef
 from ._subjects import tell_header
 
@@ -126,3 +127,6 @@ class RemoteCell:
             f"statistics() of {self.path}: an actor on another node; ask it, or read "
             "them on its node"
         )
+
+
+protect_module(globals())

@@ -46,6 +46,7 @@ import msgspec
 import trio
 
 from .._errors import ActorNotFound, ActorStopped, ConnectionInterrupted, NodeDown, NotPermitted
+from .._interrupts import protect_module
 from ._bad_input import Bad
 from ._confirm import give_up_after
 from ._frames import Frames, Reply
@@ -571,3 +572,6 @@ class Requests:
         ``ActorStopped``, stops as done, lookups as not found)."""
         for waiter in list(self.waiting.values()):
             waiter.end()
+
+
+protect_module(globals())

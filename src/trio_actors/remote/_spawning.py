@@ -46,6 +46,7 @@ import trio
 from .._cluster import Cluster, spawnable_name
 from .._core._cell import ActorCell
 from .._errors import ActorStopped, NodeDown, NotPermitted, NotSpawnable
+from .._interrupts import protect_module
 from .._membership import Member
 from .._placement import FewestActors, Placement, RoundRobin
 from .._supervision import Stop
@@ -520,3 +521,6 @@ class Spawning:
     def _answer_error(self, reply: str, error: BaseException) -> None:
         codec = self._node.codec
         self._node.tells.publish(reply, encode((False, msgspec.Raw(codec.encode_error(error)))))
+
+
+protect_module(globals())

@@ -104,6 +104,8 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
+from .._interrupts import protect_module
+
 if TYPE_CHECKING:
     from ._link import Told
 
@@ -322,3 +324,6 @@ class Subjects:
 
     def heartbeats(self) -> str:
         return f"{self.prefix}.hb.*.*"
+
+
+protect_module(globals())

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from .._core._envelope import Notice
+from .._interrupts import protect_module
 from ._confirm import give_up_after
 from ._subjects import encode
 from ._tracked import UNTRACKED, Inbound, Marks, Run, Skipped
@@ -391,3 +392,6 @@ class TakenIn:
             why = f"a tell to {path} could not be decoded: {error}"
             node.undecodable_tell(ref, body, why, node.subject)
             return _UNDECODABLE
+
+
+protect_module(globals())

@@ -59,6 +59,7 @@ import trio
 
 from .._core._ref import new_ref
 from .._errors import MailboxFull, describe_value
+from .._interrupts import protect_module
 from . import _link
 from ._exports import OVERFLOWS
 from ._fates import Fates
@@ -451,3 +452,6 @@ class Tells:
             self._bounces()
             self._bounces = None
         self.fates.finish()
+
+
+protect_module(globals())

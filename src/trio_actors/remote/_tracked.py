@@ -54,6 +54,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
+from .._interrupts import protect_module
+
 if TYPE_CHECKING:
     from .._core._envelope import Notice
     from ._taken_in import TakenIn
@@ -242,3 +244,6 @@ class Inbound:
         if not streams:
             return self.received
         return min(stream.pending[0].sequence for stream in streams.values()) - 1
+
+
+protect_module(globals())

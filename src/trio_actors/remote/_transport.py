@@ -28,6 +28,7 @@ from typing import Protocol
 
 import trio
 
+from .._interrupts import protect_module
 from ..nats import Client, Headers, Msg
 
 __all__ = ["MemoryBus", "MemoryTransport", "NatsTransport", "Transport", "subject_matches"]
@@ -308,3 +309,6 @@ class MemoryTransport:
             while inbox:
                 callback, message = inbox.popleft()
                 callback(message)
+
+
+protect_module(globals())

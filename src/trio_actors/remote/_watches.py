@@ -31,6 +31,7 @@ import trio
 from .._core._ref import new_ref
 from .._core._watch import tell_notice, withdraw_notices
 from .._errors import NodeDown, RemoteError
+from .._interrupts import protect_module
 from ..lifecycle import Terminated
 from ._bad_input import Bad
 from ._peers import PeerState
@@ -331,3 +332,6 @@ class Watches:
             self._all_reported = trio.Event()
             with trio.move_on_after(within):
                 await self._all_reported.wait()
+
+
+protect_module(globals())

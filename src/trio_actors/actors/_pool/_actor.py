@@ -12,6 +12,7 @@ from ..._core._cell import ActorCell
 from ..._core._state import ActorState
 from ..._core._stopping import DEFAULT_SHUTDOWN, check_shutdown
 from ..._core._watch import Terminated
+from ..._interrupts import protect_module
 from ..._policy import positive_int
 from ..._supervision import DEFAULT_SUPERVISION, Supervision, check_strategy
 from .._actor import Actor
@@ -111,3 +112,6 @@ class PoolActor(Actor):
 
 
 PoolActor._trio_actors_cell_class = PoolCell
+
+
+protect_module(globals())

@@ -30,6 +30,7 @@ from ..._core._bounded import full_text
 from ..._core._cell import ActorCell
 from ..._core._envelope import Ask, Notice
 from ..._errors import MailboxFull, describe_value
+from ..._interrupts import protect_module
 
 if TYPE_CHECKING:
     from ._cell import PoolCell
@@ -142,3 +143,6 @@ def _overflow_letter(pool: PoolCell, item: Any) -> None:
         item = item.message
     pool.overflow_letters += 1
     pool.system.dead_letters.record(pool.ref, item, "overflow")
+
+
+protect_module(globals())

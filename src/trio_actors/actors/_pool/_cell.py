@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import outcome
 import trio
-from trio.lowlevel import enable_ki_protection
 
 from ..._core._bounded import Bounded, WaitingSenders
 from ..._core._cell import ActorCell
@@ -18,6 +17,7 @@ from ..._core._foreign import current_task_of
 from ..._core._ref import local_cell
 from ..._core._state import ActorState, Serving
 from ..._errors import ActorStopped
+from ..._interrupts import protect_module
 from ..._statistics import ActorStatistics
 from . import _balancing
 from ._balancing import _Job, _PoolAsk, _Waiter
@@ -325,7 +325,6 @@ class PoolCell(ActorCell):
             self.starting.discard(child)
             self.worker_done(child)
 
-    @enable_ki_protection
     async def feed(self, worker: ActorCell) -> None:
         """A balancing worker's feeder: hands it the pool's tells, one at a time.
         Ends when the worker or the pool stops (or the worker was removed before
@@ -530,3 +529,6 @@ def _load(worker: ActorCell) -> tuple[bool, int]:
     idle = worker.serving is Serving.IDLE and worker.accepting
     queued = (worker.head is not NO_MESSAGE) + len(worker.mailbox or ())
     return (not idle, queued)
+
+
+protect_module(globals())

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..._core._state import ActorState
+from ..._interrupts import protect_module
 from ..._statistics import ActorStatistics, DeadLetterCounts
 
 if TYPE_CHECKING:
@@ -89,3 +90,6 @@ def pool_statistics(pool: PoolCell, own: ActorStatistics) -> ActorStatistics:
         failures=counts.failures,
         expected_errors=counts.expected_errors,
     )
+
+
+protect_module(globals())

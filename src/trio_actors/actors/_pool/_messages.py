@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ..._interrupts import protect_module
 from ..._policy import positive_int
 
 __all__ = ["ROUTINGS", "Broadcast", "Resize", "Routing"]
@@ -28,3 +29,6 @@ class Resize:
     """Told to a pool: grow or shrink it to ``size`` workers (``>= 1``)."""
 
     size: int = attrs.field(validator=positive_int)
+
+
+protect_module(globals())
