@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -232,7 +232,7 @@ def check_children_strategy(owner: str, value: object) -> GroupStrategy:
 RestartType = Literal["permanent", "transient", "temporary"]
 """The type of ``spawn(..., restart=...)``: OTP's restart types."""
 RESTART_TYPES: tuple[RestartType, ...] = ("permanent", "transient", "temporary")
-DEFAULT_RESTART_TYPE: RestartType = "transient"
+DEFAULT_RESTART_TYPE: Final[RestartType] = "transient"
 
 
 def check_restart_type(restart: object) -> RestartType:
@@ -252,7 +252,7 @@ Supervision = SupervisionStrategy | Mapping[type[Exception], SupervisionStrategy
 """The type of ``spawn(..., supervision=...)``: a strategy, or a *decider* -- a mapping
 from exception types to strategies, in which the most specific match wins and an
 error no entry matches escalates."""
-DEFAULT_SUPERVISION: SupervisionStrategy = Restart()
+DEFAULT_SUPERVISION: Final[SupervisionStrategy] = Restart()
 STRATEGY_TYPES = (Restart, Stop, Resume, Escalate)
 _ESCALATE = Escalate()
 _STOP = Stop()

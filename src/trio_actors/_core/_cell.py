@@ -11,9 +11,10 @@ This module holds the record and what happens to its mailbox (queueing, asks,
 sends, withdrawal); compaction is ``_core/_compaction.py``'s, a watch's notices
 ``_core/_watch.py``'s, what a failure does ``_core/_failure.py``'s. How an actor
 stops is ``_core/_stopping.py``'s and how it restarts ``_core/_restarting.py``'s;
-nine of their functions are bound here as methods, for one of four reasons each:
-a kind of cell differs there (the pool cell overrides ``strand``, ``wait_drained``,
-``wake_drain_waiter`` and ``hand_to_restart``), a ref needs it of any cell
+nine of their functions are methods here too (each calls the function), for one of
+four reasons each: a kind of cell differs there (the pool cell overrides
+``strand``, ``wait_drained``, ``wake_drain_waiter`` and ``hand_to_restart``), a
+ref needs it of any cell
 (``stop_and_wait``, ``request_stop``, ``wait_terminated``: a remote actor's cell
 has its own), or an import would run in a circle (``restart_group``, which
 ``_failure`` calls and ``_restarting`` defines on top of ``_failure``), or it is
@@ -68,8 +69,10 @@ from ._state import TRANSITIONS, ActorState, LifecycleEvent, Serving, advance, h
 from ._timers import Timer, cancel_timers
 
 if TYPE_CHECKING:
+    from .._supervision import OneForAll, RestForOne
     from ._actor import ActorBase
     from ._host import Host
+    from ._watch import Terminated
 
 _STARTING = ActorState.STARTING
 _STOPPING = ActorState.STOPPING
@@ -582,21 +585,45 @@ class ActorCell(_TurnSlots):
         """The serving loop reached a withdrawn envelope and skipped it."""
         self.withdrawn_queued -= 1
 
-    # --- stopping: the code is _core/_stopping.py's, bound here as methods (see the
-    # module docstring for why they are methods) ---
+    # --- stopping: the code is _core/_stopping.py's, called here as methods (see the
+    # module docstring for why they are methods). Each is a method that calls the
+    # function, not the function bound as a class attribute: a cell compiled with
+    # mypyc (the optional compiled kernel) can only have methods of its own.
 
-    stop_and_wait = _stopping.stop_and_wait
-    request_stop = _stopping.request_stop
-    wait_terminated = _stopping.wait_terminated
-    begin_stop = _stopping.begin_stop
-    strand = _stopping.strand
-    wake_drain_waiter = _stopping.wake_drain_waiter
-    wait_drained = _stopping.wait_drained
+    async def stop_and_wait(self, *, drain: bool) -> None:
+        await _stopping.stop_and_wait(self, drain=drain)
 
-    # --- restarting: _core/_restarting.py's, bound as above ---
+    def request_stop(self, *, drain: bool) -> None:
+        _stopping.request_stop(self, drain=drain)
 
-    hand_to_restart = _restarting.hand_to_restart
-    restart_group = _restarting.restart_group
+    async def wait_terminated(self) -> Terminated:
+        return await _stopping.wait_terminated(self)
+
+    def begin_stop(self, *, drain: bool, cancel_handler: bool, stop_task: bool = True) -> None:
+        _stopping.begin_stop(self, drain=drain, cancel_handler=cancel_handler, stop_task=stop_task)
+
+    def strand(self) -> None:
+        _stopping.strand(self)
+
+    def wake_drain_waiter(self) -> None:
+        _stopping.wake_drain_waiter(self)
+
+    async def wait_drained(self) -> None:
+        await _stopping.wait_drained(self)
+
+    # --- restarting: _core/_restarting.py's, called as above ---
+
+    def hand_to_restart(self) -> None:
+        _restarting.hand_to_restart(self)
+
+    def restart_group(
+        self,
+        failed: ActorCell,
+        strategy: OneForAll | RestForOne,
+        delay: float,
+        error: BaseException,
+    ) -> None:
+        _restarting.restart_group(self, failed, strategy, delay, error)
 
     def end_timers(self) -> None:
         """End every timer this actor started (it stops or restarts)."""

@@ -47,7 +47,7 @@ restart runs on the old instance has the same bound.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -72,7 +72,7 @@ _RESTART = Serving.RESTART
 
 # The shutdown timeout an actor has unless ``spawn`` gives another: OTP's default
 # for a worker (5,000 ms).
-DEFAULT_SHUTDOWN = 5.0
+DEFAULT_SHUTDOWN: Final = 5.0
 
 
 def check_shutdown(shutdown: object) -> float:
