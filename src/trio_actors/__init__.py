@@ -39,6 +39,10 @@ This module only re-exports the public API.
 
 from ._cluster import Cluster as Cluster
 from ._cluster import InputLimits as InputLimits
+
+# Whether the kernel's hot modules run compiled with mypyc (a wheel built with
+# TRIO_ACTORS_COMPILE=1) or as pure Python: docs/performance.rst.
+from ._core._compiled import compiled as compiled
 from ._errors import ActorError as ActorError
 from ._errors import ActorNotFound as ActorNotFound
 from ._errors import ActorStopped as ActorStopped
@@ -148,6 +152,7 @@ __all__ = [
     "SystemStatistics",
     "Terminated",
     "Timer",
+    "compiled",
     "open_actor_system",
 ]
 

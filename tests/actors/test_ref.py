@@ -46,11 +46,13 @@ class Parent(ta.Actor):
 def test_a_ref_cannot_be_constructed_by_users() -> None:
     with pytest.raises(TypeError, match="ActorRef has no public constructor"):
         ta.ActorRef()
+    with pytest.raises(TypeError, match="ActorRef has no public constructor"):
+        ta.ActorRef(object())  # (a cell of some kind, without the runtime's key)
 
 
 def test_actor_ref_cannot_be_subclassed_at_runtime_either() -> None:
-    # @final is for type checkers; the metaclass refuses calls, and a subclass gets
-    # no constructor either.
+    # @final is for type checkers; the constructor refuses every caller but the
+    # runtime, a subclass's too.
     class Sub(ta.ActorRef):  # type: ignore[misc]
         __slots__ = ()
 

@@ -135,6 +135,8 @@ class ActorCell(_TurnSlots):
         "stopping_task",
         "system",
     )
+    # (A compiled cell lets go of its instance, release_instance, only if told so.)
+    __deletable__ = ("instance",)
 
     # --- class-level defaults (see above) ---
     remote: Literal[False] = False  # (another node's actor: remote/_remote_cell.py)

@@ -24,7 +24,7 @@ from .._core._dead_letters import DeadLetters
 from .._core._dispatcher import Dispatcher
 from .._core._foreign import ForeignInbox
 from .._core._kinds import HandlerKinds, known_kinds
-from .._core._ref import ActorRef
+from .._core._ref import MADE_BY_THE_RUNTIME, ActorRef
 from .._core._registry import Registry, wrong_system
 from .._core._restarting import run_restart
 from .._core._state import ActorState
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from .._core._observer import Observer
     from .._core._registry import RegistryListener
 
-_new_object = object.__new__
 _STOPPED = ActorState.STOPPED
 
 
@@ -368,9 +367,7 @@ class ActorSystem:
             self._dispatcher.schedule(cell)
         # new_ref(cell), inlined: the property and the call were ~70 ns of a ~2 µs
         # spawn (timeit, in-process).
-        ref: ActorRef = _new_object(ActorRef)
-        ref._cell = cell
-        return ref
+        return ActorRef(cell, MADE_BY_THE_RUNTIME)
 
     def _make_instance(self, factory: Any, args: tuple[Any, ...]) -> tuple[Actor, HandlerKinds]:
         """Call the factory for a restart; return the checked instance and its kinds."""

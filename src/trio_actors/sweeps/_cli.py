@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE, ServingPolicy
+from .. import DEFAULT_BATCH, DEFAULT_CLEANUP_BATCH, DEFAULT_TIME_SLICE, ServingPolicy, compiled
 
 if TYPE_CHECKING:  # (the sweep's modules import pyperf and rich: only when it runs)
     from rich.console import Console
@@ -511,7 +511,8 @@ def _run_contracts(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         unknown = [i for i in ids if i not in REGISTRY]
         if unknown or not ids:
             parser.error(f"--only: unknown contract ids {unknown}; known: {', '.join(REGISTRY)}")
-    print(f"trio-actors contract suite: {policy.describe()}")
+    build = "compiled (mypyc)" if compiled else "pure Python"
+    print(f"trio-actors contract suite: {policy.describe()}; kernel: {build}")
     failed = 0
     start = time.perf_counter()
     width = max(len(REGISTRY[i].title) for i in ids)
