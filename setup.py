@@ -25,7 +25,7 @@ from setuptools.command.build_ext import build_ext
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel
-except ImportError:  # pragma: no cover - (setuptools < 70.1: the wheel package's)
+except ImportError:  # (setuptools < 70.1, without the build's isolation: pyproject.toml)
     from wheel.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
 
 HERE = Path(__file__).parent
@@ -86,12 +86,14 @@ class BuildExtOrPure(build_ext):
 
 
 class WheelTaggedByContent(bdist_wheel):
-    """Tag the wheel by what it holds, known only after the build: a compile that
-    failed leaves a pure wheel, which must not say it is platform-specific."""
+    """Lay out and tag the wheel by what it holds, known only after the build: a
+    compile that failed leaves a pure wheel, which must not say it is
+    platform-specific (bdist_wheel decides before building)."""
 
-    def get_tag(self) -> tuple[str, str, str]:
+    def run(self) -> None:
+        self.run_command("build")  # (build_ext may have fallen back to pure Python)
         self.root_is_pure = not self.distribution.has_ext_modules()
-        return super().get_tag()  # type: ignore[no-any-return]
+        super().run()
 
 
 setup(

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Coroutine
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
 
 import trio
 import trio.lowlevel
@@ -64,6 +64,7 @@ from ._envelope import NO_MESSAGE, Ask, Notice
 from ._failure import RestartWindow
 from ._foreign import current_task_of
 from ._kinds import HandlerKinds
+from ._native import mypyc_attr
 from ._ref import ActorRef, ForeignCell, new_ref
 from ._state import TRANSITIONS, ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._timers import Timer, cancel_timers
@@ -85,6 +86,7 @@ _RESTART = Serving.RESTART
 _BORN_STARTED = TRANSITIONS[_STARTING, LifecycleEvent.STARTED]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class _TurnSlots:
     """The slots of :class:`ActorCell` that every activation reads or writes (the
     tell fast paths and the dispatcher's turn).
@@ -114,6 +116,7 @@ class _TurnSlots:
     )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ActorCell(_TurnSlots):
     """The runtime's record of one actor; users hold its :class:`ActorRef`."""
 
@@ -515,8 +518,8 @@ class ActorCell(_TurnSlots):
     # plain mailbox (first in, first out) the last tell of each message to an actor
     # is enough; where each tell may end apart from the others -- a bounded mailbox
     # drops any of them when full, a pool's workers end them in any order -- each is
-    # tracked (remote/_taken_in.py).
-    each_tell_tracked = False
+    # tracked (remote/_taken_in.py). (A ClassVar: its subclasses override it.)
+    each_tell_tracked: ClassVar[bool] = False
 
     def queue_tracked(self, notice: Notice, sending: bool) -> None:
         """Queue a tell from another node, tracked until it ends here by ``notice``

@@ -71,6 +71,7 @@ from ._handler_call import (
     coroutine_returned,
     stray_cancelled,
 )
+from ._native import mypyc_attr
 from ._round_clock import MAX_CHECK_EVERY, RoundClock
 from ._state import ActorState, Serving, hand_over
 from ._stopping import went_idle_refusing
@@ -102,6 +103,7 @@ async def _reraise(error: BaseException) -> None:
     raise error
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Dispatcher:
     """Serves the mailboxes of one actor system.
 

@@ -24,12 +24,13 @@ DONE         nothing: the reply is already on its way (``Abort.FAILED``).
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import outcome
 import trio
 
 from .._interrupts import protect_module
+from ._native import mypyc_attr
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -62,14 +63,17 @@ _WITHDRAWN = AskState.WITHDRAWN
 _ABANDONED = AskState.ABANDONED
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Ask:
     """One ask in flight. Identity object; never shown to users."""
 
     __slots__ = ("cell", "message", "scope", "state", "task")
 
     # An observed envelope (``trio_actors/observe``) says so: a class attribute, no
-    # slot, read only where a queued envelope is taken by a plain handler.
-    traced = False
+    # slot, read only where a queued envelope is taken by a plain handler. (A
+    # ClassVar: a compiled class's other attributes are its instances' fields,
+    # which a subclass's class attribute would not override.)
+    traced: ClassVar[bool] = False
 
     def __init__(self, cell: ActorCell, message: Any, task: trio.lowlevel.Task) -> None:
         self.cell = cell
@@ -158,6 +162,7 @@ class Ask:
         return f"<{type(self).__name__} {self.message!r} {self.state.value}>"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Notice(Ask):
     """A message from the runtime -- a timer's tick, or a death watch's
     ``Terminated`` -- queued like an ask so that the serving loop finds it by

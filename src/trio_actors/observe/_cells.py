@@ -58,7 +58,9 @@ class ObservedCell(ActorCell):
     """What every observed cell has (its class is made by
     :func:`observed_cell_class`, which sets :attr:`spans`)."""
 
-    __slots__ = ()
+    # No __slots__: what it keeps of its own (trace_cause) goes to the instance's
+    # __dict__ -- the kernel's ActorCell has one in the pure-Python build, but a
+    # compiled ActorCell has none, and its interpreted subclass must make it.
 
     spans: ClassVar[Spans]  # its system's
     # The span of the failure it had last (or None), the parent of the restart or stop

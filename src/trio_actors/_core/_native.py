@@ -1,0 +1,39 @@
+"""How a compiled kernel's classes are built: mypyc's class options, as no-ops in the
+pure-Python build.
+
+mypyc reads ``@mypyc_attr(...)`` on a class it compiles (by name: the decorator must
+be ``mypy_extensions.mypyc_attr``); at run time, where ``mypy_extensions`` is not
+installed (the runtime needs only trio and attrs), the decorator is this module's,
+which returns the class unchanged.
+
+``allow_interpreted_subclasses``: a compiled class that interpreted classes extend --
+the cell (a bounded mailbox's, a pool's, a remote child's, an observed one), the
+ask envelope, the dispatcher (observed). Calls from compiled code still go straight
+to the compiled methods unless a subclass overrides them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from .._interrupts import protect_module
+
+_T = TypeVar("_T")
+
+try:
+    from mypy_extensions import mypyc_attr
+except ImportError:  # (the runtime does not need mypy_extensions)
+
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> Callable[[_T], _T]:
+        """mypyc's class options: nothing, uncompiled."""
+
+        def unchanged(cls: _T) -> _T:
+            return cls
+
+        return unchanged
+
+
+protect_module(globals())
+
+__all__ = ["mypyc_attr"]
