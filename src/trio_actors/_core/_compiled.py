@@ -38,8 +38,9 @@ def compiled_modules() -> list[str]:
 
 
 compiled: bool = compiled_modules() == list(COMPILED_MODULES)
-"""Whether this process runs the compiled kernel (every module of
-:data:`COMPILED_MODULES` an extension module)."""
+"""Whether this process runs the compiled kernel (every module of the kernel's
+compiled list, ``COMPILED_MODULES``, an extension module here). ``False`` for a
+source or editable install, or a wheel built without ``TRIO_ACTORS_COMPILE=1``."""
 
 
 protect_module(globals())
