@@ -10,7 +10,11 @@ the watch waits, and a confirm round (``_confirm.py``) sends it again. Every
 subscriber then gets one ``Terminated``. Watches of actors on a node declared down
 (``_peers.py``) end with ``Terminated(ref, error=NodeDown(...))``. After this
 node's connection comes back, the watches are sent again (the server forgot them
-with the connection).
+with the connection). An actor whose node said it stopped is remembered so in its
+remote cell (``RemoteCell.ended``, while this node holds a ref to it): a watch or
+``wait_stopped`` made after that is told at once, with the error its node said --
+as of a local actor that has stopped -- and sends nothing (and its node, once it
+forgets stopped actors, could not say it again).
 
 **The watched side.** A ``WATCH`` of a local actor: its node answers the reply
 subject when the actor stops (at once if it has stopped) -- one task per watched
@@ -128,6 +132,18 @@ class Watches:
             if watcher.accepting:  # (a watcher that stopped first gets nothing)
                 tell_notice(watcher, notice)
 
+        ended = cell.ended
+        if ended is not None:  # (known to have stopped: on the next scheduler pass)
+            notice = Terminated(new_ref(cell), ended[0])
+
+            def deliver_soon() -> None:
+                # (the watcher is likely in its own turn, and is watching it from
+                # when this returns: unless it unwatched meanwhile, or stopped)
+                if watcher.watching is not None and cell in watcher.watching:
+                    deliver(notice)
+
+            self._node.system.trio_token.run_sync_soon(deliver_soon)
+            return
         self._subscribe(cell, watcher, deliver)
 
     def unwatch(self, cell: RemoteCell, watcher: ActorCell) -> None:
@@ -151,6 +167,10 @@ class Watches:
     async def wait_terminated(self, cell: RemoteCell) -> Terminated:
         """``wait_stopped`` of a remote actor. A checkpoint."""
         self._node.check_thread("wait_stopped")
+        ended = cell.ended
+        if ended is not None:  # (known to have stopped: nothing to ask)
+            await trio.lowlevel.checkpoint()
+            return Terminated(new_ref(cell), ended[0])
         done = trio.Event()
         outcome: list[Terminated] = []
         key = object()
@@ -200,6 +220,7 @@ class Watches:
                 error = None if encoded is None else self._node.codec.decode_error(encoded)
             except Exception as undecodable:  # (its error holds what this node cannot read)
                 error = RemoteError("undecodable", str(undecodable))
+            remote.cell.ended = (error,)  # (its node said so: remembered, see above)
         self.terminated(remote, error)
 
     def waiting_on(self) -> Iterator[tuple[Peer, float]]:
