@@ -11,8 +11,9 @@ goes to :meth:`RemoteCell.tell`. It implements the kernel's
 to one is made).
 
 A node keeps one remote cell per remote actor it has heard of (weakly), so refs to
-the same remote actor are the same cell, and equal and hash alike. Once its node
-has said the actor stopped, the cell remembers how (``ended``): a watch or a
+the same remote actor are the same cell, and equal and hash alike. (A remote cell
+may be weakly referenced; an ``ActorCell`` never is: ``_exports.py``.) Once its
+node has said the actor stopped, the cell remembers how (``ended``): a watch or a
 ``wait_stopped`` made later is told at once (``_watches.py``).
 """
 
