@@ -135,10 +135,10 @@ async def test_a_stopped_exported_actor_s_number_finds_nothing_and_its_messages_
 async def test_the_tables_of_exported_actors_forget_each_at_its_stop(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """What a node keeps of its exported actors, by number, goes when they stop,
-    whoever still holds their refs."""
+    """What a node keeps of its exported actors -- by number, and each shared-name
+    member's wire form -- goes when they stop, whoever still holds their refs."""
     async with two_nodes(ta.Cluster(bus=MemoryBus())) as (a, b):
-        exports = Node.of(a).exports
+        exports, groups = Node.of(a).exports, Node.of(a).groups
         before = dict(exports.cells)
         b.register("relay", b.spawn(Relay, name="relay"))
         relay_there = await across(b, a, "relay")
@@ -150,9 +150,11 @@ async def test_the_tables_of_exported_actors_forget_each_at_its_stop(
         for _ in range(20):
             await work.ask("hello")
         assert len(exports.cells) == len(before) + 50
+        assert groups._taken  # (the members that took asks: their wire forms)
         for ref in brief:
             await ref.stop()
         assert exports.cells == before
+        assert groups._taken == {}
 
 
 async def test_an_instance_that_failed_before_its_anchor_watched_it_reports_its_error(

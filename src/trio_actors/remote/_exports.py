@@ -23,7 +23,8 @@ of local actors are strong, and pruned when the actor stops:
 * :attr:`Exports.cells` (number -> cell) holds the actors exported and not yet
   stopped: when one stops, the system (``ActorSystem._forget``, for a cell whose
   ``export_number`` is set) tells its node (``Node.exported_stopped``), which drops
-  it here (:meth:`Exports.forget`). A stopped actor exported for the first time is numbered
+  it here (:meth:`Exports.forget`) and from the shared names' cache of its wire
+  form (``_groups.py``). A stopped actor exported for the first time is numbered
   but never kept. (A ref exported from another thread while the actor stops is
   dropped by one side or the other: the exporter writes the number, then reads the
   state; the trio thread writes ``STOPPED``, then reads the number.)
