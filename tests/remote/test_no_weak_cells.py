@@ -4,13 +4,16 @@ node keeps its exported actors in strong tables pruned when each stops -- and th
 number of a stopped actor finds nothing, as that of a freed one did before.
 
 What the pruning means for the messages to a stopped exported actor (each still
-ends: a dead letter, a failed ask, an answered stop, a ``Terminated``), and that an
-instance of another node's child is still found for its anchor's late watch.
+ends: a dead letter, a failed ask, an answered stop, a ``Terminated``), that an
+instance of another node's child is still found for its anchor's late watch, and
+a cluster scenario run with ``weakref`` refusing cells, as a compiled build would.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import _weakrefset
+import weakref
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,9 +21,14 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
 
 import trio_actors as ta
-from helpers import Echo, Recorder, eventually
+from helpers import Echo, Recorder, Watcher, eventually
+from trio_actors._core._cell import ActorCell
+from trio_actors.observe import Tracing
 from trio_actors.remote import MemoryBus, Node
 from trio_actors.remote._remote_cell import RemoteCell
 
@@ -67,11 +75,14 @@ class Relay(ta.Actor):
 
 @asynccontextmanager
 async def two_nodes(
-    cluster: ta.Cluster, **a_options: Any
+    cluster: ta.Cluster, observed: dict[str, Any] | None = None, **a_options: Any
 ) -> AsyncIterator[tuple[ta.ActorSystem, ta.ActorSystem]]:
-    """Nodes a (with ``a_options`` in its cluster) and b, each knowing the other."""
+    """Nodes a (with ``a_options`` in its cluster, opened with ``observed``) and b,
+    each knowing the other."""
     async with (
-        ta.open_actor_system(cluster=attrs.evolve(cluster, **a_options), node="a") as a,
+        ta.open_actor_system(
+            cluster=attrs.evolve(cluster, **a_options), node="a", **(observed or {})
+        ) as a,
         ta.open_actor_system(cluster=cluster, node="b") as b,
     ):
         await eventually(lambda: len(Node.of(a).members()) == len(Node.of(b).members()) == 2)
@@ -174,3 +185,146 @@ async def test_an_instance_that_failed_before_its_anchor_watched_it_reports_its_
         assert isinstance(terminated.error, Boom)
         assert child.statistics().failures == 1
         assert await parent.ask("children") == ()
+
+
+# --- a cluster with weak references to cells refused, as a compiled build would ----
+
+_ref = weakref.ref
+_proxy = weakref.proxy
+
+
+class _AnyRef(type):
+    """``isinstance(x, weakref.ref)`` keeps its meaning while it is patched."""
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, _ref)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, _ref)
+
+
+class _RefusingRef(_ref, metaclass=_AnyRef):  # type: ignore[type-arg]
+    """``weakref.ref`` (and through it ``WeakKeyDictionary``, ``WeakValueDictionary``
+    -- its ``KeyedRef`` -- and ``finalize``), refusing an actor's cell: what a native
+    class without ``__weakref__`` does."""
+
+    def __new__(cls, obj: object, *args: Any) -> Any:
+        _refuse(obj)
+        return _ref.__new__(_ref if cls is _RefusingRef else cls, obj, *args)
+
+
+def _refuse(obj: object) -> None:
+    if isinstance(obj, ActorCell):
+        raise TypeError(f"cannot create weak reference to {type(obj).__name__!r} object")
+
+
+def _refusing_proxy(obj: object, *args: Any) -> Any:
+    _refuse(obj)
+    return _proxy(obj, *args)
+
+
+@pytest.fixture
+def refusing_weak_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(weakref, "ref", _RefusingRef)
+    monkeypatch.setattr(weakref, "proxy", _refusing_proxy)
+    monkeypatch.setattr(_weakrefset, "ref", _RefusingRef)  # (WeakSet)
+
+
+def _check_refused(cell: ActorCell) -> None:
+    by_cell: weakref.WeakKeyDictionary[ActorCell, int] = weakref.WeakKeyDictionary()
+    cells: weakref.WeakValueDictionary[int, ActorCell] = weakref.WeakValueDictionary()
+    some: weakref.WeakSet[ActorCell] = weakref.WeakSet()
+    for weakly in (
+        lambda: weakref.ref(cell),
+        lambda: by_cell.__setitem__(cell, 1),
+        lambda: cells.__setitem__(1, cell),
+        lambda: some.add(cell),
+        lambda: weakref.finalize(cell, print),
+        lambda: weakref.proxy(cell),
+    ):
+        with pytest.raises(TypeError, match="cannot create weak reference"):
+            weakly()
+
+
+async def test_a_cluster_runs_with_weak_references_to_cells_refused(
+    autojump_clock: trio.testing.MockClock, refusing_weak_cells: None
+) -> None:
+    """Spawns (local, remote, a child on another node), refs across both ways, a
+    bounded mailbox and a pool, shared names, death watch, stops and refs to
+    stopped actors, node a traced and metered (its cells observed ones): nothing
+    of the runtime weakly references a cell (``_RefusingRef`` raises in whatever
+    does, as a compiled cell would). Fails with the weak tables of before."""
+    cluster = ta.Cluster(bus=MemoryBus(), errors=[Boom])
+    observed = {
+        "tracing": Tracing(provider=TracerProvider(), tells="all"),
+        "metrics": MeterProvider(metric_readers=[InMemoryMetricReader()]),
+    }
+    async with two_nodes(cluster, observed, spawnable=[Echo, FailsToStart]) as (a, b):
+        echo = a.spawn(Echo, name="echo")
+        bounded = a.spawn(Echo, name="bounded", mailbox=ta.Bounded(4))
+        pool = a.spawn(ta.Pool(Echo, size=2), name="pool")
+        relay = b.spawn(Relay, name="relay")
+        _check_refused(echo._cell)  # type: ignore[arg-type]
+        assert type(echo._cell) is not ActorCell  # (an observed one: a subclass)
+        for name, ref in (("echo", echo), ("bounded", bounded), ("pool", pool)):
+            a.register(name, ref)
+        b.register("relay", relay)
+        for system in (a, b):
+            for index in range(2):
+                system.register("work", system.spawn(Echo, name=f"w{index}"), shared=True)
+        echo_there, bounded_there = await across(a, b, "echo"), await across(a, b, "bounded")
+        pool_there, relay_there = await across(a, b, "pool"), await across(b, a, "relay")
+
+        # Refs both ways: b's own refs back on b are its own; a's, back on a, a's.
+        mine = [b.spawn(Echo) for _ in range(3)]
+        assert await echo_there.ask(mine) == mine
+        assert await relay_there.ask(("ask", echo, "hi")) == "hi"  # (a's ref, to b and back)
+        assert await relay_there.ask([echo, bounded]) == [echo, bounded]
+        for target in (echo_there, bounded_there, pool_there):
+            target.tell("told")
+            assert await target.ask("asked") == "asked"
+            await target.send("sent")
+        # Shared names, from each node.
+        for system in (a, b):
+            group = await system.lookup("work")
+            group.tell("to the group")
+            assert await group.ask("asked") == "asked"
+        # Death watch across, a remote spawn, children on another node.
+        watcher = b.spawn(Watcher)
+        await watcher.ask(("watch", echo_there))
+        assert b.node is not None
+        spawned = await b.node.spawn(Echo, on="a")
+        assert await spawned.ask("there") == "there"
+        parent = b.spawn(Parent)
+        child = await parent.ask(("spawn", Echo, {"on": "a"}))
+        assert await child.ask("child") == "child"
+        failed = await parent.ask(("spawn", FailsToStart, {"on": "a", "supervision": ta.Stop()}))
+        assert isinstance((await failed.wait_stopped()).error, Boom)
+        # Stops, and messages to what stopped.
+        await echo.stop()
+
+        async def told() -> bool:
+            return bool(await watcher.ask("notices") == [(echo_there, None)])
+
+        await eventually(told)
+        echo_there.tell("late")
+        with pytest.raises(ta.ActorStopped):
+            await echo_there.ask("late")
+        back = await relay_there.ask(echo)  # (through the wire: a ref of node a's)
+        assert back.path == "a:system/echo"
+        await spawned.stop()
+        await parent.stop()
+        await eventually(lambda: a.dead_letters.count >= 1)
+        for system in (a, b):
+            for cell in _cells_of(system):
+                assert weakref.getweakrefcount(cell) == 0
+        assert weakref.getweakrefcount(echo._cell) == 0
+
+
+def _cells_of(system: ta.ActorSystem) -> Iterator[ActorCell]:
+    """Every live cell of ``system``, at every level."""
+    stack = list(system._cells.values())
+    while stack:
+        cell = stack.pop()
+        yield cell
+        stack.extend((cell.children or {}).values())
