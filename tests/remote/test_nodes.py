@@ -244,8 +244,10 @@ async def test_messages_for_actors_and_nodes_that_are_gone(
             there = await remote_ref(a, b, "echo")
             await there.stop()
             assert echo.statistics().state == "stopped"
+            # Its number finds nothing once it has stopped, though node a still holds
+            # its ref (no table holds a cell weakly: remote/_exports.py).
             there.tell("late")
-            with pytest.raises(ta.ActorStopped, match="echo is stopped"):
+            with pytest.raises(ta.ActorStopped, match="a:system/echo has stopped"):
                 await there.ask("late")
             await eventually(lambda: a.dead_letters.count == 1)
             assert [(d.message, d.reason) for d in a.dead_letters.recent] == [("late", "stopped")]
@@ -362,6 +364,34 @@ async def test_death_watch_across_nodes_tells_each_watcher_once(
 
         await eventually(told_other)
         assert (await echo.wait_stopped()).ref == echo
+
+
+async def test_a_watch_after_the_stop_was_heard_is_told_at_once_with_its_error(
+    cluster_here: ta.Cluster, clock: trio.testing.MockClock | None
+) -> None:
+    """A node that has heard how a remote actor stopped remembers it (in its remote
+    cell, while it holds a ref): later watches and ``wait_stopped`` are told at
+    once, with the error, and nothing is sent (its node keeps nothing of it)."""
+    async with two_nodes(cluster_here) as (a, b):
+        a.register("failing", a.spawn(Failing, name="failing", supervision=ta.Stop()))
+        failing = await remote_ref(a, b, "failing")
+        first, later = b.spawn(Watcher), b.spawn(Watcher)
+        await first.ask(("watch", failing))
+        await Node.of(b).flush()  # (its watch is there before the tell)
+        failing.tell("boom")
+
+        async def told(watcher: ta.ActorRef) -> bool:
+            return bool(await watcher.ask("notices") == [(failing, "LookupError")])
+
+        await eventually(lambda: told(first))
+        watches = Node.of(b).watches
+        assert watches.watching == {}
+        with trio.testing.assert_checkpoints():  # (a checkpoint, as always)
+            terminated = await failing.wait_stopped()
+        assert isinstance(terminated.error, LookupError)
+        await later.ask(("watch", failing))
+        assert watches.watching == {}  # (nothing asked of node a)
+        await eventually(lambda: told(later))
 
 
 class Timing(ta.Actor):

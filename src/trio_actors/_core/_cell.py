@@ -163,6 +163,9 @@ class ActorCell(_TurnSlots):
     name_prefix: str | None = None
     restart_window: RestartWindow | None = None
     registered_names: list[str] | None = None  # the registry names it holds
+    # The number a node gave it when a ref to it first left for another node (0:
+    # never exported): remote/_exports.py, which forgets the number when it stops.
+    export_number = 0
     group_window: RestartWindow | None = None  # its children's group restarts (T28)
     group_restart: _restarting.GroupRestart | None = None  # the one it is part of
     watchers: dict[ActorCell, None] | None = None  # who watches it, in the order they began

@@ -49,7 +49,7 @@ from ._naming import Siblings, check_instance, check_name, free_name
 
 if TYPE_CHECKING:
     from .._core._observer import Observer
-    from .._core._registry import RegistryListener
+    from ._cluster_node import NodeListener
 
 _STOPPED = ActorState.STOPPED
 
@@ -110,6 +110,9 @@ class ActorSystem:
         self._timer_service: TimerService | None = None  # made with the first timer
         self._registry = Registry()
         self._node: ClusterNode | None = None  # with open_actor_system(cluster=...)
+        # Hears of the stop of each exported actor (the node, from _join on: only
+        # a node exports actors, so a cell with an export number has one).
+        self._exported: NodeListener | None = None
 
     @property
     def node(self) -> ClusterNode | None:
@@ -401,6 +404,10 @@ class ActorSystem:
             del siblings[cell.actor_name]
         self._live -= 1
         self.handled_by_stopped += cell.handled
+        # (a ref to it left for another node: its node forgets it. The system first:
+        # a cell's class-level default is the dearer read, and most systems are no node)
+        if self._exported is not None and cell.export_number:
+            self._exported.exported_stopped(cell)
 
     def statistics(self) -> SystemStatistics:
         """A snapshot of the system's counters: a :class:`~trio_actors.SystemStatistics`.
@@ -438,13 +445,16 @@ class ActorSystem:
 
     # --- what the opener (_opener.py) does to the system --------------------------
 
-    def _join(self, node: ClusterNode, listener: RegistryListener) -> None:
-        """The system is ``node`` of a cluster, whose registry hears the names."""
+    def _join(self, node: ClusterNode, listener: NodeListener) -> None:
+        """The system is ``node`` of a cluster, whose ``listener`` hears the names,
+        and the stops of the actors it exported."""
         self._node = node
         self._registry.listener = listener
+        self._exported = listener
 
     def _leave(self) -> None:
-        """The node is leaving: names registered from now on stay here."""
+        """The node is leaving: names registered from now on stay here. (It still
+        hears its exported actors stop: forgetting them is always right.)"""
         self._registry.listener = None
 
     def _close(self) -> None:

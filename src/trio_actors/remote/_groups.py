@@ -165,8 +165,10 @@ class Groups(GroupSends):
         self._cells: weakref.WeakValueDictionary[str, GroupCell] = weakref.WeakValueDictionary()
         # (name -> its members here -> what ends the member's subscription)
         self._served: dict[str, dict[ActorCell, Callable[[], None]]] = {}
-        # (each member's "taken" answer, made once: its ref does not change)
-        self._taken: weakref.WeakKeyDictionary[ActorCell, bytes] = weakref.WeakKeyDictionary()
+        # (each member's "taken" answer, made once: its ref does not change. Only an
+        # exported actor is here -- the answer holds its ref -- so it is forgotten
+        # when it stops: forget_member. No cell is held weakly: _exports.py)
+        self._taken: dict[ActorCell, bytes] = {}
         self.elsewhere: dict[str, set[Peer]] = {}
         self.taken_here: set[str] = set()
 
@@ -320,6 +322,11 @@ class Groups(GroupSends):
             del self._served[name]
             if not self.node.closed:
                 self.node.names.announce_shared(name, served=False)
+
+    def forget_member(self, cell: ActorCell) -> None:
+        """``cell``'s actor, exported, has stopped (``Node.exported_stopped``): its
+        "taken" answer goes (it left its names when it began to stop)."""
+        self._taken.pop(cell, None)
 
     def close(self) -> None:
         """The node left: it serves nothing more."""

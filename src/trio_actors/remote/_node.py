@@ -419,6 +419,13 @@ class Node:
     def released_shared(self, name: str, cell: ActorCell) -> None:
         self.groups.released(name, cell)
 
+    def exported_stopped(self, cell: ActorCell) -> None:
+        """A local actor whose ref left for another node has stopped: its number
+        finds nothing from now on, and the shared names forget its wire form
+        (``_exports.py``: no table here holds a cell weakly, so each is pruned so)."""
+        self.exports.forget(cell)
+        self.groups.forget_member(cell)
+
     async def lookup(self, name: str) -> ActorRef:
         """The ref registered as ``name`` on any node (a shared name's: its group's).
         A checkpoint.

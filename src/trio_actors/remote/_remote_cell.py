@@ -11,7 +11,10 @@ goes to :meth:`RemoteCell.tell`. It implements the kernel's
 to one is made).
 
 A node keeps one remote cell per remote actor it has heard of (weakly), so refs to
-the same remote actor are the same cell, and equal and hash alike.
+the same remote actor are the same cell, and equal and hash alike. (A remote cell
+may be weakly referenced; an ``ActorCell`` never is: ``_exports.py``.) Once its
+node has said the actor stopped, the cell remembers how (``ended``): a watch or a
+``wait_stopped`` made later is told at once (``_watches.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class RemoteCell:
         "__weakref__",
         "dispatcher",
         "eid",
+        "ended",
         "incarnation",
         "link",
         "local_path",
@@ -66,6 +70,8 @@ class RemoteCell:
         self.tell_header = tell_header(self.eid, self.local_path)  # (in a message of tells)
         self.tells = node.tells  # (a tell's path: one attribute away)
         self.link = node.peers.link_to(self.peer)  # (its node's record of tells sent)
+        # (its node said it stopped, with this error or None: Watches.on_terminated)
+        self.ended: tuple[BaseException | None] | None = None
 
     @property
     def peer(self) -> tuple[str, str]:

@@ -429,6 +429,19 @@ class Spawning:
             ref._cell for ref in self._supervised.get(peer, ()) if isinstance(ref._cell, ActorCell)
         }
 
+    def stopped_instance(self, peer: Peer, number: int) -> ActorCell | None:
+        """The instance of one of ``peer``'s children exported as ``number``, if this
+        node still holds it (it has stopped: the number finds it no more,
+        ``_exports.py``). Its anchor's watch may come after it stopped -- it is
+        sent once the spawn's answer is back, and the instance may fail in its
+        ``on_start`` meanwhile -- and must hear its error (``Watches.receive_watch``).
+        Only on a watch of a number that finds nothing: a walk of that node's list."""
+        for ref in self._supervised.get(peer, ()):
+            cell = ref._cell
+            if isinstance(cell, ActorCell) and cell.export_number == number:
+                return cell
+        return None
+
     def left_behind(self, cell: ActorCell) -> NodeDown | None:
         """What the stop of ``cell`` at this node's exit is to the node of its
         parent, if it is an instance of another node's child: its node's leaving is

@@ -10,7 +10,11 @@ the watch waits, and a confirm round (``_confirm.py``) sends it again. Every
 subscriber then gets one ``Terminated``. Watches of actors on a node declared down
 (``_peers.py``) end with ``Terminated(ref, error=NodeDown(...))``. After this
 node's connection comes back, the watches are sent again (the server forgot them
-with the connection).
+with the connection). An actor whose node said it stopped is remembered so in its
+remote cell (``RemoteCell.ended``, while this node holds a ref to it): a watch or
+``wait_stopped`` made after that is told at once, with the error its node said --
+as of a local actor that has stopped -- and sends nothing. (Its node could not
+say it again: the number of a stopped actor finds nothing there, ``_exports.py``.)
 
 **The watched side.** A ``WATCH`` of a local actor: its node answers the reply
 subject when the actor stops (at once if it has stopped) -- one task per watched
@@ -128,6 +132,18 @@ class Watches:
             if watcher.accepting:  # (a watcher that stopped first gets nothing)
                 tell_notice(watcher, notice)
 
+        ended = cell.ended
+        if ended is not None:  # (known to have stopped: on the next scheduler pass)
+            notice = Terminated(new_ref(cell), ended[0])
+
+            def deliver_soon() -> None:
+                # (the watcher is likely in its own turn, and is watching it from
+                # when this returns: unless it unwatched meanwhile, or stopped)
+                if watcher.watching is not None and cell in watcher.watching:
+                    deliver(notice)
+
+            self._node.system.trio_token.run_sync_soon(deliver_soon)
+            return
         self._subscribe(cell, watcher, deliver)
 
     def unwatch(self, cell: RemoteCell, watcher: ActorCell) -> None:
@@ -151,6 +167,10 @@ class Watches:
     async def wait_terminated(self, cell: RemoteCell) -> Terminated:
         """``wait_stopped`` of a remote actor. A checkpoint."""
         self._node.check_thread("wait_stopped")
+        ended = cell.ended
+        if ended is not None:  # (known to have stopped: nothing to ask)
+            await trio.lowlevel.checkpoint()
+            return Terminated(new_ref(cell), ended[0])
         done = trio.Event()
         outcome: list[Terminated] = []
         key = object()
@@ -200,6 +220,7 @@ class Watches:
                 error = None if encoded is None else self._node.codec.decode_error(encoded)
             except Exception as undecodable:  # (its error holds what this node cannot read)
                 error = RemoteError("undecodable", str(undecodable))
+            remote.cell.ended = (error,)  # (its node said so: remembered, see above)
         self.terminated(remote, error)
 
     def waiting_on(self) -> Iterator[tuple[Peer, float]]:
@@ -214,10 +235,10 @@ class Watches:
             self.terminated(remote, NodeDown(said))
         # (the instances of its children stop now: their stop is still reported to
         # it, in case it is down only here -- their anchors then hear of it)
-        instances = self._node.spawning.supervised_of(peer)
-        cells = self._node.exports.cells
+        # (by number: one that has stopped meanwhile is no longer among the exports)
+        instances = {cell.export_number for cell in self._node.spawning.supervised_of(peer)}
         for number, subjects in self.watched.items():
-            if instances and cells.get(number) in instances:
+            if number in instances:
                 continue
             for subject in [s for s, watcher in subjects.items() if watcher == peer]:
                 del subjects[subject]
@@ -272,7 +293,10 @@ class Watches:
 
     def receive_watch(self, cell: ActorCell | None, number: int, reply: str) -> None:
         """Another node watches a local actor: answer ``reply`` when it stops (at
-        once if it has). One task per watched actor, whatever the watchers. A
+        once if it has: without an error, as the number of a stopped actor finds
+        nothing -- unless it is an instance of that node's child, which this node
+        still holds, ``Spawning.stopped_instance``: then with its error). One task
+        per watched actor, whatever the watchers. A
         reply subject that is not a node's, or one more than the watches this
         node keeps, or from a node the full peer table has no room for, is
         counted and ignored."""
@@ -281,9 +305,11 @@ class Watches:
         if isinstance(watcher, Bad):
             node.bad_input.count(watcher, node.subject)
             return
-        if cell is None:
-            node.tells.publish(reply, encode(None))
-            return
+        if cell is None:  # (stopped, or never here: _exports.py)
+            cell = node.spawning.stopped_instance(watcher, number)
+            if cell is None:
+                node.tells.publish(reply, encode(None))
+                return
         subjects = self.watched.get(number)
         if subjects is not None and reply in subjects:
             return  # (sent again after a reconnect: kept once, answered once)
