@@ -236,7 +236,7 @@ async def _open(
             await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
         if sampled:
             assert turn_sampling is not None
-            SAMPLER.add(system.thread_id, turn_sampling)
+            SAMPLER.add(system._dispatcher.serving_now, turn_sampling)
         try:
             async with _node_of(system, open_node, cluster, node, tracer):
                 if source is not None and system.node is not None:
@@ -247,8 +247,7 @@ async def _open(
                     await system._shutdown()  # (the node serves until its actors stopped)
         finally:
             if sampled:
-                assert turn_sampling is not None
-                SAMPLER.remove(system.thread_id, turn_sampling)
+                SAMPLER.remove(system._dispatcher.serving_now)
             dead_letters.close_subscriptions()  # (the exit's own letters are in)
             if source is not None:
                 source.close()  # (its counters stay in the sums of later collections)

@@ -12,7 +12,8 @@ The one definition of how the runtime calls ``receive`` with a message:
 * :func:`answer_plain` -- an ask envelope answered by the dispatcher: the reply or
   the failure goes to the envelope; a withdrawn one is skipped.
 * :func:`handle_async` -- an async handler, under a cancel scope of its own, so that
-  its asker's cancellation or a stop can cancel it.
+  its asker's cancellation or a stop can cancel it; while a turn sampler reads the
+  system, each step of it is published (``_core/_serving_now.py``).
 
 The dispatcher keeps two inlined copies of :func:`call_plain`, on the paths of
 every message of S1 and every activation of S3 and S4; each says so, and what the
@@ -29,6 +30,7 @@ import trio
 from .._errors import ActorStopped
 from . import _failure
 from ._envelope import Ask, AskState
+from ._serving_now import publishing
 from ._state import ActorState
 
 if TYPE_CHECKING:
@@ -142,7 +144,14 @@ async def handle_async(cell: ActorCell, item: Any) -> None:
             if ask is not None:
                 ask.scope = scope
             try:
-                result = await cell.receive(message)
+                handler = cell.receive(message)
+                serving_now = cell.dispatcher.serving_now
+                if serving_now.samplers and type(handler) is CoroutineType:
+                    # A turn sampler reads what the trio thread serves: this actor
+                    # while each step of the handler runs (_core/_serving_now.py).
+                    result = await publishing(serving_now, cell, handler)
+                else:
+                    result = await handler
             except Exception as error:
                 if ask is not None:
                     ask.fail(error)
