@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 WAIT = 30.0  # a safety net only: every wait below ends when the other side is done
 
 
+WARM_UP = "warm up"
+"""A message the blocking actors below handle at once. An ask is answered in the
+asker's task (``_core/_idle_ask.py``) only once the actor has been served inline."""
+
+
 class Blocker(Actor):
     """Blocks the trio thread in its handler until ``release`` is set."""
 
@@ -42,6 +47,8 @@ class Blocker(Actor):
         self.release = release
 
     def receive(self, message: Any) -> Any:
+        if message == WARM_UP:
+            return message
         self.entered.set()
         assert self.release.wait(WAIT), "the samples were never taken"
         self.entered.clear()
@@ -107,6 +114,7 @@ async def test_a_blocking_handler_shows_in_its_actors_longest_turn(how: str) -> 
         factory = AsyncBlocker if how == "async handler" else Blocker
         blocker = system.spawn(factory, entered, release, name="blocker")
         quick = [system.spawn(Quick) for _ in range(4)]
+        await blocker.ask(WARM_UP)
         with (
             sampled(sampler, system),
             sampling_in_a_thread(sampler, entered, release, [100.0, 100.25, 100.5]),
@@ -206,7 +214,8 @@ class Samples(Actor):
         self.take = take
 
     def receive(self, message: Any) -> Any:
-        self.take()
+        if message != WARM_UP:
+            self.take()
         return message
 
 
@@ -242,6 +251,7 @@ async def test_the_sampler_sees_the_turn_the_record_names(how: str) -> None:
             blocker = system.spawn(AwaitsThenSamples, take, before, name="blocker")
         else:
             blocker = system.spawn(Samples, take, name="blocker")
+            await blocker.ask(WARM_UP)
         await trio.testing.wait_all_tasks_blocked()
         with sampled(sampler, system):
             if how == "told":
