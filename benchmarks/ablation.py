@@ -25,11 +25,9 @@ The paths, each next to the floor it is measured against in performance.md:
     an ask answered in the asker's task; two tasks handing a value over with
     ``reschedule``; one bare ``trio.lowlevel.checkpoint()`` (the least an ask,
     which is a checkpoint, can cost).
-``async-det``, ``async-sampled``
+``async-det``
     tells to an actor whose ``async`` handler awaits one checkpoint (two steps of
-    its coroutine per message), served by its task; the second with a turn sampler
-    reading the system (no thread), which drives each step through a trampoline
-    (``_core/_serving_now.py``; a tree from before the record has no such sampler).
+    its coroutine per message), served by its task; the turn sampler off.
 ``spawn``
     one idle actor spawned (garbage collection included: the collector's walks
     over the live actors are part of what a spawn costs).
@@ -95,7 +93,6 @@ PATHS = [
     # to the next on the same tree.)
     Path("S2-det", (5_000, 15_000), "round trip"),
     Path("async-det", (10_000, 30_000)),
-    Path("async-sampled", (10_000, 30_000)),
 ]
 S4_ACTORS = 5_000
 
@@ -124,8 +121,8 @@ def run_path(name: str, size: int) -> None:
             shapes.s2(open_deterministic, 1, size)
         else:
             (shapes.s1 if name == "S1-det" else shapes.s3)(open_deterministic, 1, size)
-    elif name in ("async-det", "async-sampled"):
-        _async_steps(size, sampled=name == "async-sampled")
+    elif name == "async-det":
+        _async_steps(size)
     elif name == "S1-noslice":
         policy = ta.ServingPolicy(time_slice=None)
         shapes.s1(lambda: ta.open_actor_system(serving=policy), 1, size)
@@ -155,9 +152,9 @@ def run_path(name: str, size: int) -> None:
         function(1, size)
 
 
-def _async_steps(size: int, *, sampled: bool) -> None:
-    """``async-det`` and ``async-sampled``: ``size`` tells, in batches of 1,000 each
-    followed by an ask (which waits for them)."""
+def _async_steps(size: int) -> None:
+    """``async-det``: ``size`` tells, in batches of 1,000 each followed by an ask
+    (which waits for them)."""
     import trio
 
     import trio_actors as ta
@@ -169,10 +166,6 @@ def _async_steps(size: int, *, sampled: bool) -> None:
 
     async def main() -> None:
         async with ta.open_actor_system(turn_sampling=None) as system:
-            if sampled:
-                from trio_actors._core._turn_sampler import TurnSampler
-
-                TurnSampler(run_thread=False).add(system._dispatcher.serving_now, 1.0)
             ref = system.spawn(Stepping)
             batch = min(size, 1_000)
             for _ in range(size // batch):

@@ -12,11 +12,9 @@ sample reads only the record, so a handler that takes two samples at 100.0 and
 
 from __future__ import annotations
 
-import sys
 import threading
-import types
-from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -25,7 +23,7 @@ import trio.testing
 
 from trio_actors import Actor, ActorRef, ActorSystem, ServingPolicy, open_actor_system
 from trio_actors._core._ref import local_cell
-from trio_actors._core._serving_now import ServingNow, publishing
+from trio_actors._core._serving_now import ServingNow
 from trio_actors._core._turn_sampler import SAMPLER, TurnSampler
 
 if TYPE_CHECKING:
@@ -73,8 +71,7 @@ def record(system: ActorSystem) -> ServingNow:
 
 @contextmanager
 def sampled(sampler: TurnSampler, *systems: ActorSystem) -> Iterator[None]:
-    """``sampler`` reads the systems' records (and the async handlers' steps are
-    published) in the block."""
+    """``sampler`` reads the systems' records in the block."""
     for system in systems:
         sampler.add(record(system), 0.01)
     try:
@@ -307,7 +304,7 @@ async def test_two_systems_on_one_trio_thread_are_sampled_each_by_its_own_record
     ):
 
         def take() -> None:
-            seen.append((record(first).cell, record(second).cell))
+            seen.append((record(first).serving(), record(second).serving()))
             sampler.sample(100.0)
             sampler.sample(101.0)
 
@@ -335,7 +332,7 @@ async def test_the_record_names_nothing_while_the_dispatcher_is_parked() -> None
             assert await refs[0].ask(2) == 2
             await trio.testing.wait_all_tasks_blocked()
             assert system._dispatcher.parked is not None
-            assert record(system).cell is None
+            assert record(system).serving() is None
             sampler.sample(100.0)
             sampler.sample(200.0)
         assert all(sampled_turn(ref) == 0.0 for ref in refs)
@@ -343,20 +340,16 @@ async def test_the_record_names_nothing_while_the_dispatcher_is_parked() -> None
 
 class AsksAnIdleActor(Actor):
     """Async: asks an idle plain actor (answered in this task, inside this handler's
-    step) and notes what the record named around it."""
+    step) and notes whom the record says the trio thread serves, around it."""
 
     def __init__(self, other: ActorRef, noted: list[Any]) -> None:
         self.other = other
         self.noted = noted
 
     async def receive(self, message: Any) -> Any:
-        self.noted.append(("asking", self.record.cell))
-        await self.other.ask(self.record)
-        self.noted.append(("answered", self.record.cell))
-
-    @property
-    def record(self) -> ServingNow:
-        return record(self.system)
+        self.noted.append(("asking", record(self.system).serving()))
+        await self.other.ask(record(self.system))
+        self.noted.append(("answered", record(self.system).serving()))
 
 
 class NotesTheRecord(Actor):
@@ -364,27 +357,53 @@ class NotesTheRecord(Actor):
         self.noted = noted
 
     def receive(self, message: ServingNow) -> None:
-        self.noted.append(("answering", message.cell))
+        self.noted.append(("answering", message.serving()))
 
 
-@pytest.mark.parametrize("sampling", [True, False])
-async def test_an_idle_ask_inside_an_async_handler_gives_the_record_back(
-    sampling: bool,
-) -> None:
-    # And an async handler's steps are published only while a sampler reads the record.
+async def test_an_idle_ask_inside_an_async_handler_is_the_one_served() -> None:
     noted: list[Any] = []
-    sampler = TurnSampler(run_thread=False)
     async with open_actor_system(turn_sampling=None) as system:
         answering = system.spawn(NotesTheRecord, noted)
         asking = system.spawn(AsksAnIdleActor, answering, noted)
         await answering.ask(record(system))  # (started, and served inline from now on)
         noted.clear()
-        with sampled(sampler, system) if sampling else nullcontext():
-            asking.tell(1)
-            await trio.testing.wait_all_tasks_blocked()
-        assert record(system).cell is None
-    asker = local_cell(asking) if sampling else None
+        asking.tell(1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert record(system).serving() is None
+        assert record(system).handlers == {}
+    asker = local_cell(asking)
     assert noted == [("asking", asker), ("answering", local_cell(answering)), ("answered", asker)]
+
+
+class Waits(Actor):
+    """Async: waits for ``go`` in its handler."""
+
+    def __init__(self, go: trio.Event) -> None:
+        self.go = go
+
+    async def receive(self, message: Any) -> Any:
+        await self.go.wait()
+        return message
+
+
+async def test_an_async_handler_in_progress_is_not_served_while_it_waits() -> None:
+    # Its task is suspended: whatever else runs meanwhile -- here the test's own
+    # task, taking the samples -- is not its turn.
+    sampler = TurnSampler(run_thread=False)
+    go = trio.Event()
+    async with open_actor_system(turn_sampling=None) as system:
+        waiting = system.spawn(Waits, go)
+        with sampled(sampler, system):
+            waiting.tell(1)
+            await trio.testing.wait_all_tasks_blocked()
+            assert list(record(system).handlers) == [local_cell(waiting)]
+            assert record(system).serving() is None
+            sampler.sample(100.0)
+            sampler.sample(200.0)
+            go.set()
+            await trio.testing.wait_all_tasks_blocked()
+        assert record(system).handlers == {}
+        assert sampled_turn(waiting) == 0.0
 
 
 class AwaitsForever(Actor):
@@ -402,100 +421,22 @@ class AwaitsForever(Actor):
             raise
 
 
-async def test_a_published_async_handler_is_cancelled_and_fails_as_without() -> None:
+async def test_an_async_handler_cancelled_or_failed_is_in_progress_no_more() -> None:
     outcomes: list[str] = []
-    sampler = TurnSampler(run_thread=False)
     async with open_actor_system(turn_sampling=None) as system:
         ref = system.spawn(AwaitsForever, outcomes)
-        with sampled(sampler, system):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(ref.ask, "wait")
-                await trio.testing.wait_all_tasks_blocked()
-                nursery.cancel_scope.cancel()  # the asker's: thrown into the handler
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ref.ask, "wait")
             await trio.testing.wait_all_tasks_blocked()
-            assert outcomes == ["cancelled"]
-            with pytest.raises(KeyError):
-                await ref.ask("raise")
-            assert record(system).cell is None
+            assert list(record(system).handlers) == [local_cell(ref)]
+            nursery.cancel_scope.cancel()  # the asker's: its handler is cancelled
+        await trio.testing.wait_all_tasks_blocked()
+        assert outcomes == ["cancelled"]
+        assert record(system).handlers == {}
+        with pytest.raises(KeyError):
+            await ref.ask("raise")
+        assert record(system).handlers == {}
         assert ref.statistics().handled == 2
-
-
-def test_publishing_passes_each_step_through_and_names_the_cell_only_while_it_runs() -> None:
-    # The trampoline alone, driven by hand as trio drives a task's coroutine.
-    serving_now = ServingNow()
-    cell: Any = object()
-    during: list[Any] = []
-
-    @types.coroutine
-    def steps() -> Generator[str, Any, str]:
-        during.append(serving_now.cell)
-        got = yield "first"
-        during.append(got)
-        try:
-            yield "second"
-        except KeyError as error:
-            during.append(error.args[0])
-        during.append(serving_now.cell)
-        return "done"
-
-    async def handler() -> str:
-        return await steps()
-
-    trampoline = publishing(serving_now, cell, handler())
-    assert trampoline.send(None) == "first"
-    assert serving_now.cell is None  # given back between steps
-    assert trampoline.send("value") == "second"
-    with pytest.raises(StopIteration) as returned:
-        trampoline.throw(KeyError("thrown"))
-    assert returned.value.value == "done"
-    assert during == [cell, "value", "thrown", cell]
-    assert serving_now.cell is None
-
-    # Closed between steps, it closes the handler's coroutine (as await does).
-    closed: list[str] = []
-
-    @types.coroutine
-    def one_step() -> Generator[str, Any, None]:
-        try:
-            yield "first"
-        finally:
-            closed.append("closed")
-
-    async def waits() -> None:
-        await one_step()
-
-    trampoline = publishing(serving_now, cell, waits())
-    assert trampoline.send(None) == "first"
-    trampoline.close()
-    assert closed == ["closed"]
-    assert serving_now.cell is None
-
-
-async def test_a_published_handler_stays_interruptible_and_the_trampoline_protected() -> None:
-    # trio decides where Ctrl-C may land by walking the frames from where the signal
-    # landed: the user's handler is unprotected (_core/_kinds.py), the trampoline
-    # between it and the runtime inherits the runtime's protection.
-    from trio._core._ki import ki_protection_enabled  # (trio's own walk)
-
-    found: list[tuple[str, bool, bool]] = []
-
-    class Looks(Actor):
-        async def receive(self, message: Any) -> Any:
-            await trio.lowlevel.checkpoint()
-            caller = sys._getframe(1)  # (what runs this step: the trampoline)
-            found.append(
-                (
-                    caller.f_code.co_name,
-                    trio.lowlevel.currently_ki_protected(),
-                    ki_protection_enabled(caller),
-                )
-            )
-
-    sampler = TurnSampler(run_thread=False)
-    async with open_actor_system(turn_sampling=None) as system:
-        with sampled(sampler, system):
-            await system.spawn(Looks).ask(1)
-    assert found == [("publishing", False, True)]
 
 
 async def test_the_sampler_thread_takes_the_samples() -> None:
@@ -527,15 +468,12 @@ async def test_under_mock_clock_nothing_is_sampled(
 ) -> None:
     async with open_actor_system() as system:
         assert record(system) not in SAMPLER._records
-        assert record(system).samplers == 0
 
 
 async def test_the_default_clock_is_sampled_while_the_system_is_open() -> None:
     async with open_actor_system() as system:
         assert SAMPLER._records[record(system)] == 0.05
-        assert record(system).samplers == 1
     assert record(system) not in SAMPLER._records
-    assert record(system).samplers == 0
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ The one definition of how the runtime calls ``receive`` with a message:
 * :func:`answer_plain` -- an ask envelope answered by the dispatcher: the reply or
   the failure goes to the envelope; a withdrawn one is skipped.
 * :func:`handle_async` -- an async handler, under a cancel scope of its own, so that
-  its asker's cancellation or a stop can cancel it; while a turn sampler reads the
-  system, each step of it is published (``_core/_serving_now.py``).
+  its asker's cancellation or a stop can cancel it; in progress, it is in the
+  system's record of what the trio thread serves (``_core/_serving_now.py``).
 
 The dispatcher keeps two inlined copies of :func:`call_plain`, on the paths of
 every message of S1 and every activation of S3 and S4; each says so, and what the
@@ -30,7 +30,6 @@ import trio
 from .._errors import ActorStopped
 from . import _failure
 from ._envelope import Ask, AskState
-from ._serving_now import publishing
 from ._state import ActorState
 
 if TYPE_CHECKING:
@@ -138,20 +137,16 @@ async def handle_async(cell: ActorCell, item: Any) -> None:
     else:
         ask = None
         message = item
+    # The handlers in progress, for the turn sampler (_core/_serving_now.py).
+    in_progress = cell.dispatcher.serving_now.handlers
     try:
         with trio.CancelScope() as scope:
             cell.handler_scope = scope
             if ask is not None:
                 ask.scope = scope
             try:
-                handler = cell.receive(message)
-                serving_now = cell.dispatcher.serving_now
-                if serving_now.samplers and type(handler) is CoroutineType:
-                    # A turn sampler reads what the trio thread serves: this actor
-                    # while each step of the handler runs (_core/_serving_now.py).
-                    result = await publishing(serving_now, cell, handler)
-                else:
-                    result = await handler
+                handler = in_progress[cell] = cell.receive(message)
+                result = await handler
             except Exception as error:
                 if ask is not None:
                     ask.fail(error)
@@ -169,6 +164,7 @@ async def handle_async(cell: ActorCell, item: Any) -> None:
                     ask.reply(result)
             finally:
                 cell.handler_scope = None
+                in_progress.pop(cell, None)  # (not there if the call raised)
     finally:
         cell.handled += 1
         if ask is not None and ask.state is not _DONE:

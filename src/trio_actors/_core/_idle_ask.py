@@ -70,16 +70,16 @@ async def ask_idle(cell: ActorCell, message: Any, task: trio.lowlevel.Task) -> A
         except trio.Cancelled:
             cell.note_withdrawn()
             raise
-    # What the trio thread serves now, for the turn sampler: this actor, until the
-    # handler returns; then what it was (an async handler asking, or nothing).
+    # What the trio thread serves now, for the turn sampler: this actor until the
+    # handler returns, then no plain handler (an async handler that asked is in the
+    # record's handlers: _core/_serving_now.py).
     serving_now = cell.dispatcher.serving_now
-    serving_before = serving_now.cell
     serving_now.cell = cell
     try:
         try:
             result = reply_plain(cell, cell.receive, message)
         finally:
-            serving_now.cell = serving_before
+            serving_now.cell = None
             cell.handled += 1  # (a KeyboardInterrupt in the handler too: it goes on)
     except Exception:
         await trio.lowlevel.checkpoint()

@@ -1,40 +1,46 @@
 """What the trio thread serves now: the record the turn sampler reads.
 
-Each system's dispatcher owns one :class:`ServingNow`; its ``cell`` names the actor
-whose message the trio thread is handling at this moment, and is ``None`` whenever
-the thread runs anything else (another task, trio's scheduler, an ``on_start``,
-the dispatcher's own bookkeeping between rounds). The turn sampler's thread reads
-it (``_core/_turn_sampler.py``); nothing else does. Its writers, all on the trio
+Each system's dispatcher owns one :class:`ServingNow`. The trio thread keeps it up
+to date; the turn sampler's thread reads it (``_core/_turn_sampler.py``) through
+:meth:`ServingNow.serving`, and nothing else does. Its writers, all on the trio
 thread:
 
-* the dispatcher's round (:meth:`Dispatcher._serve_turns
-  <trio_actors._core._dispatcher.Dispatcher._serve_turns>`): one store per
-  activation, once the actor is ready to be served inline; ``None`` when the round
-  ends (normally or by an exception) and when a plain ``on_start`` is about to run;
-* an ask answered in the asker's task (:func:`~trio_actors._core._idle_ask.ask_idle`):
-  around the handler's call, restoring what was there (it may run inside an async
-  handler's step);
-* an async handler (:func:`~trio_actors._core._handler_call.handle_async`), through
-  :func:`publishing`, while the system is sampled: a task stops at each ``await``
-  and others run, so the record names the actor for each step of the handler's
-  coroutine, not for the whole call.
+* ``cell``, the actor whose plain handler runs now, or ``None``:
+
+  - the dispatcher's round (:meth:`Dispatcher._serve_turns
+    <trio_actors._core._dispatcher.Dispatcher._serve_turns>`) stores it once per
+    activation, once the actor is ready to be served inline, and clears it when
+    the round ends (normally or by an exception) and before a plain ``on_start``
+    runs (not a turn);
+  - an ask answered in the asker's task (:func:`~trio_actors._core._idle_ask.ask_idle`)
+    stores it around the handler's call;
+
+* ``handlers``, the async handlers in progress: actor -> the handler's coroutine,
+  from the call to its end (:func:`~trio_actors._core._handler_call.handle_async`).
+  A task stops at each ``await`` and others run, so being in progress is not
+  running: the reader asks the coroutine (``cr_running`` is true while one of its
+  steps runs, whatever it awaits inside).
 
 A record, not the frames: a thread can see another's Python frames
 (``sys._current_frames``), but code compiled with mypyc has none, and the runtime's
-hot modules are meant to be compilable (issue 34). The cost on the trio thread is
-the dispatcher's store per activation and the idle ask's three (measured with
-callgrind in ``docs/performance.rst``), and nothing per async step unless a sampler
-reads the record.
+hot modules are meant to be compilable (issue 34). The user's handlers are never
+compiled, so their coroutines always say whether they run.
 
-Nothing here is a checkpoint; :func:`publishing` yields exactly what the handler's
-coroutine yields, so the handler's checkpoints are its own, and a cancellation is
-delivered to the handler as it would be without it.
+Costs on the trio thread (callgrind, ``python -m benchmarks.ablation``; see
+``docs/performance.rst``): the dispatcher's store per activation (58 instructions,
+~1.3 % of fan-out's); two per ask answered in the asker's task; a dict entry per
+async message. Driving each async handler's coroutine through a trampoline that
+stored the cell around every step, the other way to know which one runs, measured
+~3,900 instructions per message and ~730 per step more (``async-sampled`` against
+``async-det``: +6 % for a handler with one ``await``). The reader's cost instead
+grows with the async handlers in progress, and is the sampler thread's, 20 times a
+second: a look at each, while no plain handler runs.
+
+Nothing here is a checkpoint.
 """
 
 from __future__ import annotations
 
-import types
-from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,66 +48,37 @@ if TYPE_CHECKING:
 
 
 class ServingNow:
-    """The actor whose message the trio thread handles now (see the module
+    """Whose message the trio thread of one system handles now (see the module
     docstring).
 
     Attributes:
-        cell: that actor's cell, or ``None``.
-        samplers: how many turn samplers read this record (written under the
-            sampler's lock, read by the trio thread): an async handler's steps are
-            published only while it is not zero.
+        cell: the actor whose plain handler runs now, or ``None``.
+        handlers: the async handlers in progress, actor -> coroutine.
     """
 
-    __slots__ = ("cell", "samplers")
+    __slots__ = ("cell", "handlers")
 
     def __init__(self) -> None:
         self.cell: ActorCell | None = None
-        self.samplers = 0
+        self.handlers: dict[ActorCell, Any] = {}
 
     def __repr__(self) -> str:
-        cell = self.cell
+        cell = self.serving()
         return f"<ServingNow {'nothing' if cell is None else cell.path}>"
 
-
-@types.coroutine
-def publishing(
-    serving_now: ServingNow, cell: ActorCell, coroutine: Coroutine[Any, Any, Any]
-) -> Generator[Any, Any, Any]:
-    """Await ``coroutine`` (``cell``'s async handler), with ``serving_now`` naming
-    ``cell`` while each of its steps runs, and restored when the step stops.
-
-    A trampoline: what the coroutine yields (trio's traps) goes out unchanged, and
-    what comes back in -- a value, or an exception thrown in (``Cancelled``,
-    ``KeyboardInterrupt``) -- goes to the coroutine unchanged; its return value or
-    exception is this one's. Closed (the awaiting coroutine was), it closes the
-    coroutine, as ``await`` would. Not a checkpoint of its own.
-
-    Ctrl-C: trio decides by walking the frames from where the signal landed; this
-    generator's code is not marked, so its frame inherits the protection of the
-    runtime's frames that await it (the serving task is protected), and the user's
-    handler frames stay unprotected (``_core/_kinds.py``) as they are without it.
-    """
-    send = coroutine.send
-    value: Any = None
-    thrown: BaseException | None = None
-    while True:
-        previous = serving_now.cell
-        serving_now.cell = cell
-        try:
-            yielded = send(value) if thrown is None else coroutine.throw(thrown)
-        except StopIteration as returned:
-            return returned.value
-        finally:
-            serving_now.cell = previous
-            thrown = None  # (no cycle: the exception's traceback holds this frame)
-        try:
-            value = yield yielded
-        except GeneratorExit:
-            coroutine.close()  # (as await does: PEP 380)
-            raise
-        except BaseException as error:
-            thrown = error
-            value = None
+    def serving(self) -> ActorCell | None:
+        """The actor whose message the trio thread handles now, if any: the plain
+        handler's (an ask answered in the asker's task may run inside an async
+        handler's step: it is the innermost), else the async handler's whose
+        coroutine runs. Called from any thread."""
+        cell = self.cell
+        if cell is None and self.handlers:
+            # (A copy made in one step: the trio thread may change the dict between
+            # two steps of a loop over it.)
+            for candidate, coroutine in list(self.handlers.items()):
+                if getattr(coroutine, "cr_running", False):
+                    return candidate
+        return cell
 
 
-__all__ = ["ServingNow", "publishing"]
+__all__ = ["ServingNow"]

@@ -10,11 +10,12 @@ S3's ~313 ns per message). So the trio thread only keeps a record of whose messa
 it handles now, and a daemon thread looks at it instead:
 
 * the trio thread keeps each open system's
-  :class:`~trio_actors._core._serving_now.ServingNow` up to date: it names the
-  actor whose message the dispatcher's round, an ask answered in the asker's task
-  or a step of an async handler is handling, and is ``None`` otherwise;
+  :class:`~trio_actors._core._serving_now.ServingNow` up to date: which actor's
+  plain handler runs now (in the dispatcher's round, or for an ask answered in
+  the asker's task), and which async handlers are in progress;
 * every ``interval`` seconds (``open_actor_system(turn_sampling=0.05)``, the
-  default) the sampler's thread reads each record;
+  default) the sampler's thread reads each record: the actor whose plain handler
+  runs, or whose async handler's coroutine runs (``ServingNow.serving``), if any;
 * two samples in a row that see the same actor with the same count of handled
   messages (so the same message, or the same stretch of one turn) saw one turn
   last at least the time between them: the actor's sampled longest turn is raised
@@ -37,11 +38,12 @@ It reads a record rather than walking the trio thread's frames
 frames (issue 34).
 
 Costs: on the trio thread, keeping the record (a store per activation of a plain
-actor, three per ask answered in the asker's task, and -- only while a sampler
-reads the system -- a trampoline around each step of an async handler; measured in
-``docs/performance.rst``); the thread wakes ``1 / interval``
+actor, two per ask answered in the asker's task, a dict entry per async message:
+``_core/_serving_now.py``, measured in ``docs/performance.rst``), whether a
+sampler reads it or not; the thread wakes ``1 / interval``
 times a second while a system with sampling is open (each sample a few
-microseconds holding the GIL, but the trio thread waits for the handover, which on
+microseconds holding the GIL, plus a look at each async handler in progress when
+no plain one runs; the trio thread waits for the handover, which on
 a busy machine is the thread scheduler's delay) and waits without waking when none
 is. One thread
 serves every system of the process (:data:`SAMPLER`).
@@ -97,8 +99,6 @@ class TurnSampler:
         """A system opened, whose trio thread's record is ``serving_now``: sample
         it every ``interval`` seconds."""
         with self._lock:
-            if serving_now not in self._records:
-                serving_now.samplers += 1  # (its async handlers' steps are published)
             self._records[serving_now] = interval
             if self._thread is None and self._run_thread:
                 self._thread = threading.Thread(
@@ -111,7 +111,6 @@ class TurnSampler:
         """That system closed."""
         with self._lock:
             if self._records.pop(serving_now, None) is not None:
-                serving_now.samplers -= 1
                 self._seen.pop(serving_now, None)
 
     def _run(self) -> None:
@@ -132,7 +131,7 @@ class TurnSampler:
     def _sample(self, now: float) -> None:
         seen_before = self._seen
         for serving_now in self._records:
-            cell = serving_now.cell
+            cell = serving_now.serving()
             if cell is None:
                 seen_before.pop(serving_now, None)
                 continue
