@@ -107,12 +107,12 @@ def open_actor_system(
             a fresh seed from the operating system, so that systems in different
             processes do not restart in lockstep; :attr:`ActorSystem.seed` tells
             which, to replay a run.
-        turn_sampling: seconds between the turn sampler's looks at the trio
-            thread (``_core/_turn_sampler.py``), which make a plain handler that
-            blocks it (a ``time.sleep``, a CPU-bound loop) show in its actor's
-            ``longest_turn_seconds``, at no cost to the serving paths; ``None``
-            for none. Sampled only under trio's default clock (its time is the
-            wall clock's).
+        turn_sampling: seconds between the turn sampler's looks at whose message
+            the trio thread handles (``_core/_turn_sampler.py``), which make a
+            handler that blocks it (a ``time.sleep``, a CPU-bound loop) show in its
+            actor's ``longest_turn_seconds``; ``None`` for none. The serving paths
+            keep the record it reads either way (a store per activation). Sampled
+            only under trio's default clock (its time is the wall clock's).
         cluster, node: make the system a node named ``node`` of a cluster of
             systems in other processes or machines (``cluster``: a ``nats://`` URL
             or a :class:`~trio_actors.Cluster`): refs travel in messages and work

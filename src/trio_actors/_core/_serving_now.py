@@ -23,18 +23,20 @@ thread:
 
 A record, not the frames: a thread can see another's Python frames
 (``sys._current_frames``), but code compiled with mypyc has none, and the runtime's
-hot modules are meant to be compilable (issue 34). The user's handlers are never
-compiled, so their coroutines always say whether they run.
+hot modules are meant to be compilable (issue 34). The runtime never compiles the
+user's handlers: their coroutines say whether they run on either build (an
+awaitable without ``cr_running`` is never seen running).
 
-Costs on the trio thread (callgrind, ``python -m benchmarks.ablation``; see
-``docs/performance.rst``): the dispatcher's store per activation (58 instructions,
-~1.3 % of fan-out's); two per ask answered in the asker's task; a dict entry per
-async message. Driving each async handler's coroutine through a trampoline that
-stored the cell around every step, the other way to know which one runs, measured
-~3,900 instructions per message and ~730 per step more (``async-sampled`` against
-``async-det``: +6 % for a handler with one ``await``). The reader's cost instead
-grows with the async handlers in progress, and is the sampler thread's, 20 times a
-second: a look at each, while no plain handler runs.
+Costs on the trio thread, sampled or not (callgrind, ``python -m
+benchmarks.ablation``; ``docs/performance.rst``): the dispatcher's store per
+activation (~60 instructions, ~1.3 % of a fan-out or ping-pong message); two
+stores per ask answered in the asker's task; a dict entry per async message.
+Driving each async handler's coroutine through a trampoline that named the actor
+around every step instead -- the other way to know which one runs -- measured
+~3,900 instructions more per message and ~690 per step (+5.7 % for a handler with
+one ``await``). The reader's cost grows with the async handlers in progress
+instead, and is the sampler thread's, 20 times a second: a look at each, when no
+plain handler runs.
 
 Nothing here is a checkpoint.
 """
