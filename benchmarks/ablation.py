@@ -25,11 +25,15 @@ The paths, each next to the floor it is measured against in performance.md:
     an ask answered in the asker's task; two tasks handing a value over with
     ``reschedule``; one bare ``trio.lowlevel.checkpoint()`` (the least an ask,
     which is a checkpoint, can cost).
+``async-det``
+    tells to an actor whose ``async`` handler awaits one checkpoint (two steps of
+    its coroutine per message), served by its task; the turn sampler off, a 1,000 s
+    slice and trio's scheduler seeded (see below).
 ``spawn``
     one idle actor spawned (garbage collection included: the collector's walks
     over the live actors are part of what a spawn costs).
-``S1-det``, ``S3-det``, ``S4-det``
-    S1, S3 and S4 with counts that do not depend on the machine's load, for
+``S1-det``, ``S3-det``, ``S4-det``, ``S2-det``
+    S1, S3, S4 and S2 with counts that do not depend on the machine's load, for
     comparing commits (also a tree from before the turn sampler, which has no
     ``turn_sampling`` option): the turn sampler off (its thread samples by *wall* time, so under
     valgrind's ~50x slowdown it is counted ~50x too often: at a 10 ms interval, S1
@@ -86,6 +90,10 @@ PATHS = [
     Path("S1-det", (100_000, 300_000)),
     Path("S3-det", (100_000, 300_000)),
     Path("S4-det", (10, 30)),
+    # (S2's own count includes the sampler's thread: ~40,700 to ~41,400 from one run
+    # to the next on the same tree.)
+    Path("S2-det", (5_000, 15_000), "round trip"),
+    Path("async-det", (10_000, 30_000)),
 ]
 S4_ACTORS = 5_000
 
@@ -99,7 +107,7 @@ def run_path(name: str, size: int) -> None:
 
     from . import shapes, vs_pykka
 
-    if name in ("S1-det", "S3-det", "S4-det"):
+    if name in ("S1-det", "S3-det", "S4-det", "S2-det"):
         options: dict[str, Any] = {"serving": ta.ServingPolicy(time_slice=1000.0)}
         if "turn_sampling" in inspect.signature(ta.open_actor_system).parameters:
             options["turn_sampling"] = None
@@ -110,8 +118,12 @@ def run_path(name: str, size: int) -> None:
         if name == "S4-det":
             shapes.S4_ROUNDS = size
             shapes.s4(open_deterministic, 1, S4_ACTORS)
+        elif name == "S2-det":
+            shapes.s2(open_deterministic, 1, size)
         else:
             (shapes.s1 if name == "S1-det" else shapes.s3)(open_deterministic, 1, size)
+    elif name == "async-det":
+        _async_steps(size)
     elif name == "S1-noslice":
         policy = ta.ServingPolicy(time_slice=None)
         shapes.s1(lambda: ta.open_actor_system(serving=policy), 1, size)
@@ -139,6 +151,39 @@ def run_path(name: str, size: int) -> None:
             "checkpoint": vs_pykka.checkpoint_floor,
         }[name]
         function(1, size)
+
+
+def _async_steps(size: int) -> None:
+    """``async-det``: ``size`` tells, in batches of 1,000 each followed by an ask
+    (which waits for them)."""
+    import trio
+
+    import trio_actors as ta
+
+    class Stepping(ta.Actor):
+        async def receive(self, message: Any) -> Any:
+            await trio.lowlevel.checkpoint()
+            return message
+
+    # trio's scheduler reverses each batch of runnable tasks at random (here the
+    # asker's and the serving task's): seeded, the count is the same every run
+    # (unseeded it moved by ~1,000 instructions per message from one run to the next).
+    trio_random = getattr(trio._core._run, "_r", None)
+    if trio_random is not None:
+        trio_random.seed(0)
+
+    policy = ta.ServingPolicy(time_slice=1000.0)  # (as the other det paths: module docstring)
+
+    async def main() -> None:
+        async with ta.open_actor_system(serving=policy, turn_sampling=None) as system:
+            ref = system.spawn(Stepping)
+            batch = min(size, 1_000)
+            for _ in range(size // batch):
+                for number in range(batch):
+                    ref.tell(number)
+                await ref.ask(0)
+
+    trio.run(main)
 
 
 def _measure(path: Path, size: int, cache: bool) -> dict[str, int]:

@@ -108,12 +108,12 @@ def open_actor_system(
             a fresh seed from the operating system, so that systems in different
             processes do not restart in lockstep; :attr:`ActorSystem.seed` tells
             which, to replay a run.
-        turn_sampling: seconds between the turn sampler's looks at the trio
-            thread (``_core/_turn_sampler.py``), which make a plain handler that
-            blocks it (a ``time.sleep``, a CPU-bound loop) show in its actor's
-            ``longest_turn_seconds``, at no cost to the serving paths; ``None``
-            for none. Sampled only under trio's default clock (its time is the
-            wall clock's).
+        turn_sampling: seconds between the turn sampler's looks at whose message
+            the trio thread handles (``_core/_turn_sampler.py``), which make a
+            handler that blocks it (a ``time.sleep``, a CPU-bound loop) show in its
+            actor's ``longest_turn_seconds``; ``None`` for none. The serving paths
+            keep the record it reads either way (a store per activation). Sampled
+            only under trio's default clock (its time is the wall clock's).
         cluster, node: make the system a node named ``node`` of a cluster of
             systems in other processes or machines (``cluster``: a ``nats://`` URL
             or a :class:`~trio_actors.Cluster`): refs travel in messages and work
@@ -237,7 +237,7 @@ async def _open(
             await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")
         if sampled:
             assert turn_sampling is not None
-            SAMPLER.add(system.thread_id, turn_sampling)
+            SAMPLER.add(system._dispatcher.serving_now, turn_sampling)
         try:
             async with _node_of(system, open_node, cluster, node, tracer):
                 if source is not None and system.node is not None:
@@ -248,8 +248,7 @@ async def _open(
                     await system._shutdown()  # (the node serves until its actors stopped)
         finally:
             if sampled:
-                assert turn_sampling is not None
-                SAMPLER.remove(system.thread_id, turn_sampling)
+                SAMPLER.remove(system._dispatcher.serving_now)
             dead_letters.close_subscriptions()  # (the exit's own letters are in)
             if source is not None:
                 source.close()  # (its counters stay in the sums of later collections)

@@ -13,8 +13,8 @@ saw only that actor's messages: ``longest_turn_seconds`` is the longest such
 stretch. The system's ``longest_round_seconds`` is exact: the longest the
 dispatcher held the trio thread without yielding, whoever's handler it was. A
 handler that blocks (a ``time.sleep``) shows in both: in the system's record, and
-in the actor's through the turn sampler, a thread that looks every 50 ms at what
-the trio thread is running (``_core/_turn_sampler.py``; under trio's default
+in the actor's through the turn sampler, a thread that reads every 50 ms whose
+message the trio thread handles (``_core/_turn_sampler.py``; under trio's default
 clock only).
 """
 

@@ -19,8 +19,9 @@ The modules, by concept:
 * rules -- ``_state`` (the lifecycle and serving tables);
 * serving -- ``_dispatcher`` (the run queue, yield batches, the time slice; the one
   user of ``trio.lowlevel``), ``_round_clock``, ``_handler_call``, ``_idle_ask``
-  (an ask answered in the asker's task), ``_task_serving``, ``_turn_sampler``,
-  ``_foreign`` (tells from other threads);
+  (an ask answered in the asker's task), ``_task_serving``, ``_serving_now`` (whose
+  message the trio thread handles now) and ``_turn_sampler`` (the thread that reads
+  it), ``_foreign`` (tells from other threads);
 * sequences -- ``_stopping``, ``_stranded``, ``_restarting``, ``_failure`` (what
   supervision decides when a handler fails), ``_watch``, ``_dead_letters``,
   ``_timers``, ``_registry`` (names);

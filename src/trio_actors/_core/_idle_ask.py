@@ -3,8 +3,9 @@
 An ask to an actor that is started, accepting, idle and has a plain ``receive``
 is handled right now in the asker's task -- exactly what the dispatcher would do
 next, minus the two task switches (asker to dispatcher and back) that are most of
-an ask's cost (``docs/performance.rst``). :meth:`ActorCell.ask_message` decides;
-the turn sampler knows this function's frame as one that serves a message.
+an ask's cost (``docs/performance.rst``). :meth:`ActorCell.ask_message` decides.
+While the handler runs, the system's :class:`~trio_actors._core._serving_now.ServingNow`
+names the actor, as it does for the dispatcher's turns (for the turn sampler).
 """
 
 from __future__ import annotations
@@ -70,16 +71,20 @@ async def ask_idle(cell: ActorCell, message: Any, task: trio.lowlevel.Task) -> A
         except trio.Cancelled:
             cell.note_withdrawn()
             raise
+    # What the trio thread serves now, for the turn sampler: this actor until the
+    # handler returns, then no plain handler (an async handler that asked is in the
+    # record's handlers: _core/_serving_now.py).
+    serving_now = cell.dispatcher.serving_now
+    serving_now.cell = cell
     try:
-        result = reply_plain(cell, cell.receive, message)
+        try:
+            result = reply_plain(cell, cell.receive, message)
+        finally:
+            serving_now.cell = None
+            cell.handled += 1  # (a KeyboardInterrupt in the handler too: it goes on)
     except Exception:
-        cell.handled += 1
         await trio.lowlevel.checkpoint()
         raise
-    except BaseException:
-        cell.handled += 1  # a KeyboardInterrupt in the handler: it goes on
-        raise
-    cell.handled += 1
     await trio.lowlevel.checkpoint()
     return result
 
