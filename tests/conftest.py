@@ -12,8 +12,32 @@ from nats_server import NatsServer, running_nats_server
 from trio_actors._core._debug import collecting_violations, enable_serving_checks
 
 # Debug mode for every test: the serving invariants are asserted as the runtime runs
-# (trio_actors/_core/_debug.py); a violation fails the test that caused it.
-enable_serving_checks()
+# (trio_actors/_core/_debug.py); a violation fails the test that caused it. Not on the
+# compiled build, whose methods the checks cannot replace (they run on the pure one).
+if not ta.compiled:
+    enable_serving_checks()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "replaces_the_kernel: the test replaces or spies on a method of the kernel's "
+        "compiled modules (a mutant, a spy): it runs on the pure-Python build only, where "
+        "the kernel's own calls go through the replacement",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not ta.compiled:
+        return
+    skip = pytest.mark.skip(
+        reason="replaces a method of the compiled kernel, whose own calls would not go "
+        "through the replacement: runs on the pure-Python build"
+    )
+    for item in items:
+        if item.get_closest_marker("replaces_the_kernel") is not None:
+            item.add_marker(skip)
+
 
 # Hypothesis profiles, chosen by HYPOTHESIS_PROFILE: "dev" (the default, for a run
 # while working: a few seconds for the property tests), "ci" (what .ci/run sets: more

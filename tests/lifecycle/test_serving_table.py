@@ -231,6 +231,7 @@ async def test_the_checks_catch_an_actor_left_idle_with_work(
     assert "system/Slow-1 in RUNNING: IDLE with messages queued" in checker
 
 
+@pytest.mark.replaces_the_kernel
 async def test_the_checks_catch_a_wrong_ask_position(
     checker: list[str], monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:

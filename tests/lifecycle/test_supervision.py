@@ -406,6 +406,7 @@ async def test_an_actor_resumed_after_a_failed_on_start_serves_with_its_receive(
         assert ref.statistics().failures == 1
 
 
+@pytest.mark.replaces_the_kernel
 @pytest.mark.usefixtures("debug_checks_only_collect")
 def test_serving_a_resumed_actor_with_an_unbound_receive_is_caught(
     monkeypatch: pytest.MonkeyPatch,

@@ -215,6 +215,7 @@ async def test_a_threads_tell_during_a_compaction_waits_and_arrives(
     assert log == [("trio", 0), *(("thread", n) for n in range(1, len(seen_during) + 1))]
 
 
+@pytest.mark.replaces_the_kernel
 async def test_a_threads_tell_between_an_asks_position_and_its_append_waits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -190,6 +190,7 @@ def _missed(
     return missed
 
 
+@pytest.mark.replaces_the_kernel
 @pytest.mark.usefixtures("debug_checks_only_collect")
 @pytest.mark.timeout(180)  # (every mutant, each contract twice: ~10 s alone)
 def test_every_broken_runtime_is_caught_in_a_traced_system_too(
@@ -200,6 +201,7 @@ def test_every_broken_runtime_is_caught_in_a_traced_system_too(
     assert _missed(monkeypatch, _traced(ALWAYS_OFF), IDLE_ASK_MUTANTS) == set()
 
 
+@pytest.mark.replaces_the_kernel
 @pytest.mark.usefixtures("debug_checks_only_collect")
 @pytest.mark.timeout(180)  # (every mutant, each contract twice: ~10 s alone)
 def test_every_broken_runtime_is_caught_in_a_metered_system_too(

@@ -693,6 +693,12 @@ def _closed_systems_held(metrics: Any, systems: int) -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, ta.ActorSystem))
 
 
+@pytest.mark.xfail(
+    ta.compiled,
+    reason="open (issue 34): on the compiled build a metered system's objects outlive "
+    "it -- no path to them from a module, so a reference the collector cannot see",
+    strict=True,
+)
 @pytest.mark.parametrize(
     "metrics",
     [MeterProvider(), True],  # (a provider nobody collects; the global one, never set)

@@ -2,7 +2,8 @@
 
 Off by default. On when ``trio_actors`` is imported with the environment variable
 ``TRIO_ACTORS_DEBUG`` set (to anything but ``""`` or ``"0"``), or from
-:func:`enable_serving_checks`; the test suite turns it on for every test
+:func:`enable_serving_checks` -- in the pure-Python build only (a compiled kernel's
+methods cannot be replaced: asked for there, it raises); the test suite turns it on for every test
 (``tests/conftest.py``). It makes every tell, every read and change of who serves
 an actor and every round of the dispatcher pay for a check, so it is for tests and
 for hunting a bug, never for production.
@@ -42,6 +43,7 @@ from trio.lowlevel import enable_ki_protection
 
 from .._interrupts import protect_module
 from ._cell import ActorCell
+from ._compiled import compiled
 from ._dispatcher import Dispatcher
 from ._envelope import NO_MESSAGE, Ask, AskState
 from ._ref import ActorRef
@@ -83,10 +85,22 @@ def collecting_violations() -> Iterator[list[str]]:
 
 
 def enable_serving_checks() -> None:
-    """Install the checks (for the rest of the process; idempotent)."""
+    """Install the checks (for the rest of the process; idempotent).
+
+    Raises:
+        RuntimeError: the kernel runs compiled (``trio_actors.compiled``): the checks
+            replace its methods, which its compiled callers would never call.
+    """
     global _enabled
     if _enabled:
         return
+    if compiled:
+        raise RuntimeError(
+            "trio-actors debug mode (TRIO_ACTORS_DEBUG) needs the pure-Python build: its "
+            "checks replace methods of the kernel (ActorRef.tell, the dispatcher's "
+            "round, who serves an actor), which the compiled kernel's own callers would "
+            "never call; install trio-actors without TRIO_ACTORS_COMPILE"
+        )
     _enabled = True
     _check_who_serves()
     _check_tell_paths()
