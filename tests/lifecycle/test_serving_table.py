@@ -61,10 +61,12 @@ def test_every_server_can_be_reached_and_left() -> None:
     assert sources == targets == set(Serving)
 
 
+@pytest.mark.replaces_the_kernel  # (debug mode's checks do)
 def test_debug_mode_is_on_in_the_suite() -> None:
     assert _debug.enabled()
 
 
+@pytest.mark.replaces_the_kernel  # (debug mode's checks do)
 @settings(max_examples=300)
 @given(programs(), policies)
 def test_drawn_programs_keep_the_serving_invariants(
