@@ -31,7 +31,10 @@ from trio_actors.contracts._nothing_lost import Program, random_program, run_pro
 
 @pytest.fixture
 def checker() -> Iterator[list[str]]:
-    """The violations debug mode finds in the test (collected, not raised)."""
+    """The violations debug mode finds in the test (collected, not raised). Debug mode
+    replaces kernel methods: on the compiled build its tests skip (tests/conftest.py)."""
+    if ta.compiled:
+        pytest.skip("debug mode's checks replace methods of the compiled kernel: pure build")
     with _debug.collecting_violations() as found:
         yield found
 
