@@ -36,5 +36,5 @@ def test_the_contract_suite_says_which_kernel_it_ran() -> None:
 
 @pytest.mark.skipif(not ta.compiled, reason="the compiled kernel's refusal: runs on that build")
 def test_debug_mode_on_the_compiled_kernel_says_it_needs_the_pure_build() -> None:
-    with pytest.raises(RuntimeError, match="debug mode .* needs the pure-Python build"):
+    with pytest.raises(RuntimeError, match=r"debug mode .* needs the pure-Python build"):
         enable_serving_checks()
