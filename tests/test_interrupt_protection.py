@@ -26,26 +26,12 @@ import pytest
 from trio._core._ki import _CODE_KI_PROTECTION_STATUS_WMAP
 
 import trio_actors as ta
+from test_layers import layer_of
 from trio_actors._core._kinds import handler_kinds
 
-# The runtime's packages and modules (layers 1-6 of trio_actors/__init__.py).
-RUNTIME = ("_core", "actors", "lifecycle", "mailbox", "remote", "observe")
-RUNTIME_MODULES = (
-    "_errors",
-    "_policy",
-    "_statistics",
-    "_cluster",
-    "_cluster_config",
-    "_supervision",
-    "_membership",
-    "_placement",
-    "_stream",
-    "_monitoring",
-    "_opener",
-    "_interrupts",
-)
-# Imported only with OpenTelemetry's SDK or a cluster's msgspec; all installed here.
-NOT_RUNTIME = ("nats", "contracts", "sweeps", "testing", "top", "__main__")
+# The runtime: layers 1-6 of trio_actors/__init__.py (tests/test_layers.py lists
+# them); below it the NATS client, above it the tools built on the public API.
+RUNTIME_LAYERS = range(1, 7)
 
 
 def all_modules() -> list[str]:
@@ -57,8 +43,7 @@ def all_modules() -> list[str]:
 
 
 def is_runtime(name: str) -> bool:
-    relative = name.removeprefix("trio_actors.")
-    return relative in RUNTIME_MODULES or relative.split(".")[0] in RUNTIME
+    return layer_of(name.removeprefix("trio_actors.")) in RUNTIME_LAYERS
 
 
 def functions_defined_in(module: ModuleType, generated: bool = True) -> list[FunctionType]:
@@ -119,7 +104,7 @@ def test_every_function_of_the_runtime_is_ki_protected() -> None:
 def test_the_tools_on_the_public_api_are_left_interruptible() -> None:
     marked = []
     for name in all_modules():
-        if not name.removeprefix("trio_actors.").startswith(NOT_RUNTIME):
+        if is_runtime(name):
             continue
         try:
             module = importlib.import_module(name)
