@@ -13,6 +13,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
 import trio
 import trio.testing
 
@@ -148,3 +149,12 @@ def gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+def kind_of(payload: bytes) -> int | None:
+    """The kind of a message to a node's actors (``None``: not one)."""
+    try:
+        kind, _number, _path, _body = msgspec.msgpack.decode(payload)
+    except (msgspec.DecodeError, TypeError, ValueError):
+        return None
+    return kind if isinstance(kind, int) else None

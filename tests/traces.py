@@ -18,8 +18,9 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler
 from opentelemetry.trace import SpanKind
 
 import trio_actors as ta
+from trio_actors.remote import Node
 
-__all__ = ["ALWAYS_OFF", "ALWAYS_ON", "Front", "Recorded", "render"]
+__all__ = ["ALWAYS_OFF", "ALWAYS_ON", "Front", "Recorded", "reach", "render"]
 
 
 class Recorded:
@@ -112,3 +113,13 @@ class Front(ta.Actor):
 
     async def receive(self, message: Any) -> Any:
         return await self.back.ask(message)
+
+
+async def reach(
+    owner: ta.ActorSystem, user: ta.ActorSystem, ref: ta.ActorRef, name: str
+) -> ta.ActorRef:
+    """``ref`` (an actor of ``owner``'s node) registered as ``name``, as ``user``'s
+    node finds it: a ref across the nodes."""
+    owner.register(name, ref)
+    await Node.of(owner).flush()
+    return await user.lookup(name)

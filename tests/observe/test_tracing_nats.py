@@ -16,7 +16,7 @@ import trio
 import trio_actors as ta
 from helpers import Echo, eventually
 from nats_server import NatsServer
-from traces import Front, Recorded, attributes, is_child, outcome, render
+from traces import Front, Recorded, attributes, is_child, outcome, reach, render
 from trio_actors import nats
 from trio_actors.remote import Node
 
@@ -38,14 +38,6 @@ async def three_nodes(
             ta.open_actor_system(cluster=cluster, node="c", tracing=tracing) as c,
         ):
             yield a, b, c
-
-
-async def reach(
-    owner: ta.ActorSystem, user: ta.ActorSystem, ref: ta.ActorRef, name: str
-) -> ta.ActorRef:
-    owner.register(name, ref)
-    await Node.of(owner).flush()
-    return await user.lookup(name)
 
 
 async def test_the_trace_context_crosses_in_nats_headers_from_a_through_b_to_c(

@@ -12,15 +12,14 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import msgspec
 import pytest
 import trio
 import trio.testing
 from opentelemetry.trace import SpanKind
 
 import trio_actors as ta
-from helpers import Echo
-from traces import Front, Recorded, attributes, is_child, outcome, render
+from helpers import Echo, kind_of
+from traces import Front, Recorded, attributes, is_child, outcome, reach, render
 from trio_actors.nats import Headers
 from trio_actors.observe import Tracing
 from trio_actors.remote import MemoryBus, Node
@@ -53,14 +52,6 @@ class Spy(MemoryBus):
         super()._route(subject, payload, reply, headers)
 
 
-def kind_of(payload: bytes) -> int | None:
-    try:
-        kind, _number, _path, _body = msgspec.msgpack.decode(payload)
-    except (msgspec.DecodeError, TypeError, ValueError):
-        return None
-    return kind if isinstance(kind, int) else None
-
-
 @asynccontextmanager
 async def traced_nodes(
     bus: MemoryBus, recorded: Recorded, *names: str, untraced: tuple[str, ...] = ()
@@ -84,14 +75,6 @@ async def traced_nodes(
     with trio.fail_after(60 * HEARTBEAT):
         async with opened(list(names)) as systems:
             yield systems
-
-
-async def reach(
-    owner: ta.ActorSystem, user: ta.ActorSystem, ref: ta.ActorRef, name: str
-) -> ta.ActorRef:
-    owner.register(name, ref)
-    await Node.of(owner).flush()
-    return await user.lookup(name)
 
 
 def on(node: str) -> Callable[[Any], bool]:

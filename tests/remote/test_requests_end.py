@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 import trio_actors as ta
-from helpers import Watcher
+from helpers import Watcher, kind_of
 from trio_actors.remote import MemoryBus, Node
 from trio_actors.remote._subjects import ASK, CONFIRM, STOP, TELL, WATCH
 
@@ -48,15 +48,6 @@ async def told(watcher: ta.ActorRef, *, within: float) -> None:
             return
         await trio.sleep(HEARTBEAT / 4)
     raise AssertionError(f"no Terminated within {within} s")
-
-
-def kind_of(payload: bytes) -> int | None:
-    """The kind of a message to a node's actors (``None``: not one)."""
-    try:
-        kind, _number, _path, _body = msgspec.msgpack.decode(payload)
-    except (msgspec.DecodeError, TypeError, ValueError):
-        return None
-    return kind if isinstance(kind, int) else None
 
 
 def to_node(name: str, *kinds: int) -> Callable[[str, bytes], bool]:
