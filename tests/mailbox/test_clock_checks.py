@@ -10,7 +10,6 @@ how long a round of real handlers (on a ``MockClock``) then lasts.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 import trio
@@ -21,6 +20,7 @@ from hypothesis import strategies as st
 from helpers import Costly
 from trio_actors import Actor, Bounded, ServingPolicy, open_actor_system
 from trio_actors._core import _round_clock
+from trio_actors._core._cell import ActorCell
 from trio_actors._core._round_clock import RoundClock, clock_reader
 
 
@@ -56,8 +56,12 @@ def test_other_clocks_are_read_through_current_time() -> None:
     assert reader() == clock.current_time()
 
 
-class _Cell:
-    longest_turn_time = 0.0
+class _Cell(ActorCell):
+    """Only what a round clock reads and writes of a cell (a cell's class: the
+    compiled round clock takes nothing else)."""
+
+    def __init__(self) -> None:  # (no actor: the round clock alone)
+        self.longest_turn_time = 0.0
 
     def note_turn(self, seconds: float) -> None:
         self.longest_turn_time = seconds
@@ -98,7 +102,7 @@ def test_next_check_only_reads_again_when_the_next_messages_fit(
     k = 16 whenever 16 fit: the half-slice shortcut must agree."""
     now = start + fraction * time_slice
     round_clock = _clock_at(now, start, time_slice, used)
-    next_check = round_clock.next_check(used, _Cell(), 1)  # type: ignore[arg-type]
+    next_check = round_clock.next_check(used, _Cell(), 1)
     deadline = start + time_slice
     if now >= deadline:
         assert next_check == 0
@@ -163,40 +167,55 @@ def test_an_expensive_round_makes_the_next_one_look_after_its_first_message() ->
     assert _longest_round([cost], [cost] * 40) <= 0.016 + cost + 1e-9
 
 
+class _CountingClock(trio.abc.Clock):
+    """A ``MockClock`` (that does not move) counting its readings: trio reads it
+    only between its scheduler's batches, so within a round they are the
+    dispatcher's."""
+
+    def __init__(self) -> None:
+        self._clock = trio.testing.MockClock()
+        self.readings = 0
+
+    def start_clock(self) -> None:
+        self._clock.start_clock()
+
+    def current_time(self) -> float:
+        self.readings += 1
+        return self._clock.current_time()
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        return self._clock.deadline_to_sleep_time(deadline)
+
+
 def test_cheap_handlers_are_checked_every_16_messages() -> None:
     """Under a clock that does not move (handlers that cost nothing), a turn of 64
-    reads the clock after 16, 32, 48 and 64 messages -- never more often."""
-    checked_at: list[int] = []
-    next_check = RoundClock.next_check
-
-    def spy(self: RoundClock, used: int, cell: Any, turn: int) -> int:
-        checked_at.append(used)
-        return next_check(self, used, cell, turn)
+    reads the clock after 16, 32 and 48 messages -- never more often (and then its
+    round ends)."""
+    clock = _CountingClock()
+    readings_seen: list[int] = []
 
     class Counter(Actor):
-        count = 0
-
-        def receive(self, message: int) -> int:
-            self.count += message
-            return self.count
+        def receive(self, message: int) -> None:
+            readings_seen.append(clock.readings)  # before this message's handler
 
     async def main() -> None:
         async with open_actor_system() as system:
             ref = system.spawn(Counter)
             await ref.ask(0)
+            readings_seen.clear()
             for _ in range(64 * 3):
                 ref.tell(1)
-            checked_at.clear()
-            assert await ref.ask(0) == 64 * 3
+            await ref.ask(0)
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(RoundClock, "next_check", spy)
-    try:
-        trio.run(main, clock=trio.testing.MockClock())
-    finally:
-        mp.undo()
-    # Three full turns of 64 (one per round), then the ask alone.
-    assert checked_at[:12] == [16, 32, 48, 64] * 3
+    trio.run(main, clock=clock)
+    # Three full turns of 64 (one per round), then the ask alone: within a turn the
+    # clock is read between messages 16 and 17, 32 and 33, 48 and 49 only.
+    assert len(readings_seen) == 64 * 3 + 1
+    for turn in range(3):
+        seen = readings_seen[64 * turn : 64 * (turn + 1)]
+        read_after = [n for n in range(1, 64) if seen[n] != seen[n - 1]]
+        assert read_after == [16, 32, 48], (turn, read_after)
+        assert all(seen[n] - seen[n - 1] == 1 for n in read_after)
 
 
 async def test_a_bounded_mailboxs_stretch_reads_the_clock_and_ends_the_round(

@@ -286,6 +286,26 @@ async def test_every_tell_from_a_thread_after_the_exit_raises() -> None:
     assert system.dead_letters.count == 0
 
 
+async def test_the_thread_mark_is_owned_on_the_trio_thread_only() -> None:
+    # ActorRef.tell checks the thread with the dispatcher's thread mark, not with
+    # get_ident(): another thread's tell to an idle actor must not be activated
+    # inline, but go through the foreign inbox (and still be handled).
+    from trio_actors._core._thread_mark import is_owned
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(OrderChecker)
+        await ref.ask("count")  # started, and idle again
+        dispatcher = local_cell(ref).dispatcher
+        assert is_owned(dispatcher.thread_mark)
+
+        def from_thread() -> bool:
+            ref.tell(("thread", 0))
+            return bool(is_owned(dispatcher.thread_mark))
+
+        assert not await trio.to_thread.run_sync(from_thread)
+        assert await ref.ask("count") == (1, 0)
+
+
 class _LockWithoutIsOwned:
     """An RLock as a CPython without ``_is_owned`` would make it."""
 
@@ -293,27 +313,19 @@ class _LockWithoutIsOwned:
         return True
 
 
-@pytest.mark.parametrize("lock", ["RLock", "without _is_owned"])
-async def test_the_thread_mark_is_owned_on_the_trio_thread_only(
-    lock: str, monkeypatch: pytest.MonkeyPatch
+async def test_the_mark_without_is_owned_compares_thread_idents(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # ActorRef.tell checks the thread with the dispatcher's thread mark, not with
-    # get_ident(): another thread's tell to an idle actor must not be activated
-    # inline, but go through the foreign inbox (and still be handled) -- also where
-    # the RLock has no _is_owned (the mark then compares idents).
-    if lock != "RLock":
-        from trio_actors._core import _thread_mark
+    # Where RLock has no _is_owned (a CPython could drop it) the mark is one that
+    # compares idents: owned by the thread that made it, by no other.
+    from trio_actors._core import _thread_mark
+    from trio_actors._core._thread_mark import _IdentMark
 
-        monkeypatch.setattr(_thread_mark, "RLock", _LockWithoutIsOwned)
-    async with ta.open_actor_system() as system:
-        ref = system.spawn(OrderChecker)
-        await ref.ask("count")  # started, and idle again
-        dispatcher = local_cell(ref).dispatcher
-        assert dispatcher.thread_mark._is_owned()
-
-        def from_thread() -> bool:
-            ref.tell(("thread", 0))
-            return bool(dispatcher.thread_mark._is_owned())
-
-        assert not await trio.to_thread.run_sync(from_thread)
-        assert await ref.ask("count") == (1, 0)
+    assert _thread_mark._mark_class() is not _IdentMark  # (this CPython has it)
+    monkeypatch.setattr(_thread_mark, "RLock", _LockWithoutIsOwned)
+    assert _thread_mark._mark_class() is _IdentMark
+    mark = _IdentMark()
+    assert mark.acquire()
+    assert mark._is_owned()
+    assert _IdentMark._is_owned(mark)
+    assert not await trio.to_thread.run_sync(mark._is_owned)

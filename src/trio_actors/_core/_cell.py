@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Coroutine
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NoReturn
 
 import trio
 import trio.lowlevel
@@ -64,7 +64,7 @@ from ._envelope import NO_MESSAGE, Ask, Notice
 from ._failure import RestartWindow
 from ._foreign import current_task_of
 from ._kinds import HandlerKinds
-from ._native import mypyc_attr
+from ._native import deque_append, deque_popleft, mypyc_attr
 from ._ref import ActorRef, ForeignCell, new_ref
 from ._state import TRANSITIONS, ActorState, LifecycleEvent, Serving, advance, hand_over
 from ._timers import Timer, cancel_timers
@@ -75,15 +75,15 @@ if TYPE_CHECKING:
     from ._host import Host
     from ._watch import Terminated
 
-_STARTING = ActorState.STARTING
-_STOPPING = ActorState.STOPPING
-_STOPPED = ActorState.STOPPED
-_DRAINING = ActorState.DRAINING
-_IDLE = Serving.IDLE
-_DISPATCHER = Serving.DISPATCHER
-_TASK = Serving.TASK
-_RESTART = Serving.RESTART
-_BORN_STARTED = TRANSITIONS[_STARTING, LifecycleEvent.STARTED]
+_STARTING: Final = ActorState.STARTING
+_STOPPING: Final = ActorState.STOPPING
+_STOPPED: Final = ActorState.STOPPED
+_DRAINING: Final = ActorState.DRAINING
+_IDLE: Final = Serving.IDLE
+_DISPATCHER: Final = Serving.DISPATCHER
+_TASK: Final = Serving.TASK
+_RESTART: Final = Serving.RESTART
+_BORN_STARTED: Final = TRANSITIONS[_STARTING, LifecycleEvent.STARTED]
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -380,11 +380,10 @@ class ActorCell(_TurnSlots):
         else:
             mailbox = self.mailbox
             if mailbox is None:
-                mailbox = self.mailbox = deque()
-                mailbox.append(item)
+                mailbox = self.mailbox = deque((item,))
                 self.refresh_tell_paths()  # opened once the item is in
                 return
-            mailbox.append(item)
+            deque_append(mailbox, item)  # (_native.py)
 
     def has_queued(self) -> bool:
         return self.head is not NO_MESSAGE or bool(self.mailbox)
@@ -395,9 +394,9 @@ class ActorCell(_TurnSlots):
         if item is not NO_MESSAGE:
             self.head = NO_MESSAGE
             return item
-        item = self.mailbox.popleft()  # type: ignore[union-attr]
+        item = deque_popleft(self.mailbox)  # type: ignore[arg-type] # (_native.py)
         if isinstance(item, Ask):  # an ask or a timer's tick
-            self.ask_at.popleft()  # type: ignore[union-attr]
+            deque_popleft(self.ask_at)  # type: ignore[arg-type]
         self.popped += 1
         return item
 

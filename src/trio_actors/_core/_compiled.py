@@ -22,7 +22,11 @@ COMPILED_MODULES = (
     "trio_actors._core._dispatcher",
     "trio_actors._core._envelope",
     "trio_actors._core._handler_call",
+    "trio_actors._core._native",
     "trio_actors._core._ref",
+    "trio_actors._core._round_clock",
+    "trio_actors._core._serving_now",
+    "trio_actors._core._thread_mark",
 )
 """The modules a compiled build compiles (read by ``setup.py`` as a literal)."""
 

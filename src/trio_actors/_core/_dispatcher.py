@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections import deque
 from threading import get_ident
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -71,7 +71,7 @@ from ._handler_call import (
     coroutine_returned,
     stray_cancelled,
 )
-from ._native import mypyc_attr
+from ._native import deque_append, deque_appendleft, deque_popleft, mypyc_attr
 from ._round_clock import MAX_CHECK_EVERY, RoundClock
 from ._serving_now import ServingNow
 from ._state import ActorState, Serving, hand_over
@@ -81,13 +81,13 @@ from ._thread_mark import thread_mark
 if TYPE_CHECKING:
     from ._cell import ActorCell
 
-_STARTING = ActorState.STARTING
-_RUNNING = ActorState.RUNNING
-_RESTARTING = ActorState.RESTARTING
-_DRAINING = ActorState.DRAINING
-_IDLE = Serving.IDLE
-_DISPATCHER = Serving.DISPATCHER
-_TASK = Serving.TASK
+_STARTING: Final = ActorState.STARTING
+_RUNNING: Final = ActorState.RUNNING
+_RESTARTING: Final = ActorState.RESTARTING
+_DRAINING: Final = ActorState.DRAINING
+_IDLE: Final = Serving.IDLE
+_DISPATCHER: Final = Serving.DISPATCHER
+_TASK: Final = Serving.TASK
 
 # The serving loop handles messages in stretches of ``count`` between clock checks:
 # ``for n in _COUNTS[count]`` reuses a range made once, where ``range(1, count + 1)``
@@ -96,8 +96,8 @@ _TASK = Serving.TASK
 # one, up to the batch (64 by default); longer stretches build their range.
 
 
-_COUNTS_UP_TO = max(64, MAX_CHECK_EVERY)
-_COUNTS = tuple(range(1, count + 1) for count in range(_COUNTS_UP_TO + 1))
+_COUNTS_UP_TO: Final = max(64, MAX_CHECK_EVERY)
+_COUNTS: Final = tuple(range(1, count + 1) for count in range(_COUNTS_UP_TO + 1))
 
 
 async def _reraise(error: BaseException) -> None:
@@ -140,7 +140,7 @@ class Dispatcher:
             self.start_serving_task(cell)
         else:
             hand_over(cell, _DISPATCHER)
-            self.run_queue.append(cell)
+            deque_append(self.run_queue, cell)
             if self.parked is not None:
                 self.wake()
 
@@ -236,10 +236,10 @@ class Dispatcher:
         used = turn = 0
         cell = None
         while run_queue:
-            cell = run_queue.popleft()
+            cell = deque_popleft(run_queue)  # (_native.py)
             try:
                 if cell.served_in == this_round:
-                    run_queue.appendleft(cell)  # its turn is over and work remains: yield
+                    deque_appendleft(run_queue, cell)  # its turn is over and work remains: yield
                     return used, None, 0
                 if not cell.inline_ready and not self._prepare_inline(cell):
                     turn = 0
@@ -343,7 +343,7 @@ class Dispatcher:
                     self._release(cell)  # it failed (a restart takes over) or stopped
                 elif mailbox:
                     cell.served_in = this_round  # work remains: back of the queue
-                    run_queue.append(cell)
+                    deque_append(run_queue, cell)
                 else:
                     cell.set_idle()  # the mailbox ran dry
                 if not next_check:
@@ -480,7 +480,7 @@ class Dispatcher:
             # never left idle with work (nobody would serve it, and the next tell
             # would take the head slot).
             cell.served_in = self.rounds
-            self.run_queue.append(cell)
+            deque_append(self.run_queue, cell)
         else:
             self._release(cell)
 

@@ -24,7 +24,7 @@ DONE         nothing: the reply is already on its way (``Abort.FAILED``).
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import outcome
 import trio
@@ -45,7 +45,7 @@ class _NoMessage:
         return "NO_MESSAGE"
 
 
-NO_MESSAGE: Any = _NoMessage()
+NO_MESSAGE: Final[Any] = _NoMessage()
 
 
 class AskState(enum.Enum):
@@ -56,11 +56,11 @@ class AskState(enum.Enum):
     ABANDONED = "abandoned"
 
 
-_QUEUED = AskState.QUEUED
-_RUNNING = AskState.RUNNING
-_DONE = AskState.DONE
-_WITHDRAWN = AskState.WITHDRAWN
-_ABANDONED = AskState.ABANDONED
+_QUEUED: Final = AskState.QUEUED
+_RUNNING: Final = AskState.RUNNING
+_DONE: Final = AskState.DONE
+_WITHDRAWN: Final = AskState.WITHDRAWN
+_ABANDONED: Final = AskState.ABANDONED
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

@@ -23,7 +23,7 @@ call would cost. Never a checkpoint, except :func:`handle_async` (the handler's 
 from __future__ import annotations
 
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -36,9 +36,9 @@ from ._state import ActorState
 if TYPE_CHECKING:
     from ._cell import ActorCell
 
-_QUEUED = AskState.QUEUED
-_RUNNING = AskState.RUNNING
-_DONE = AskState.DONE
+_QUEUED: Final = AskState.QUEUED
+_RUNNING: Final = AskState.RUNNING
+_DONE: Final = AskState.DONE
 
 
 def coroutine_returned(cell: ActorCell, result: Any) -> TypeError:

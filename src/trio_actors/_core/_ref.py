@@ -22,10 +22,12 @@ than a call into it.
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, final
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Protocol, final
 
 from .._interrupts import protect_module
+from ._native import deque_append
 from ._state import Serving
+from ._thread_mark import is_owned
 
 if TYPE_CHECKING:
     from .._statistics import ActorStatistics
@@ -34,8 +36,8 @@ if TYPE_CHECKING:
     from ._watch import Terminated
 
 
-_IDLE = Serving.IDLE
-_DISPATCHER = Serving.DISPATCHER
+_IDLE: Final = Serving.IDLE
+_DISPATCHER: Final = Serving.DISPATCHER
 
 
 class ForeignCell(Protocol):
@@ -137,9 +139,9 @@ class ActorRef:
             # foreign inbox (ActorCell.refresh_tell_paths): appending is all there is
             # to do, from any thread. Under the GIL the test and the append cannot
             # be separated by another thread (no eval breaker between them).
-            cell.mailbox.append(message)  # type: ignore[union-attr]
+            deque_append(cell.mailbox, message)  # type: ignore[arg-type] # (_native.py)
         elif (
-            (dispatcher := cell.dispatcher).thread_mark._is_owned()
+            is_owned((dispatcher := cell.dispatcher).thread_mark)
             and cell.activates
             and cell.serving is _IDLE
         ):
@@ -157,7 +159,7 @@ class ActorRef:
             cell.head = message
             cell.serving = _DISPATCHER
             cell.fast_tell = cell.mailbox is not None
-            dispatcher.run_queue.append(cell)
+            deque_append(dispatcher.run_queue, cell)
             if dispatcher.parked is not None:
                 dispatcher.wake()
         else:

@@ -37,6 +37,7 @@ import trio
 
 from .._interrupts import protect_module
 from .._policy import ServingPolicy
+from ._native import mypyc_attr
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
@@ -83,8 +84,12 @@ def clock_reader(clock: trio.abc.Clock) -> Callable[[], float]:
     return clock.current_time
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RoundClock:
     """The dispatcher's clock readings within a round, and its round statistics.
+
+    A metered system's clock (``observe/_turns.py``) extends it to time some rounds
+    turn by turn: in those (``timing``) it is read after each message.
 
     Attributes:
         longest_round: the longest round so far, in trio-clock seconds.
@@ -104,6 +109,9 @@ class RoundClock:
         self._read_used = 0
         self.longest_round = 0.0
         self.longest_round_messages = 0
+        # A timed round of a metered clock (observe/_turns.py): a reading after each
+        # message, each passed to timed_reading. Never set here.
+        self.timing = False
 
     def begin_round(self) -> int:
         """Read the clock at a round's start; return when to read it next, as the
@@ -132,13 +140,18 @@ class RoundClock:
             interval = now - self._read_time
             if interval > cell.longest_turn_time:
                 cell.note_turn(interval)
+        if self.timing:
+            self.timed_reading(now, used, cell, turn)
         self._read_time = now
         self._read_used = used
         if self.policy.time_slice is None:
-            return 0  # called only when the round's batch is used up
+            # Called when the round's batch is used up -- or timed, after each message.
+            return used + 1 if self.timing and used < self.policy.batch else 0
         deadline = self._deadline
         if now >= deadline:
             return 0
+        if self.timing:
+            return used + 1
         # The messages that fit in the rest of the slice at this round's mean cost so
         # far, at most 16 between clock reads, at least 1. The common case first,
         # without arithmetic: if 16 or more messages took at most half the slice, 16
@@ -150,6 +163,12 @@ class RoundClock:
         if remaining * used >= _MAX_CHECK_EVERY_F * elapsed:
             return used + MAX_CHECK_EVERY  # in float arithmetic only
         return used + (int(remaining * used / (elapsed or 1e-12)) or 1)
+
+    def timed_reading(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
+        """A reading of a timed round (``timing``), at ``now`` after ``used``
+        messages, in ``cell``'s turn of ``turn`` so far; the reading before is still
+        in ``_read_time`` and ``_read_used``. Only a metered clock times rounds
+        (``observe/_turns.py``): here, nothing."""
 
     def forget_turn(self) -> None:
         """Something other than a turn ran since the last reading (a plain

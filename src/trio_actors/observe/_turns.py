@@ -28,13 +28,15 @@ class MeteredRoundClock(RoundClock):
     timed does not depend on what they hold, so the turns timed are a fair sample
     of all turns. Never a checkpoint.
 
-    The dispatcher finds ``next_check`` in the instance's dict: the plain clock's
-    method in an untimed round (no call added per reading), :meth:`timed_check`
-    in a timed one. Every attribute is set in ``__init__``: one added to the
-    instance later, or one taken away, would slow every attribute read of the
-    clock (measured: S1 ~10 % slower); switching the instance's class per timed
-    round instead cost S1 ~15 %. Measured with metrics on against off, in one
-    process (``docs/observing.rst``): S1 1.07, S3 1.02, S4 1.01.
+    A timed round sets the clock's ``timing``: ``next_check`` then reads after each
+    message and passes each reading to :meth:`timed_reading` (a test of the flag
+    per reading, in every round: a compiled kernel's dispatcher calls the class's
+    ``next_check``, so an instance's own, as this clock had, would go unseen).
+    Every attribute is set in ``__init__``: one added to the instance later, or
+    one taken away, would slow every attribute read of the clock (measured: S1
+    ~10 % slower); switching the instance's class per timed round instead cost S1
+    ~15 %. Measured with metrics on against off, in one process
+    (``docs/observing.rst``): S1 1.07, S3 1.02, S4 1.01.
     """
 
     def __init__(
@@ -44,12 +46,6 @@ class MeteredRoundClock(RoundClock):
         self.source = source
         self.every = every  # (Metrics.turns_timed_every)
         self._countdown = every  # (rounds until the next timed one)
-        # The dispatcher calls next_check, found in the instance's dict: the plain
-        # clock's (an untimed round: no call added), or timed_check. Both made now:
-        # an attribute added to the instance later, or one taken away, would cost
-        # every attribute read of the clock (measured: S1 ~10 % slower).
-        self._plain_check = self.next_check = RoundClock.next_check.__get__(self)  # type: ignore[method-assign]
-        self._timed_check = self.timed_check
         self._timed: ActorCell | None = None  # the turn followed in a timed round: whose,
         self._timed_from = 0  # the round's count of messages before its first,
         self._timed_at = 0.0  # and the reading it began after
@@ -61,21 +57,16 @@ class MeteredRoundClock(RoundClock):
         if self._countdown:
             return check
         self._countdown = self.every
-        self.next_check = self._timed_check  # type: ignore[method-assign]
+        self.timing = True
         self._timed = None
         return 1
 
-    def timed_check(self, used: int, cell: ActorCell, turn: int) -> int:
-        """``next_check`` in a timed round: the reading after each message."""
-        before_used, before_time = self._read_used, self._read_time
-        check = RoundClock.next_check(self, used, cell, turn)
-        self._follow(before_used, before_time, used, cell, turn, self._read_time, False)
-        if self.policy.time_slice is None:  # (then the batch bounds the round)
-            return used + 1 if used < self.policy.batch else 0
-        return used + 1 if check else 0
+    def timed_reading(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
+        """A reading of a timed round, after each message."""
+        self._follow(self._read_used, self._read_time, used, cell, turn, now, False)
 
     def end_round(self, used: int, last: ActorCell | None, turn: int) -> None:
-        if self.next_check is self._plain_check:
+        if not self.timing:
             RoundClock.end_round(self, used, last, turn)
             return
         before_used, before_time = self._read_used, self._read_time
@@ -84,7 +75,7 @@ class MeteredRoundClock(RoundClock):
         if last is not None:
             self._follow(before_used, before_time, used, last, turn, self._end_at, True)
         self._timed = None
-        self.next_check = self._plain_check  # type: ignore[method-assign]
+        self.timing = False
 
     def _attribute(self, now: float, used: int, cell: ActorCell, turn: int) -> None:
         self._end_at = now
