@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
@@ -62,15 +62,16 @@ async def _timed(
 
 class _AsksTimed(ActorCell):
     """A cell whose asks are timed (the mixin of :meth:`MetricsObserver.cell_class`;
-    first in the subclass's bases, so its ``ask_message`` comes first)."""
+    first in the subclass's bases, so its ``ask_message`` comes first). It finds its
+    system's source through its dispatcher's round clock: the class holds nothing of
+    one system (see :func:`_timed_cell_class`)."""
 
     __slots__ = ()
-    metrics_source: MetricsSource
 
     def ask_message(self, message: Any) -> Coroutine[Any, Any, Any]:
         if isinstance(self.parent, PoolCell):  # (a pool routing its ask: timed there)
             return super().ask_message(message)
-        source = self.metrics_source
+        source = cast(MeteredRoundClock, self.dispatcher.clock).source  # (attach sets it)
         source.asks_until_timed -= 1
         if source.asks_until_timed:  # (not this one: counted as left out)
             source.asks_not_timed += 1
@@ -82,6 +83,30 @@ class _AsksTimed(ActorCell):
             source.ask_ended(source.class_of(self), outcome_of(error), 0.0)
             raise
         return _timed(source, source.class_of(self), asking)
+
+
+def _timed_cell_class(base: type[ActorCell]) -> type[ActorCell]:
+    """The subclass of ``base`` whose asks are timed: the one made before, while it
+    lives, else a new one.
+
+    Made once, not once per system, and holding nothing of a system: on the compiled
+    build an instance of a class that extends a compiled one never gives back its
+    reference to its class (mypyc's ``tp_dealloc`` does not release it, and CPython's
+    ``subtype_dealloc`` leaves that to a base's ``tp_dealloc`` when the base is a heap
+    type, as mypyc's classes are) -- a reference the collector cannot see, so the
+    class lives as long as the process. Such a class made per system, holding the
+    system's source in a class attribute, kept every metered system alive after it
+    closed (test_closed_systems_are_not_kept_alive_by_their_metrics). Found among
+    ``base``'s subclasses (which CPython holds weakly): in the pure build a closed
+    system's class goes, as before; in the compiled build the one class is reused.
+    Nothing here is on a message's path: once per cell class and system.
+    """
+    for subclass in base.__subclasses__():
+        if subclass.__bases__ == (_AsksTimed, base):
+            return subclass
+    return type(
+        f"Metered{base.__name__}", (_AsksTimed, base), {"__slots__": (), "__module__": __name__}
+    )
 
 
 class _NodeAsksTimed:
@@ -139,12 +164,7 @@ class MetricsObserver:
     def cell_class(self, base: type[ActorCell]) -> type[ActorCell]:
         timed = self._cell_classes.get(base)
         if timed is None:
-            timed = type(
-                f"Metered{base.__name__}",
-                (_AsksTimed, base),
-                {"__slots__": (), "metrics_source": self._source(), "__module__": __name__},
-            )
-            self._cell_classes[base] = timed
+            timed = self._cell_classes[base] = _timed_cell_class(base)
         return timed
 
     def dispatcher_class(self, base: type[Dispatcher]) -> type[Dispatcher]:
