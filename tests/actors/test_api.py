@@ -213,6 +213,30 @@ async def test_a_plain_receive_that_returns_a_coroutine_is_a_clear_error() -> No
             await ref.ask("x")
 
 
+async def test_a_receive_that_is_not_a_bound_method_serves_a_batch_of_tells() -> None:
+    # The serving loop calls a method's function with its actor; any other callable
+    # receive (a staticmethod here) is called as it is -- in order, every one, and
+    # a failure in it is the actor's as usual.
+    seen: list[Any] = []
+
+    class Static(ta.Actor):
+        @staticmethod
+        def receive(message: Any) -> Any:
+            if message == "fail":
+                raise ValueError("failed on purpose")
+            seen.append(message)
+            return len(seen)
+
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Static)
+        for number in range(200):
+            ref.tell(number)
+        ref.tell("fail")  # (restarted, then goes on)
+        ref.tell(200)
+        assert await ref.ask("count") == 202
+        assert seen == [*range(201), "count"]
+
+
 async def test_dead_letters_keep_count_and_the_recent_ones_newest_last() -> None:
     async with ta.open_actor_system(dead_letters_kept=5) as system:
         ref = system.spawn(Echo)
