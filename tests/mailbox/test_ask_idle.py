@@ -100,6 +100,7 @@ class Confused(Actor):
         return later()
 
 
+@pytest.mark.replaces_the_kernel  # (_idle_ask's reply_plain)
 @pytest.mark.usefixtures("debug_checks_only_collect")
 def test_a_coroutine_returned_to_the_asker_task_is_caught(
     monkeypatch: pytest.MonkeyPatch,

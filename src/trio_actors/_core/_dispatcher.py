@@ -55,7 +55,6 @@ from __future__ import annotations
 
 from collections import deque
 from threading import get_ident
-from types import CoroutineType, MethodType
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -71,7 +70,14 @@ from ._handler_call import (
     coroutine_returned,
     stray_cancelled,
 )
-from ._native import deque_append, deque_appendleft, deque_popleft, mypyc_attr
+from ._native import (
+    CoroutineType,
+    MethodType,
+    deque_append,
+    deque_appendleft,
+    deque_popleft,
+    mypyc_attr,
+)
 from ._round_clock import RoundClock
 from ._serving_now import ServingNow
 from ._state import ActorState, Serving, hand_over

@@ -22,7 +22,6 @@ call would cost. Never a checkpoint, except :func:`handle_async` (the handler's 
 
 from __future__ import annotations
 
-from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -31,6 +30,7 @@ from .._errors import ActorStopped
 from .._interrupts import protect_module
 from . import _failure
 from ._envelope import Ask, AskState
+from ._native import CoroutineType
 from ._state import ActorState
 
 if TYPE_CHECKING:

@@ -11,6 +11,11 @@ the cell (a bounded mailbox's, a pool's, a remote child's, an observed one), the
 ask envelope, the dispatcher (observed). Calls from compiled code still go straight
 to the compiled methods unless a subclass overrides them.
 
+``CoroutineType``, ``MethodType``: the types of ``types``, as constants (``Final``):
+compiled code reads an imported name from the module's dict (~150 instructions,
+every handler's result is checked against the first), a constant of a compiled
+module from a C static.
+
 ``deque_append``, ``deque_appendleft``, ``deque_popleft``: ``deque``'s methods, to
 be called with the deque first (``deque_append(mailbox, message)``). Compiled code
 calls ``mailbox.append(message)`` by looking ``append`` up on the deque's type every
@@ -21,6 +26,7 @@ itself in ~60; the interpreter specializes both forms alike. The kernel's hot pa
 
 from __future__ import annotations
 
+import types
 from collections import deque
 from collections.abc import Callable
 from typing import Final, TypeVar
@@ -42,10 +48,20 @@ except ImportError:  # (the runtime does not need mypy_extensions)
         return unchanged
 
 
+CoroutineType: Final = types.CoroutineType
+MethodType: Final = types.MethodType
+
 deque_append: Final = deque.append
 deque_appendleft: Final = deque.appendleft
 deque_popleft: Final = deque.popleft
 
 protect_module(globals())
 
-__all__ = ["deque_append", "deque_appendleft", "deque_popleft", "mypyc_attr"]
+__all__ = [
+    "CoroutineType",
+    "MethodType",
+    "deque_append",
+    "deque_appendleft",
+    "deque_popleft",
+    "mypyc_attr",
+]
