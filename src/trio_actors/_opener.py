@@ -232,6 +232,8 @@ async def _open(
     observer = _observer(tracer, meter)
     async with trio.open_nursery() as nursery:
         system = ActorSystem(nursery, serving, dead_letters, seed, observer)
+        if tracer is not None:
+            tracer.attach(system)
         source = None if meter is None else meter.attach(system)
         with _outside_traces(tracer):  # (the dispatcher serves every trace's messages)
             await nursery.start(system._dispatcher.run, name="trio-actors dispatcher")

@@ -7,6 +7,7 @@ system opened without ``tracing=`` has no observer at all."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -25,6 +26,7 @@ from trio_actors._core._cell import ActorCell
 from trio_actors._core._dispatcher import Dispatcher
 from trio_actors._core._ref import local_cell
 from trio_actors.observe import Tracing
+from trio_actors.observe._spans import Spans
 from trio_actors.observe._tracer import TracingObserver
 
 pytestmark = pytest.mark.usefixtures("no_context_left_behind")
@@ -281,3 +283,44 @@ async def test_a_system_without_tracing_has_no_observer_and_plain_classes(
         assert type(local_cell(bounded)).__name__ == "TracedBoundedCell"
         assert vars(type(local_cell(echo)))["__slots__"] == ()  # (no slot added)
         assert type(local_cell(echo)) is type(local_cell(system.spawn(Echo)))  # (cached)
+
+
+def _closed_traced_systems_held(systems: int, metrics: bool) -> tuple[int, int, int]:
+    """After ``systems`` traced systems (``metrics``: and metered) opened, used and
+    closed: the systems alive, the traced classes alive (cell and dispatcher classes:
+    at most one per base, see observe/_reused.py), and the Spans alive."""
+
+    async def main() -> None:
+        for _ in range(systems):
+            recorded = Recorded()
+            tracing = Tracing(provider=recorded.provider, tells="all")
+            async with ta.open_actor_system(tracing=tracing, metrics=metrics) as system:
+                refs = [
+                    system.spawn(Echo),
+                    system.spawn(Echo, mailbox=ta.Bounded(4)),
+                    system.spawn(ta.Pool(Echo, size=2)),
+                ]
+                for ref in refs:
+                    ref.tell(1)
+                    await ref.ask(2)
+            assert recorded.named("ask Echo")
+
+    trio.run(main)
+    gc.collect()
+    alive = gc.get_objects()
+    return (
+        sum(1 for o in alive if isinstance(o, ta.ActorSystem)),
+        sum(1 for o in alive if isinstance(o, type) and o.__name__.startswith("Traced")),
+        sum(1 for o in alive if isinstance(o, Spans)),
+    )
+
+
+@pytest.mark.parametrize("metrics", [False, True], ids=["traced", "traced-and-metered"])
+def test_closed_systems_are_not_kept_alive_by_their_traces(metrics: bool) -> None:
+    # On the compiled build a class that extends a compiled one, once it had an
+    # instance, lives as long as the process (see observe/_reused.py): a
+    # traced system must make no class of its own, nor leave itself in one.
+    systems, classes, spans = _closed_traced_systems_held(1, metrics)
+    after_systems, after_classes, after_spans = _closed_traced_systems_held(20, metrics)
+    assert (after_systems, after_spans) == (systems, spans)  # (alive before: others')
+    assert after_classes <= classes, "a traced class made per system"

@@ -8,6 +8,9 @@ goes through ``ask_message``; a subclass changes what those do for its actors, a
 an untraced system's actors pay nothing. (No mixin adds a slot: the garbage
 collector's walk over a cell is unchanged; ``trace_cause`` and ``trace_failing``
 are class-level defaults, written to the instance's ``__dict__`` only when set.)
+Each such class is made once per process, and holds nothing of a system: a cell
+finds its system's spans through its dispatcher (``ServesOutsideTraces.spans``,
+``_tracer.py``) -- see :func:`~._reused.reused_subclass` for why.
 
 * :class:`TracesAsks` (a cell whose ``ask_message`` is the kernel's: unbounded or
   bounded mailboxes): a traced ask gets a CLIENT span and is queued as a
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Coroutine
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import trio
 from opentelemetry import context as otel_context
@@ -44,25 +47,28 @@ from .._core._foreign import current_task_of
 from .._interrupts import protect_module
 from ._envelopes import TracedAsk, TracedTell
 from ._outcomes import outcome_of
+from ._reused import reused_subclass
 from ._spans import ended_with, in_sampled_trace
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext
 
-    from ._spans import Spans
+    from ._tracer import ServesOutsideTraces
 
 __all__ = ["ObservedCell", "TracesAsks", "TracesTells", "WrapsAsks", "observed_cell_class"]
 
 
 class ObservedCell(ActorCell):
     """What every observed cell has (its class is made by
-    :func:`observed_cell_class`, which sets :attr:`spans`)."""
+    :func:`observed_cell_class`). Its system's spans are its dispatcher's
+    (``self.dispatcher.spans``): nothing of a system is in the class."""
 
     # No __slots__: what it keeps of its own (trace_cause) goes to the instance's
     # __dict__ -- the kernel's ActorCell has one in the pure-Python build, but a
     # compiled ActorCell has none, and its interpreted subclass must make it.
 
-    spans: ClassVar[Spans]  # its system's
+    if TYPE_CHECKING:
+        dispatcher: ServesOutsideTraces  # (a traced system's: observer.dispatcher_class)
     # The span of the failure it had last (or None), the parent of the restart or stop
     # that follows: the observer's failed() sets it, its lifecycle() takes it.
     trace_cause: SpanContext | None = None
@@ -77,7 +83,7 @@ class TracesAsks(ObservedCell):
 
     def ask_message(self, message: Any) -> Coroutine[Any, Any, Any]:
         task = current_task_of(self.system, "ask")
-        spans = self.spans
+        spans = self.dispatcher.spans
         span = spans.client(self, message)
         if span is None:
             return super().ask_message(message)
@@ -101,7 +107,7 @@ class WrapsAsks(ObservedCell):
 
     def ask_message(self, message: Any) -> Coroutine[Any, Any, Any]:
         current_task_of(self.system, "ask")
-        span = self.spans.client(self, message)
+        span = self.dispatcher.spans.client(self, message)
         if span is None:
             return super().ask_message(message)
         try:
@@ -155,10 +161,11 @@ class TracesTells(ObservedCell):
         self.activates = self.fast_tell = False  # every tell comes to tell()
 
     def tell(self, message: Any) -> None:
-        if get_ident() != self.dispatcher.thread_id or not self.accepting:
+        dispatcher = self.dispatcher
+        if get_ident() != dispatcher.thread_id or not self.accepting:
             super().tell(message)  # (from another thread: never traced; or refused)
             return
-        spans = self.spans
+        spans = dispatcher.spans
         if spans.in_trace and not in_sampled_trace():
             self.enqueue(message)  # (as ActorCell.tell_forwarded: it accepts)
             return
@@ -170,15 +177,14 @@ class TracesTells(ObservedCell):
         span.end()
 
 
-def observed_cell_class(base: type[ActorCell], spans: Spans, *, tells: bool) -> type[ActorCell]:
-    """The observed subclass of ``base`` for a system whose spans are ``spans``
-    (``tells``: whether tells are traced)."""
+def observed_cell_class(base: type[ActorCell], *, tells: bool) -> type[ActorCell]:
+    """The observed subclass of ``base`` (``tells``: whether tells are traced): one
+    per process, shared by every traced system (:func:`~._reused.reused_subclass`)."""
     mixins: list[type[ObservedCell]] = []
     if tells and base is ActorCell:
         mixins.append(TracesTells)  # (bounded mailboxes, pools, children elsewhere: not)
     mixins.append(TracesAsks if base.ask_message is ActorCell.ask_message else WrapsAsks)
-    namespace = {"__slots__": (), "__module__": __name__, "spans": spans}
-    return type(f"Traced{base.__name__}", (*mixins, base), namespace)
+    return reused_subclass(f"Traced{base.__name__}", tuple(mixins), base, __name__)
 
 
 protect_module(globals())

@@ -29,6 +29,7 @@ from .._interrupts import protect_module
 from ..actors._pool._cell import PoolCell
 from ._instruments import Attributes, meter_of, registry_for
 from ._outcomes import outcome_of
+from ._reused import reused_subclass
 from ._source import MetricsSource
 from ._turns import MeteredRoundClock
 
@@ -86,27 +87,12 @@ class _AsksTimed(ActorCell):
 
 
 def _timed_cell_class(base: type[ActorCell]) -> type[ActorCell]:
-    """The subclass of ``base`` whose asks are timed: the one made before, while it
-    lives, else a new one.
-
-    Made once, not once per system, and holding nothing of a system: on the compiled
-    build an instance of a class that extends a compiled one never gives back its
-    reference to its class (mypyc's ``tp_dealloc`` does not release it, and CPython's
-    ``subtype_dealloc`` leaves that to a base's ``tp_dealloc`` when the base is a heap
-    type, as mypyc's classes are) -- a reference the collector cannot see, so the
-    class lives as long as the process. Such a class made per system, holding the
-    system's source in a class attribute, kept every metered system alive after it
-    closed (test_closed_systems_are_not_kept_alive_by_their_metrics). Found among
-    ``base``'s subclasses (which CPython holds weakly): in the pure build a closed
-    system's class goes, as before; in the compiled build the one class is reused.
-    Nothing here is on a message's path: once per cell class and system.
-    """
-    for subclass in base.__subclasses__():
-        if subclass.__bases__ == (_AsksTimed, base):
-            return subclass
-    return type(
-        f"Metered{base.__name__}", (_AsksTimed, base), {"__slots__": (), "__module__": __name__}
-    )
+    """The subclass of ``base`` whose asks are timed: one per process, holding
+    nothing of a system (:func:`~._reused.reused_subclass` says why: made per system,
+    holding the system's source in a class attribute, it kept every metered system
+    alive after it closed on the compiled build --
+    test_closed_systems_are_not_kept_alive_by_their_metrics)."""
+    return reused_subclass(f"Metered{base.__name__}", (_AsksTimed,), base, __name__)
 
 
 class _NodeAsksTimed:

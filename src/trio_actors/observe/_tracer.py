@@ -39,12 +39,14 @@ from .._core._state import ActorState
 from .._interrupts import protect_module
 from ._cells import ObservedCell, observed_cell_class
 from ._options import Tracing
+from ._reused import reused_subclass
 from ._spans import PATH, Spans, empty_context, ended_with
 
 if TYPE_CHECKING:
     from .._core._dead_letters import DeadLetterReason
     from .._core._observer import Lifecycle
     from .._core._ref import ActorRef
+    from ..actors import ActorSystem
     from ..remote._node import Node
     from ._remote import TracingNode
 
@@ -76,7 +78,11 @@ def tracing_observer(tracing: object) -> TracingObserver:
 
 class ServesOutsideTraces(Dispatcher):
     """A traced system's dispatcher: it starts each serving task outside any trace
-    (see the module docstring)."""
+    (see the module docstring), and holds the system's :attr:`spans`, which its
+    cells read (``_cells.py``: their classes, made once per process, hold nothing
+    of a system)."""
+
+    spans: Spans  # (set by TracingObserver.attach, before anything is spawned)
 
     def start_serving_task(self, cell: ActorCell) -> None:
         token = otel_context.attach(empty_context())
@@ -107,20 +113,29 @@ class TracingObserver:
         finally:
             otel_context.detach(token)
 
+    def attach(self, system: ActorSystem) -> None:
+        """Give ``system`` (opening: its dispatcher, of :meth:`dispatcher_class`, not
+        yet running, no actor spawned) its spans, which its cells find through its
+        dispatcher."""
+        dispatcher = system._dispatcher
+        assert isinstance(dispatcher, ServesOutsideTraces), dispatcher
+        dispatcher.spans = self.spans
+
     # --- the kernel's hooks (_core/_observer.py) -----------------------------------
 
     def cell_class(self, base: type[ActorCell]) -> type[ActorCell]:
         cell_class = self._cell_classes.get(base)
         if cell_class is None:
-            tells = self.options.tells != "none"
-            cell_class = observed_cell_class(base, self.spans, tells=tells)
+            cell_class = observed_cell_class(base, tells=self.options.tells != "none")
             self._cell_classes[base] = cell_class
         return cell_class
 
     def dispatcher_class(self, base: type[Dispatcher]) -> type[Dispatcher]:
+        """``base`` made to serve outside traces: one class per process, as the cell
+        classes (:func:`~._reused.reused_subclass`)."""
         if issubclass(base, ServesOutsideTraces):
             return base
-        return type(f"Traced{base.__name__}", (ServesOutsideTraces, base), {"__module__": __name__})
+        return reused_subclass(f"Traced{base.__name__}", (ServesOutsideTraces,), base, __name__)
 
     def failed(self, cell: ActorCell, error: BaseException, where: str) -> None:
         """An event ``failure`` on the span current, if one records (a plain
