@@ -6,6 +6,7 @@ venv of its own and runs it there); these check the flag and what depends on it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -35,6 +36,60 @@ def test_the_contract_suite_says_which_kernel_it_ran() -> None:
 
 
 @pytest.mark.skipif(not ta.compiled, reason="the compiled kernel's refusal: runs on that build")
-def test_debug_mode_on_the_compiled_kernel_says_it_needs_the_pure_build() -> None:
-    with pytest.raises(RuntimeError, match=r"debug mode .* needs the pure-Python build"):
+def test_debug_mode_asked_for_once_the_kernel_runs_compiled_says_how_to_get_it() -> None:
+    with pytest.raises(RuntimeError, match=r"Set TRIO_ACTORS_DEBUG=1 before trio_actors is"):
         enable_serving_checks()
+
+
+_DEBUG_PROGRAM = """
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+
+import trio
+import trio.testing
+
+import trio_actors as ta
+from trio_actors._core import _cell, _debug
+from trio_actors._core._compiled import COMPILED_MODULES
+
+assert not ta.compiled and _debug.enabled()
+files = [sys.modules[name].__file__ for name in COMPILED_MODULES]
+assert all(file.endswith(".py") for file in files), files
+assert not [name for name in sys.modules if name.endswith("__mypyc")]
+
+
+class Slow(ta.Actor):
+    async def receive(self, message):
+        await trio.sleep(1)
+
+
+async def main():
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Slow)
+        for number in range(3):
+            ref.tell(number)  # (a deque: the append fast path is open)
+        await trio.sleep(0.5)
+        ref.stop_nowait()  # ...and, broken, it stays open while the actor stops
+        ref.tell(3)
+        await ref.wait_stopped()
+
+
+_cell.ActorCell.close_tell_paths = lambda self: None
+with _debug.collecting_violations() as found:
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+print(found)
+"""
+
+
+def test_debug_mode_runs_the_kernel_from_its_source_on_either_build() -> None:
+    # TRIO_ACTORS_DEBUG at import loads the kernel from its source -- on the compiled
+    # build from the .py files its wheel ships -- and the checks catch a broken one.
+    done = subprocess.run(
+        [sys.executable, "-c", _DEBUG_PROGRAM],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TRIO_ACTORS_DEBUG": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "tell paths (fast_tell, activates) were (True, False)" in done.stdout

@@ -2,9 +2,12 @@
 
 Off by default. On when ``trio_actors`` is imported with the environment variable
 ``TRIO_ACTORS_DEBUG`` set (to anything but ``""`` or ``"0"``), or from
-:func:`enable_serving_checks` -- in the pure-Python build only (a compiled kernel's
-methods cannot be replaced: asked for there, it raises); the test suite turns it on for every test
-(``tests/conftest.py``). It makes every tell, every read and change of who serves
+:func:`enable_serving_checks`; the test suite turns it on for every test
+(``tests/conftest.py``). The checks replace methods of the kernel, so they need the
+kernel running as Python: on a compiled build, ``TRIO_ACTORS_DEBUG`` set at import
+loads the kernel from the source the wheel ships (``_compiled.py``), and
+:func:`enable_serving_checks` called on a kernel already running compiled raises.
+It makes every tell, every read and change of who serves
 an actor and every round of the dispatcher pay for a check, so it is for tests and
 for hunting a bug, never for production.
 
@@ -32,7 +35,6 @@ shows the checks catch a broken runtime.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,7 +45,7 @@ from trio.lowlevel import enable_ki_protection
 
 from .._interrupts import protect_module
 from ._cell import ActorCell
-from ._compiled import compiled
+from ._compiled import compiled, debug_requested
 from ._dispatcher import Dispatcher
 from ._envelope import NO_MESSAGE, Ask, AskState
 from ._ref import ActorRef
@@ -89,17 +91,19 @@ def enable_serving_checks() -> None:
 
     Raises:
         RuntimeError: the kernel runs compiled (``trio_actors.compiled``): the checks
-            replace its methods, which its compiled callers would never call.
+            replace its methods, which its compiled callers would never call (set
+            ``TRIO_ACTORS_DEBUG`` before importing ``trio_actors`` instead).
     """
     global _enabled
     if _enabled:
         return
     if compiled:
         raise RuntimeError(
-            "trio-actors debug mode (TRIO_ACTORS_DEBUG) needs the pure-Python build: its "
-            "checks replace methods of the kernel (ActorRef.tell, the dispatcher's "
-            "round, who serves an actor), which the compiled kernel's own callers would "
-            "never call; install trio-actors without TRIO_ACTORS_COMPILE"
+            "trio-actors debug mode needs the kernel running as Python: its checks "
+            "replace methods of the kernel (ActorRef.tell, the dispatcher's round, who "
+            "serves an actor), which the compiled kernel's own callers would never "
+            "call. Set TRIO_ACTORS_DEBUG=1 before trio_actors is imported: the kernel "
+            "is then loaded from its source, which the compiled wheel ships"
         )
     _enabled = True
     _check_who_serves()
@@ -219,7 +223,7 @@ def _check_positions_only(cell: ActorCell) -> None:
             return
 
 
-if os.environ.get("TRIO_ACTORS_DEBUG", "") not in ("", "0"):
+if debug_requested():
     enable_serving_checks()
 
 
