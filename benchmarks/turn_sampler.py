@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("pairs", type=int, nargs="?", default=15, help="pairs per shape")
     parser.add_argument("--size", type=int, default=300_000, help="messages per run")
     parser.add_argument(
-        "--interval", type=float, default=None, help="seconds between samples (default: 0.01)"
+        "--interval", type=float, default=None, help="seconds between samples (default 0.05)"
     )
     args = parser.parse_args(argv)
     on_system = functools.partial(sampled, args.interval)
