@@ -13,14 +13,28 @@ import sys
 import pytest
 
 import trio_actors as ta
+from helpers import Echo
 from trio_actors._core._compiled import COMPILED_MODULES, compiled_modules
 from trio_actors._core._debug import enable_serving_checks
+from trio_actors.actors import _system
 
 
 def test_the_flag_says_which_build_runs_and_no_build_is_half_compiled() -> None:
     found = compiled_modules()
     assert found in ([], list(COMPILED_MODULES))
     assert ta.compiled is bool(found)
+
+
+async def test_spawn_makes_refs_without_their_constructor_only_on_the_pure_build() -> None:
+    # (pure: object.__new__ and a store, where the constructor is an interpreted
+    # __init__; compiled: the constructor, which is C -- and the only way)
+    assert _system._REF_BY_STORE is not ta.compiled
+    async with ta.open_actor_system() as system:
+        ref = system.spawn(Echo)
+        assert type(ref) is ta.ActorRef
+        assert await ref.ask("made") == "made"
+        assert ref.path.endswith("/Echo-1")
+        assert ref != system.spawn(Echo)
 
 
 def test_the_contract_suite_says_which_kernel_it_ran() -> None:
