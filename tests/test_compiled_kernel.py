@@ -6,14 +6,18 @@ venv of its own and runs it there); these check the flag and what depends on it.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import trio_actors as ta
 from helpers import Echo
+from trio_actors._core import _cell
 from trio_actors._core._compiled import COMPILED_MODULES, compiled_modules
 from trio_actors._core._debug import enable_serving_checks
 from trio_actors.actors import _system
@@ -35,6 +39,41 @@ async def test_spawn_makes_refs_without_their_constructor_only_on_the_pure_build
         assert await ref.ask("made") == "made"
         assert ref.path.endswith("/Echo-1")
         assert ref != system.spawn(Echo)
+
+
+def test_the_cell_binds_the_functions_its_methods_only_call() -> None:
+    # (on both builds: a compiled class that interpreted classes extend is mutable)
+    assert _cell.FUNCTIONS_BOUND
+    for name, function in _cell.CALLS_THROUGH:
+        assert getattr(_cell.ActorCell, name) is function, name
+
+
+def test_each_method_bound_so_only_passes_its_arguments_to_its_function() -> None:
+    # What the compiled build runs: the method, whose body is one call of the
+    # function with the method's own parameters, in order (so binding the function
+    # in its place changes nothing but a frame).
+    # (the .py beside the module: a compiled wheel ships it beside the extension)
+    source = (Path(_cell.__file__).parent / "_cell.py").read_text(encoding="utf-8")
+    methods = {
+        node.name: node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    for name, function in _cell.CALLS_THROUGH:
+        method = methods[name]
+        (statement,) = method.body
+        call = statement.value  # type: ignore[attr-defined]
+        if isinstance(call, ast.Await):
+            call = call.value
+        assert isinstance(call, ast.Call), name
+        assert ast.unparse(call.func) == f"{function.__module__.rpartition('.')[2]}.{name}"
+        parameters = [a.arg for a in method.args.args]
+        assert [ast.unparse(a) for a in call.args] == parameters, name
+        keywords = [a.arg for a in method.args.kwonlyargs]
+        assert [(k.arg, ast.unparse(k.value)) for k in call.keywords] == [
+            (k, k) for k in keywords
+        ], name
+        assert list(inspect.signature(function).parameters)[1:] == parameters[1:] + keywords
 
 
 def test_the_contract_suite_says_which_kernel_it_ran() -> None:
@@ -64,6 +103,7 @@ import trio.testing
 
 import trio_actors as ta
 from trio_actors._core import _cell, _debug
+from trio_actors._core import _cell
 from trio_actors._core._compiled import COMPILED_MODULES
 
 assert not ta.compiled and _debug.enabled()
