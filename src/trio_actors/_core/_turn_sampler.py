@@ -40,13 +40,20 @@ frames (issue 34).
 Costs: on the trio thread, keeping the record (a store per activation of a plain
 actor, two per ask answered in the asker's task, a dict entry per async message:
 ``_core/_serving_now.py``, measured in ``docs/performance.rst``), whether a
-sampler reads it or not; the thread wakes ``1 / interval``
-times a second while a system with sampling is open (each sample a few
-microseconds holding the GIL, plus a look at each async handler in progress when
-no plain one runs; the trio thread waits for the handover, which on
-a busy machine is the thread scheduler's delay) and waits without waking when none
-is. One thread
-serves every system of the process (:data:`SAMPLER`).
+sampler reads it or not; the thread wakes ``1 / interval`` times a second while a
+system with sampling is open (each sample a few microseconds holding the GIL, plus
+a look at each async handler in progress when no plain one runs) and waits without
+waking when none is. One thread serves every system of the process
+(:data:`SAMPLER`). A wake costs the trio thread most when it yields often: trio
+releases the GIL at each scheduler pass and takes it back at once, and CPython's
+GIL lets a waiting thread ask for it only after a switch interval (5 ms) with no
+release in between -- so the woken sampler may wait until the trio thread stops
+passing through its scheduler that often (it holds the GIL for 5 ms, or sleeps),
+and meanwhile each pass pays for waking it (``python -m benchmarks.gil_waiter``).
+A deep mailbox served in batches of 64 is that case: S1 (1,000,000 tells) pays
+3--7 % for the sampler; fan-out and ping-pong, whose rounds last a time slice,
+1--2 % (``python -m benchmarks.turn_sampler 10 --size 1000000``,
+``docs/performance.rst``).
 
 Each field it writes (``ActorCell.sampled_turn_time``, the system's
 ``sampled_turn_time`` and ``sampled_turn_path``) has no other writer, so nothing
@@ -66,10 +73,10 @@ if TYPE_CHECKING:
     from ._cell import ActorCell
     from ._serving_now import ServingNow
 
-# Seconds between samples. Each sample makes the trio thread hand the GIL over and
-# wait for the sampler's thread to be scheduled: at 0.01 s that cost S1 (a trio
-# thread that never yields) 1.02x on a quiet machine and up to 1.17x on a busy one;
-# at 0.05 s, 1.01--1.02x (benchmarks/turn_sampler.py, docs/performance.rst).
+# Seconds between samples. Each wake makes the trio thread hand the GIL over (and,
+# while it yields often, pay for the sampler waiting for it: see Costs above): at
+# 0.01 s that cost S1 1.02x on a quiet machine and up to 1.17x on a busy one; at
+# 0.05 s, 1.01--1.07x (benchmarks/turn_sampler.py, docs/performance.rst).
 DEFAULT_TURN_SAMPLING = 0.05
 
 
