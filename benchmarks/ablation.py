@@ -32,6 +32,9 @@ The paths, each next to the floor it is measured against in performance.md:
 ``spawn``
     one idle actor spawned (garbage collection included: the collector's walks
     over the live actors are part of what a spawn costs).
+``spawn-exit``
+    one idle actor spawned, and stopped by the exit of its system's block (S5's
+    exit): minus ``spawn``, what a stop costs.
 ``S1-det``, ``S3-det``, ``S4-det``, ``S2-det``
     S1, S3, S4 and S2 with counts that do not depend on the machine's load, for
     comparing commits (also a tree from before the turn sampler, which has no
@@ -87,6 +90,7 @@ PATHS = [
     Path("S2-floor", (5_000, 15_000), "round trip"),
     Path("checkpoint", (5_000, 15_000), "checkpoint"),
     Path("spawn", (5_000, 10_000), "spawn"),
+    Path("spawn-exit", (5_000, 15_000), "actor"),
     Path("S1-det", (100_000, 300_000)),
     Path("S3-det", (100_000, 300_000)),
     Path("S4-det", (10, 30)),
@@ -139,6 +143,15 @@ def run_path(name: str, size: int) -> None:
                 os._exit(0)  # the spawns only, not the exit that stops them
 
         trio.run(main)
+    elif name == "spawn-exit":
+
+        async def spawn_and_exit() -> None:
+            async with ta.open_actor_system() as system:
+                for _ in range(size):
+                    system.spawn(shapes.Idle)
+            os._exit(0)  # the spawns and the exit that stops them, not the teardown
+
+        trio.run(spawn_and_exit)
     else:
         function = {
             "F0": shapes.f0_bare,
@@ -233,9 +246,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.smoke:
         for path in PATHS:
-            if path.name != "spawn":  # it ends its process (os._exit)
+            if not path.name.startswith("spawn"):  # they end their process (os._exit)
                 run_path(path.name, 2 if path.name.startswith("S4") else 100)
-        print(f"ablation smoke: {len(PATHS) - 1} paths ran")
+        print(f"ablation smoke: {len(PATHS) - 2} paths ran")
         return
     if shutil.which("valgrind") is None:
         parser.error("valgrind is not installed (apt install valgrind)")

@@ -60,7 +60,7 @@ def _refs_made_by_a_store() -> bool:
     without calling it: ``object.__new__`` and the one store. In the pure build the
     constructor's check of the runtime's key is an interpreted ``__init__``, a frame
     per spawn (callgrind, ``python -m benchmarks.ablation --only spawn``: 19,858 ->
-    19,261 instructions per spawn); compiled, the constructor is C, and a compiled
+    ~19,300 instructions per spawn); compiled, the constructor is C, and a compiled
     class cannot be made by ``object.__new__`` at all (it says so: ``TypeError``)."""
     try:
         _new_object(ActorRef)
