@@ -176,14 +176,18 @@ def _missed(
     monkeypatch: pytest.MonkeyPatch, observed: dict[str, Any], only: set[str] | None
 ) -> set[str]:
     """The mutants (of ``only``, if given) that their contract does not catch when
-    its systems are observed as ``observed`` says."""
+    its systems are observed as ``observed`` says. (Each contract is first shown to
+    hold so observed, once: most have more than one mutant.)"""
     missed = set()
+    holds: set[str] = set()
     for contract_id, mutant in broken.CASES:
         if only is not None and mutant.__name__ not in only:
             continue
         with monkeypatch.context() as patch:
             _patch_openers(patch, observed, [0])
-            assert REGISTRY[contract_id].run(ta.ServingPolicy()).passed, contract_id
+            if contract_id not in holds:
+                assert REGISTRY[contract_id].run(ta.ServingPolicy()).passed, contract_id
+                holds.add(contract_id)
             mutant(patch)
             if REGISTRY[contract_id].run(ta.ServingPolicy()).passed:
                 missed.add(mutant.__name__)
@@ -192,7 +196,7 @@ def _missed(
 
 @pytest.mark.replaces_the_kernel
 @pytest.mark.usefixtures("debug_checks_only_collect")
-@pytest.mark.timeout(180)  # (every mutant, each contract twice: ~10 s alone)
+@pytest.mark.timeout(180)  # (every mutant, and each contract once unbroken)
 def test_every_broken_runtime_is_caught_in_a_traced_system_too(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -203,7 +207,7 @@ def test_every_broken_runtime_is_caught_in_a_traced_system_too(
 
 @pytest.mark.replaces_the_kernel
 @pytest.mark.usefixtures("debug_checks_only_collect")
-@pytest.mark.timeout(180)  # (every mutant, each contract twice: ~10 s alone)
+@pytest.mark.timeout(180)  # (every mutant, and each contract once unbroken)
 def test_every_broken_runtime_is_caught_in_a_metered_system_too(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
