@@ -19,7 +19,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import trio
 
@@ -30,6 +31,24 @@ from . import shapes
 REPEATS = 5
 
 
+async def timed(
+    size: int, tell: Callable[[Any], None], drain: Callable[[], Awaitable[Any]]
+) -> tuple[float, float]:
+    """Seconds per message of ``size`` calls of ``tell`` (a bound method, as the
+    user's loop would call it) and of ``drain``, which returns once every message is
+    handled; ``REPEATS`` times."""
+    telling = serving = 0.0
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        for _ in range(size):
+            tell(1)
+        told = time.perf_counter()
+        await drain()
+        telling += told - start
+        serving += time.perf_counter() - told
+    return telling / (REPEATS * size), serving / (REPEATS * size)
+
+
 def runtime(size: int, batch: int) -> tuple[float, float]:
     """Seconds per message of trio-actors' tells and of their serving."""
 
@@ -38,16 +57,7 @@ def runtime(size: int, batch: int) -> tuple[float, float]:
         async with ta.open_actor_system(serving=policy) as system:
             ref = system.spawn(shapes.Counter)
             await ref.ask(None)
-            telling = serving = 0.0
-            for _ in range(REPEATS):
-                start = time.perf_counter()
-                for _ in range(size):
-                    ref.tell(1)
-                told = time.perf_counter()
-                await ref.ask(None)
-                telling += told - start
-                serving += time.perf_counter() - told
-            return telling / (REPEATS * size), serving / (REPEATS * size)
+            return await timed(size, ref.tell, lambda: ref.ask(None))
 
     return trio.run(main)
 
@@ -61,19 +71,14 @@ def floor(size: int, batch: int) -> tuple[float, float]:
         popleft = queue.popleft
         receive = shapes.Counter().receive
         checkpoint = trio.lowlevel.checkpoint
-        telling = serving = 0.0
-        for _ in range(REPEATS):
-            start = time.perf_counter()
-            for _ in range(size):
-                mailbox.tell(1)
-            told = time.perf_counter()
+
+        async def drain() -> None:
             while queue:
                 for _ in range(min(batch, len(queue))):
                     receive(popleft())
                 await checkpoint()
-            telling += told - start
-            serving += time.perf_counter() - told
-        return telling / (REPEATS * size), serving / (REPEATS * size)
+
+        return await timed(size, mailbox.tell, drain)
 
     return trio.run(main)
 
