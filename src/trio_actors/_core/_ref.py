@@ -101,8 +101,8 @@ class ActorRef:
     def __init__(self, cell: Any = None, made_by: object = None) -> None:
         # A key, not a metaclass whose __call__ refuses (as trio's
         # NoPublicConstructor): a ref compiled with mypyc (the optional compiled
-        # kernel) can have no metaclass, nor be made by object.__new__. It costs the
-        # pure build's spawn ~1,000 instructions of ~20,000 (callgrind).
+        # kernel) can have no metaclass, nor be made by object.__new__. (The pure
+        # build's spawn makes its ref without this call: actors/_system.py.)
         if made_by is not MADE_BY_THE_RUNTIME:
             raise TypeError(
                 f"{type(self).__module__}.{type(self).__qualname__} has no public "

@@ -388,7 +388,7 @@ class ActorSystem:
             self._dispatcher.schedule(cell)
         # new_ref(cell), inlined: the property and the call were ~70 ns of a ~2 µs
         # spawn (timeit, in-process). In the pure build, as the constructor would
-        # make it, without the call (_REF_BY_STORE, below).
+        # make it, without the call (_refs_made_by_a_store, at the top).
         if _REF_BY_STORE:
             ref: ActorRef = _new_object(ActorRef)
             ref._cell = cell
